@@ -1,0 +1,36 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Parley",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "parley", targets: ["parley"]),
+        .library(name: "ParleyCore", targets: ["ParleyCore"]),
+    ],
+    targets: [
+        // C libraries from Debian (apt) / Homebrew, each with a module map and a shim.
+        .systemLibrary(name: "CLibUV", pkgConfig: "libuv",
+                       providers: [.apt(["libuv1-dev"]), .brew(["libuv"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl",
+                       providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+
+        .target(name: "ParleyIO", dependencies: ["CLibUV", "COpenSSL"]),
+        .target(name: "ParleyHTTP", dependencies: ["ParleyIO"]),
+        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
+        .target(name: "ParleyCore"),
+        .target(name: "ParleyServer",
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
+
+        .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO"]),
+        .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP"]),
+        .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket"]),
+        .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,17 @@
+#ifndef PARLEY_CLIBUV_SHIM_H
+#define PARLEY_CLIBUV_SHIM_H
+#include <uv.h>
+#include <sys/socket.h>
+#include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <signal.h>
+#include <time.h>
+
+/// errno is a macro on glibc; Swift cannot read it directly everywhere.
+static inline int parley_errno(void) { return errno; }
+#endif

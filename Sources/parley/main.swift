@@ -1,0 +1,2 @@
+import ParleyServer
+print("parley: not built yet")
