@@ -25,12 +25,13 @@ let package = Package(
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
-        .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO"]),
+        .target(name: "ParleyTestSupport", path: "Tests/ParleyTestSupport"),
+        .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,160 @@
+import CLibUV
+import Foundation
+import Synchronization
+
+/// One libuv loop running on its own thread.
+///
+/// Everything that touches a loop's handles (connections, timers, listeners) runs on that
+/// loop's thread. Other threads talk to a loop only through ``execute(_:)``.
+public final class EventLoop: @unchecked Sendable {
+    // Why `@unchecked Sendable` is safe here: the state below that is not itself Sendable
+    // (`uvLoop`, the handle pointers, `connections`, `dirty`, `readBuffer`, `nextID`) is only
+    // read or written on the loop's own thread — every method that touches it is documented
+    // "loop thread only" and checks `assertInEventLoop()` in debug builds. The only members
+    // used from other threads are `execute` (its queue is a `Mutex`, and `uv_async_send` is
+    // documented thread-safe by libuv), `inEventLoop` (an `Atomic`) and `index` (a `let`).
+
+    /// Position of this loop in its group.
+    public let index: Int
+    let uvLoop: UnsafeMutablePointer<uv_loop_t>
+    private let wakeup: UnsafeMutablePointer<uv_async_t>
+    private let prepareHandle: UnsafeMutablePointer<uv_prepare_t>
+    private let checkHandle: UnsafeMutablePointer<uv_check_t>
+    private let threadID = Atomic<UInt>(0)
+
+    private struct Inbox {
+        var tasks: [@Sendable () -> Void] = []
+        var closed = false
+    }
+    private let inbox = Mutex(Inbox())
+
+    /// Size of the per-loop read buffer; a read callback sees at most this many bytes.
+    static let readBufferSize = 64 * 1024
+    let readBuffer: UnsafeMutableRawPointer
+
+    // Loop-thread state.
+    var connections: [UInt64: TCPConnection] = [:]
+    var dirty: [TCPConnection] = []
+    private var nextID: UInt64 = 0
+    private(set) var isStopping = false
+    var loopLocals: [ObjectIdentifier: AnyObject] = [:]
+
+    init(index: Int) {
+        self.index = index
+        uvLoop = .allocate(capacity: 1)
+        precondition(uv_loop_init(uvLoop) == 0, "uv_loop_init failed")
+        wakeup = .allocate(capacity: 1)
+        prepareHandle = .allocate(capacity: 1)
+        checkHandle = .allocate(capacity: 1)
+        readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+
+        uv_async_init(uvLoop, wakeup) { handle in
+            EventLoop.from(handle!.pointee.loop).drainInbox()
+        }
+        uv_prepare_init(uvLoop, prepareHandle)
+        uv_check_init(uvLoop, checkHandle)
+        // Writes queued during this turn go out in one writev per connection, right after the
+        // I/O callbacks (check) and before the loop sleeps again (prepare, after timers).
+        uv_prepare_start(prepareHandle) { handle in EventLoop.from(handle!.pointee.loop).flushDirty() }
+        uv_check_start(checkHandle) { handle in EventLoop.from(handle!.pointee.loop).flushDirty() }
+        uv_unref(UnsafeMutableRawPointer(prepareHandle).assumingMemoryBound(to: uv_handle_t.self))
+        uv_unref(UnsafeMutableRawPointer(checkHandle).assumingMemoryBound(to: uv_handle_t.self))
+        uvLoop.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    static func from(_ loop: UnsafeMutablePointer<uv_loop_t>!) -> EventLoop {
+        Unmanaged<EventLoop>.fromOpaque(loop.pointee.data).takeUnretainedValue()
+    }
+
+    /// True when called on this loop's thread.
+    public var inEventLoop: Bool {
+        threadID.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: UInt(pthread_self())))
+    }
+
+    /// Traps in debug builds when not on the loop's thread.
+    @inline(__always) public func assertInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(inEventLoop, "must run on event loop \(index)", file: file, line: line)
+    }
+
+    /// Runs `task` on this loop's thread, in submission order. Callable from any thread.
+    /// Tasks submitted after the loop has stopped are dropped.
+    public func execute(_ task: @escaping @Sendable () -> Void) {
+        let shouldWake = inbox.withLock { inbox -> Bool in
+            if inbox.closed { return false }
+            inbox.tasks.append(task)
+            return inbox.tasks.count == 1
+        }
+        if shouldWake { uv_async_send(wakeup) }
+    }
+
+    /// Runs `task` now when already on this loop, otherwise like ``execute(_:)``.
+    public func executeSoon(_ task: @escaping @Sendable () -> Void) {
+        if inEventLoop { task() } else { execute(task) }
+    }
+
+    private func drainInbox() {
+        let tasks = inbox.withLock { inbox -> [@Sendable () -> Void] in
+            let tasks = inbox.tasks
+            inbox.tasks.removeAll(keepingCapacity: true)
+            return tasks
+        }
+        for task in tasks { task() }
+    }
+
+    func makeConnectionID() -> UInt64 {
+        nextID += 1
+        return (UInt64(index) << 48) | nextID
+    }
+
+    func markDirty(_ connection: TCPConnection) {
+        dirty.append(connection)
+    }
+
+    private func flushDirty() {
+        guard !dirty.isEmpty else { return }
+        let list = dirty
+        dirty.removeAll(keepingCapacity: true)
+        for connection in list { connection.flush() }
+    }
+
+    /// Loop-local storage keyed by type: one instance of `T` per loop, created on first use.
+    /// Loop thread only.
+    public func local<T: AnyObject>(_ type: T.Type, make: () -> T) -> T {
+        assertInEventLoop()
+        let key = ObjectIdentifier(type)
+        if let existing = loopLocals[key] { return unsafeDowncast(existing, to: T.self) }
+        let value = make()
+        loopLocals[key] = value
+        return value
+    }
+
+    /// Number of open connections on this loop. Loop thread only.
+    public var connectionCount: Int { connections.count }
+
+    /// Calls `body` for every open connection on this loop. Loop thread only.
+    public func forEachConnection(_ body: (TCPConnection) -> Void) {
+        for connection in Array(connections.values) { body(connection) }
+    }
+
+    // MARK: running
+
+    func run() {
+        threadID.store(UInt(bitPattern: Int(bitPattern: UInt(pthread_self()))), ordering: .relaxed)
+        uv_run(uvLoop, UV_RUN_DEFAULT)
+        drainInbox()
+        uv_loop_close(uvLoop)
+    }
+
+    /// Closes every handle so `uv_run` returns. Loop thread only.
+    func beginStop() {
+        assertInEventLoop()
+        guard !isStopping else { return }
+        isStopping = true
+        for connection in Array(connections.values) { connection.close(flush: false, reason: .shutdown) }
+        inbox.withLock { $0.closed = true }
+        drainInbox()
+        uv_walk(uvLoop, { handle, _ in
+            if uv_is_closing(handle) == 0 { uv_close(handle, nil) }
+        }, nil)
+    }
+}

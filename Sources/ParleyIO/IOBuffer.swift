@@ -1,0 +1,35 @@
+/// An immutable block of bytes that can be written to many connections on many loops.
+///
+/// Fan-out encodes a message once and hands the same `IOBuffer` to every recipient; each
+/// in-flight write retains it until the kernel has taken the bytes.
+public final class IOBuffer: @unchecked Sendable {
+    // Safe to share across threads: `base` and `count` are set once in `init` and the memory
+    // they describe is never written after `init` returns; it is freed only in `deinit`, when
+    // no reference (and so no in-flight write, which holds one) is left.
+    @usableFromInline let base: UnsafeMutableRawPointer
+    /// Number of bytes.
+    public let count: Int
+
+    /// Copies `bytes` into a new buffer.
+    public init(_ bytes: some Collection<UInt8>) {
+        count = bytes.count
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        let typed = base.bindMemory(to: UInt8.self, capacity: max(count, 1))
+        _ = UnsafeMutableBufferPointer(start: typed, count: count).initialize(from: bytes)
+    }
+
+    /// Copies a string's UTF-8 bytes into a new buffer.
+    public convenience init(string: String) {
+        self.init(Array(string.utf8))
+    }
+
+    deinit { base.deallocate() }
+
+    /// Reads the bytes without copying.
+    @inlinable public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// A copy of the bytes as an array.
+    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+}

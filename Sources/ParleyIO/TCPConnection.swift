@@ -1,0 +1,254 @@
+import CLibUV
+
+/// Why a connection closed.
+public enum ConnectionCloseReason: Sendable, Equatable {
+    /// The peer closed its side (EOF) or reset the connection.
+    case peerClosed
+    /// This side asked to close.
+    case local
+    /// The peer did not read fast enough: its write queue passed the limit.
+    case writeQueueOverflow
+    /// The server is shutting down.
+    case shutdown
+    /// A socket error.
+    case error(IOError)
+}
+
+/// Receives a connection's bytes and its end. Called on the connection's loop.
+public protocol ConnectionHandler: AnyObject {
+    /// Bytes arrived. `bytes` is only valid during the call.
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer)
+    /// The connection is closed; no more calls follow.
+    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason)
+}
+
+/// A TCP connection owned by one event loop. Use it only on that loop's thread.
+///
+/// Writes are queued and coalesced: everything written during one loop turn goes out as one
+/// `writev`. The queue is bounded: a peer that stops reading is disconnected once its queue
+/// passes ``maxQueuedBytes``, without slowing anyone else.
+public final class TCPConnection {
+    /// The loop this connection lives on, for life.
+    public let loop: EventLoop
+    /// Unique within the process.
+    public let id: UInt64
+    /// The peer's address as `ip:port`.
+    public let remoteAddress: String
+    /// The peer's IP address without the port.
+    public let remoteIP: String
+    /// Receives reads and the close. Released after `connectionDidClose`.
+    public var handler: (any ConnectionHandler)?
+    /// Largest number of bytes that may wait to be written before the connection is cut.
+    public var maxQueuedBytes: Int = 4 << 20
+
+    /// Lifecycle.
+    public enum State: Sendable, Equatable { case open, closingAfterFlush, closed }
+    public private(set) var state: State = .open
+
+    let handle: UnsafeMutablePointer<uv_tcp_t>
+    private var pending: [IOBuffer] = []
+    private var pendingBytes = 0
+    private var isDirty = false
+    private var inFlightWrites = 0
+    private var closeReason: ConnectionCloseReason = .local
+    private var isReading = false
+
+    init(loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>) {
+        self.loop = loop
+        self.handle = handle
+        self.id = loop.makeConnectionID()
+        let (ip, port) = TCPConnection.peerName(handle)
+        self.remoteIP = ip
+        self.remoteAddress = ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+        handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        loop.connections[id] = self
+    }
+
+    private var stream: UnsafeMutablePointer<uv_stream_t> {
+        UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_stream_t.self)
+    }
+
+    static func from(_ pointer: UnsafeMutableRawPointer?) -> TCPConnection {
+        Unmanaged<TCPConnection>.fromOpaque(pointer!).takeUnretainedValue()
+    }
+
+    /// Bytes waiting to be written (queued here plus held by libuv).
+    public var queuedBytes: Int { pendingBytes + uv_stream_get_write_queue_size(stream) }
+
+    // MARK: reading
+
+    /// Starts delivering reads to the handler.
+    public func startReading() {
+        guard state == .open, !isReading else { return }
+        isReading = true
+        uv_read_start(stream, { handle, _, buf in
+            let loop = EventLoop.from(handle!.pointee.loop)
+            buf!.pointee = uv_buf_init(loop.readBuffer.assumingMemoryBound(to: CChar.self),
+                                       UInt32(EventLoop.readBufferSize))
+        }, { stream, nread, buf in
+            let connection = TCPConnection.from(stream!.pointee.data)
+            if nread > 0 {
+                let bytes = UnsafeRawBufferPointer(start: buf!.pointee.base, count: nread)
+                connection.handler?.connection(connection, didRead: bytes)
+            } else if nread < 0 {
+                let code = Int32(nread)
+                if code == UV_EOF.rawValue || code == UV_ECONNRESET.rawValue {
+                    connection.close(flush: code == UV_EOF.rawValue, reason: .peerClosed)
+                } else {
+                    connection.close(flush: false, reason: .error(IOError(uv: code, "read")))
+                }
+            }
+        })
+    }
+
+    /// Stops reading (back-pressure); the kernel buffers, then the peer's writes block.
+    public func stopReading() {
+        guard isReading else { return }
+        isReading = false
+        uv_read_stop(stream)
+    }
+
+    // MARK: writing
+
+    /// Queues `buffer`; it goes out at the end of this loop turn together with everything else
+    /// written to this connection in the same turn.
+    public func write(_ buffer: IOBuffer) {
+        guard state == .open, buffer.count > 0 else { return }
+        pending.append(buffer)
+        pendingBytes += buffer.count
+        if pendingBytes + uv_stream_get_write_queue_size(stream) > maxQueuedBytes {
+            close(flush: false, reason: .writeQueueOverflow)
+            return
+        }
+        if !isDirty {
+            isDirty = true
+            loop.markDirty(self)
+        }
+    }
+
+    /// Copies and queues `bytes`.
+    public func write(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        write(IOBuffer(bytes))
+    }
+
+    /// Copies and queues a string's UTF-8 bytes.
+    public func write(_ string: String) {
+        write(IOBuffer(string: string))
+    }
+
+    func flush() {
+        isDirty = false
+        guard !pending.isEmpty, state != .closed else { return }
+        let buffers = pending
+        pending.removeAll(keepingCapacity: true)
+        pendingBytes = 0
+        let request = WriteRequest(buffers: buffers)
+        var bufs = buffers.map { uv_buf_init($0.base.assumingMemoryBound(to: CChar.self), UInt32($0.count)) }
+        let status = bufs.withUnsafeMutableBufferPointer { bufs in
+            uv_write(request.request, stream, bufs.baseAddress, UInt32(bufs.count)) { req, status in
+                let request = Unmanaged<WriteRequest>.fromOpaque(req!.pointee.data).takeRetainedValue()
+                let connection = TCPConnection.from(req!.pointee.handle.pointee.data)
+                connection.writeCompleted(request, status: status)
+            }
+        }
+        if status < 0 {
+            Unmanaged<WriteRequest>.fromOpaque(request.request.pointee.data).release()
+            close(flush: false, reason: .error(IOError(uv: status, "write")))
+        } else {
+            inFlightWrites += 1
+        }
+    }
+
+    private func writeCompleted(_ request: WriteRequest, status: Int32) {
+        inFlightWrites -= 1
+        if status < 0 && status != UV_ECANCELED.rawValue {
+            close(flush: false, reason: .peerClosed)
+            return
+        }
+        if state == .closingAfterFlush && inFlightWrites == 0 && pending.isEmpty {
+            finishClose()
+        }
+    }
+
+    // MARK: closing
+
+    /// Closes the connection. With `flush`, queued bytes are written first (for at most a
+    /// few seconds); without, they are dropped. Safe to call more than once.
+    public func close(flush: Bool = true, reason: ConnectionCloseReason = .local) {
+        switch state {
+        case .closed:
+            return
+        case .closingAfterFlush:
+            if flush { return }
+        case .open:
+            closeReason = reason
+        }
+        stopReading()
+        if flush && (!pending.isEmpty || inFlightWrites > 0) {
+            state = .closingAfterFlush
+            if !isDirty && !pending.isEmpty {
+                isDirty = true
+                loop.markDirty(self)
+            }
+            // A peer that never reads must not keep a closing connection alive.
+            let timer = LoopTimer(loop: loop)
+            timer.start(after: 3000, keepAlive: true) { [weak self] in
+                self?.close(flush: false, reason: .local)
+            }
+            return
+        }
+        finishClose()
+    }
+
+    private func finishClose() {
+        guard state != .closed else { return }
+        state = .closed
+        pending.removeAll()
+        pendingBytes = 0
+        let handlePointer = UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)
+        if uv_is_closing(handlePointer) != 0 {
+            // The loop is stopping and has already closed the handle.
+            didClose()
+            return
+        }
+        uv_close(handlePointer) { handle in
+            let connection = TCPConnection.from(handle!.pointee.data)
+            connection.didClose()
+            handle!.deallocate()
+        }
+    }
+
+    private func didClose() {
+        loop.connections.removeValue(forKey: id)
+        let handler = self.handler
+        self.handler = nil
+        handler?.connectionDidClose(self, reason: closeReason)
+    }
+
+    // MARK: addresses
+
+    static func peerName(_ handle: UnsafeMutablePointer<uv_tcp_t>) -> (String, Int) {
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let status = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(handle, $0, &length) }
+        }
+        guard status == 0 else { return ("?", 0) }
+        return SocketAddress.describe(storage)
+    }
+}
+
+/// One `uv_write` in flight: owns the request memory and keeps the buffers alive.
+final class WriteRequest {
+    let request: UnsafeMutablePointer<uv_write_t>
+    let buffers: [IOBuffer]
+
+    init(buffers: [IOBuffer]) {
+        self.buffers = buffers
+        request = .allocate(capacity: 1)
+        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+    }
+
+    deinit { request.deallocate() }
+}
