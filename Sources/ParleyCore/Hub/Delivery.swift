@@ -1,0 +1,35 @@
+/// Something that happened in a room, for the room's subscribers.
+public enum RoomEvent: Sendable, Equatable {
+    case message(Message)
+    case memberJoined(Member)
+    case memberLeft(Member)
+}
+
+/// What a new subscriber gets: the room as it was at the instant it joined. Every message
+/// after `lastOffset` reaches it live, so history plus live has no gap and no duplicate.
+public struct SubscribeSnapshot: Sendable, Equatable {
+    public let room: RoomKey
+    /// Members in join order, the subscriber included.
+    public let members: [Member]
+    /// Recent history, oldest first (as many as asked for and kept).
+    public let history: [Message]
+    /// The offset of the newest stored message when it joined (0 when none).
+    public let lastOffset: Int64
+}
+
+/// A unit of work the hub sends to an ``Inbox``.
+public enum Delivery: Sendable {
+    /// For every subscriber of the room that the inbox serves.
+    case event(RoomKey, RoomEvent)
+    /// A session's subscription is in place; deliver the snapshot to it.
+    case subscribed(SessionID, SubscribeSnapshot)
+    /// A session has left a room.
+    case unsubscribed(SessionID, RoomKey)
+}
+
+/// Where the hub sends deliveries: in Parley, one per event loop, serving all the sessions on
+/// that loop. Deliveries to one inbox must be handled in the order they are posted.
+public protocol Inbox: AnyObject, Sendable {
+    /// Called with a room's lock held: enqueue and return; never call back into the hub.
+    func post(_ delivery: Delivery)
+}

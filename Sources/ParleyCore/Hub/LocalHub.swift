@@ -1,0 +1,92 @@
+/// Identifies how a door encodes room events, so a room event is encoded once per format and
+/// the same bytes go to every subscriber using that format.
+public struct WireFormat: Hashable, Sendable {
+    public let rawValue: Int
+    public init(_ rawValue: Int) { self.rawValue = rawValue }
+}
+
+/// A session as the local hub sees it: one connection on this loop.
+public protocol RoomSubscriber<Frame>: AnyObject {
+    associatedtype Frame
+    var sessionID: SessionID { get }
+    var wireFormat: WireFormat { get }
+    /// A room event; `frame` is the event encoded for this subscriber's format (nil when the
+    /// format does not show this event).
+    func receive(_ event: RoomEvent, in room: RoomKey, frame: Frame?)
+    /// The subscription is in place.
+    func didSubscribe(_ snapshot: SubscribeSnapshot)
+    /// The session left the room.
+    func didUnsubscribe(from room: RoomKey)
+}
+
+/// The sessions of one event loop and their rooms: the hub's deliveries for this loop land
+/// here and fan out to local subscribers. Not thread-safe: one per loop, used on it.
+public final class LocalHub<Frame> {
+    public typealias Encoder = (WireFormat, RoomKey, RoomEvent) -> Frame?
+    private let encode: Encoder
+    private var sessions: [SessionID: any RoomSubscriber<Frame>] = [:]
+    private var rooms: [RoomKey: [any RoomSubscriber<Frame>]] = [:]
+    private var sessionRooms: [SessionID: Set<RoomKey>] = [:]
+    /// Number of encodings performed; tests use it to prove encode-once fan-out.
+    public private(set) var encodeCount = 0
+
+    public init(encode: @escaping Encoder) {
+        self.encode = encode
+    }
+
+    /// Makes a session reachable for deliveries.
+    public func register(_ session: any RoomSubscriber<Frame>) {
+        sessions[session.sessionID] = session
+    }
+
+    /// Forgets a session and drops it from every local room at once.
+    public func unregister(_ id: SessionID) {
+        sessions.removeValue(forKey: id)
+        for key in sessionRooms.removeValue(forKey: id) ?? [] { removeFromRoom(id, key) }
+    }
+
+    /// Local subscribers of a room.
+    public func subscribers(of key: RoomKey) -> [any RoomSubscriber<Frame>] { rooms[key] ?? [] }
+
+    public func handle(_ delivery: Delivery) {
+        switch delivery {
+        case .event(let key, let event):
+            guard let list = rooms[key] else { return }
+            fanOut(event, in: key, to: list)
+        case .subscribed(let id, let snapshot):
+            guard let session = sessions[id] else { return }
+            if sessionRooms[id, default: []].insert(snapshot.room).inserted {
+                rooms[snapshot.room, default: []].append(session)
+            }
+            session.didSubscribe(snapshot)
+        case .unsubscribed(let id, let key):
+            guard let session = sessions[id] else { return }
+            sessionRooms[id]?.remove(key)
+            removeFromRoom(id, key)
+            session.didUnsubscribe(from: key)
+        }
+    }
+
+    private func removeFromRoom(_ id: SessionID, _ key: RoomKey) {
+        guard var list = rooms[key], let index = list.firstIndex(where: { $0.sessionID == id }) else { return }
+        list.remove(at: index)
+        rooms[key] = list.isEmpty ? nil : list
+    }
+
+    /// Encodes `event` once per wire format present and hands the same frame to each subscriber.
+    private func fanOut(_ event: RoomEvent, in key: RoomKey, to list: [any RoomSubscriber<Frame>]) {
+        var cache: [(format: WireFormat, frame: Frame?)] = []
+        for subscriber in list {
+            let format = subscriber.wireFormat
+            let frame: Frame?
+            if let hit = cache.first(where: { $0.format == format }) {
+                frame = hit.frame
+            } else {
+                frame = encode(format, key, event)
+                encodeCount += 1
+                cache.append((format, frame))
+            }
+            subscriber.receive(event, in: key, frame: frame)
+        }
+    }
+}

@@ -1,0 +1,35 @@
+/// A room within a channel (tenant).
+public struct RoomKey: Hashable, Sendable, CustomStringConvertible {
+    public let channel: String
+    public let room: String
+
+    public init(channel: String, room: String) {
+        self.channel = channel
+        self.room = room
+    }
+
+    /// Parses `CHANNEL/ROOM`.
+    public init?(parsing text: String) {
+        guard let slash = text.firstIndex(of: "/") else { return nil }
+        let channel = String(text[..<slash]), room = String(text[text.index(after: slash)...])
+        guard RoomKey.isValidName(channel), RoomKey.isValidName(room) else { return nil }
+        self.init(channel: channel, room: room)
+    }
+
+    /// Rooms named `observable-*` publish their membership to their members.
+    public var isObservable: Bool { room.hasPrefix("observable-") }
+
+    public var description: String { "\(channel)/\(room)" }
+
+    /// Longest channel or room name accepted.
+    public static let maxNameLength = 128
+
+    /// A channel or room name: 1–128 bytes of printable characters other than `/`.
+    public static func isValidName(_ name: String) -> Bool {
+        guard !name.isEmpty, name.utf8.count <= maxNameLength else { return false }
+        return name.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F && $0 != "/" }
+    }
+}
+
+/// Identifies one connection's session within this process.
+public typealias SessionID = UInt64

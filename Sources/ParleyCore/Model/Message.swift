@@ -1,0 +1,38 @@
+/// A message published to a room.
+public struct Message: Hashable, Sendable {
+    /// Server-assigned id, unique within the process lifetime and across restarts.
+    public let id: String
+    /// Position in the room's history: 1, 2, 3, … with no gaps. 0 for ephemeral messages,
+    /// which are delivered but never stored.
+    public let offset: Int64
+    /// Milliseconds since the Unix epoch, assigned by the server.
+    public let timestampMillis: Int64
+    public let room: RoomKey
+    /// Who sent it; nil for messages published by the server itself (REST).
+    public let sender: Member?
+    /// The JSON body, exactly as sent.
+    public let body: JSONValue
+
+    public init(id: String, offset: Int64, timestampMillis: Int64, room: RoomKey, sender: Member?, body: JSONValue) {
+        self.id = id
+        self.offset = offset
+        self.timestampMillis = timestampMillis
+        self.room = room
+        self.sender = sender
+        self.body = body
+    }
+
+    /// Unix seconds, as Scaledrone clients expect in `timestamp`.
+    public var timestampSeconds: Int64 { timestampMillis / 1000 }
+
+    /// A `{"typing": bool}` body: delivered live, never stored.
+    public var isEphemeral: Bool { Message.typingState(of: body) != nil }
+
+    /// The typing flag when `body` is exactly `{"typing": true|false}`.
+    public static func typingState(of body: JSONValue) -> Bool? {
+        guard case .object(let object) = body, object.count == 1, let flag = object["typing"]?.boolValue else {
+            return nil
+        }
+        return flag
+    }
+}

@@ -1,1 +1,0 @@
-// ParleyCore module.

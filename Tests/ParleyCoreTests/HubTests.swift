@@ -1,0 +1,300 @@
+import Synchronization
+import Testing
+@testable import ParleyCore
+
+/// Records every delivery, in order.
+final class RecordingInbox: Inbox {
+    let log = Mutex<[Delivery]>([])
+    func post(_ delivery: Delivery) { log.withLock { $0.append(delivery) } }
+    var deliveries: [Delivery] { log.withLock { $0 } }
+    var events: [RoomEvent] {
+        deliveries.compactMap { if case .event(_, let event) = $0 { return event } else { return nil } }
+    }
+    var snapshots: [SubscribeSnapshot] {
+        deliveries.compactMap { if case .subscribed(_, let snapshot) = $0 { return snapshot } else { return nil } }
+    }
+    func clear() { log.withLock { $0.removeAll() } }
+}
+
+private let lobby = RoomKey(channel: "demo", room: "observable-room")
+private let alice = Member(id: "a1", clientData: ["name": "alice", "color": "#FF0000"])
+private let bob = Member(id: "b2", clientData: ["name": "bob"])
+private let carol = Member(id: "c3")
+
+@Suite struct HubTests {
+    @Test func joinerGetsSnapshotOthersGetJoin() throws {
+        let hub = Hub()
+        let one = RecordingInbox(), two = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: lobby, inbox: one)
+        #expect(one.snapshots.last?.members == [alice])
+        try hub.subscribe(2, as: bob, to: lobby, inbox: two)
+        #expect(two.snapshots.last?.members == [alice, bob])
+        #expect(one.events == [.memberJoined(bob)])
+        #expect(two.events.isEmpty)
+    }
+
+    @Test func leaveReachesOthersWithClientData() throws {
+        let hub = Hub()
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: lobby, inbox: inbox)
+        try hub.subscribe(2, as: bob, to: lobby, inbox: inbox)
+        inbox.clear()
+        #expect(hub.unsubscribe(2, from: lobby))
+        #expect(!hub.unsubscribe(2, from: lobby))
+        let deliveries = inbox.deliveries
+        guard case .unsubscribed(2, lobby) = deliveries.first else { Issue.record("expected unsubscribed first"); return }
+        #expect(inbox.events == [.memberLeft(bob)])
+        #expect(hub.members(of: lobby) == [alice])
+    }
+
+    @Test func subscribingTwiceDoesNotAnnounceTwice() throws {
+        let hub = Hub()
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: lobby, inbox: inbox)
+        try hub.subscribe(2, as: bob, to: lobby, inbox: inbox)
+        inbox.clear()
+        try hub.subscribe(2, as: bob, to: lobby, inbox: inbox)
+        #expect(inbox.events.isEmpty)
+        #expect(hub.members(of: lobby) == [alice, bob])
+    }
+
+    @Test func offsetsIncreaseByOneAndTypingIsNotStored() throws {
+        let hub = Hub()
+        let first = try hub.publish("hi", to: lobby, from: alice)
+        let typing = try hub.publish(["typing": true], to: lobby, from: alice)
+        let second = try hub.publish(["text": "yo"], to: lobby, from: bob)
+        #expect(first.offset == 1)
+        #expect(typing.offset == 0)
+        #expect(second.offset == 2)
+        #expect(hub.lastOffset(of: lobby) == 2)
+        #expect(hub.history(of: lobby, limit: 10).messages.map(\.offset) == [1, 2])
+        #expect(first.id != second.id)
+    }
+
+    @Test func everySubscriberGetsMessagesInOrderIncludingSender() throws {
+        let hub = Hub()
+        let one = RecordingInbox(), two = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: lobby, inbox: one)
+        try hub.subscribe(2, as: bob, to: lobby, inbox: two)
+        one.clear(); two.clear()
+        for i in 0..<50 { try hub.publish(.number(JSONNumber(i)), to: lobby, from: alice) }
+        let expected = (1...50).map { Int64($0) }
+        for inbox in [one, two] {
+            let offsets = inbox.events.compactMap { if case .message(let m) = $0 { return m.offset } else { return nil } }
+            #expect(offsets == expected)
+        }
+    }
+
+    @Test func oneInboxGetsOneDeliveryPerEventWhateverItsSubscriberCount() throws {
+        let hub = Hub()
+        let shared = RecordingInbox()
+        for i in 1...100 { try hub.subscribe(SessionID(i), as: Member(id: "m\(i)"), to: lobby, inbox: shared) }
+        shared.clear()
+        try hub.publish("hello", to: lobby, from: nil)
+        #expect(shared.deliveries.count == 1)
+    }
+
+    @Test func concurrentPublishersKeepOneOrderAcrossInboxes() async throws {
+        let hub = Hub()
+        let inboxes = (0..<4).map { _ in RecordingInbox() }
+        for (i, inbox) in inboxes.enumerated() { try hub.subscribe(SessionID(i + 1), as: Member(id: "m\(i)"), to: lobby, inbox: inbox) }
+        for inbox in inboxes { inbox.clear() }
+        await withTaskGroup(of: Void.self) { group in
+            for p in 0..<4 {
+                group.addTask { for i in 0..<250 { _ = try? hub.publish(["p": .number(JSONNumber(p)), "i": .number(JSONNumber(i))], to: lobby, from: nil) } }
+            }
+        }
+        let orders = inboxes.map { $0.events.compactMap { if case .message(let m) = $0 { return m.offset } else { return nil } } }
+        #expect(orders[0] == (1...1000).map { Int64($0) })
+        for order in orders.dropFirst() { #expect(order == orders[0]) }
+    }
+
+    @Test func snapshotHistoryMeetsLiveWithoutGapOrDuplicate() throws {
+        let hub = Hub()
+        for i in 1...5 { try hub.publish(.number(JSONNumber(i)), to: lobby, from: alice) }
+        let inbox = RecordingInbox()
+        try hub.subscribe(9, as: carol, to: lobby, inbox: inbox, historyCount: 3)
+        try hub.publish(6, to: lobby, from: alice)
+        let snapshot = try #require(inbox.snapshots.first)
+        #expect(snapshot.history.map(\.offset) == [3, 4, 5])
+        #expect(snapshot.lastOffset == 5)
+        let live = inbox.events.compactMap { if case .message(let m) = $0 { return m.offset } else { return nil } }
+        #expect(live == [6])
+    }
+
+    @Test func typingExpiresAndIsAnnounced() throws {
+        let clock = ManualClock()
+        var configuration = HubConfiguration()
+        configuration.typingTimeoutMillis = 1000
+        let hub = Hub(configuration: configuration, clock: clock)
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: lobby, inbox: inbox)
+        try hub.publish(["typing": true], to: lobby, from: bob)
+        #expect(hub.typingMembers(of: lobby) == [bob])
+        inbox.clear()
+        clock.advance(millis: 500)
+        hub.expireTyping()
+        #expect(inbox.events.isEmpty)
+        clock.advance(millis: 600)
+        hub.expireTyping()
+        #expect(hub.typingMembers(of: lobby).isEmpty)
+        guard case .message(let stop) = inbox.events.first else { Issue.record("no typing stop"); return }
+        #expect(stop.sender == bob)
+        #expect(Message.typingState(of: stop.body) == false)
+        #expect(stop.offset == 0)
+    }
+
+    @Test func sendingAMessageClearsTyping() throws {
+        let hub = Hub()
+        try hub.publish(["typing": true], to: lobby, from: bob)
+        try hub.publish("done", to: lobby, from: bob)
+        #expect(hub.typingMembers(of: lobby).isEmpty)
+    }
+
+    @Test func historyIsBoundedAndPagesBackwards() throws {
+        var configuration = HubConfiguration()
+        configuration.historyCapacity = 10
+        let hub = Hub(configuration: configuration)
+        for i in 1...25 { try hub.publish(.number(JSONNumber(i)), to: lobby, from: nil) }
+        let newest = hub.history(of: lobby, limit: 4)
+        #expect(newest.messages.map(\.offset) == [22, 23, 24, 25])
+        #expect(newest.hasMore)
+        let older = hub.history(of: lobby, before: 22, limit: 100)
+        #expect(older.messages.map(\.offset) == Array(16...21))
+        #expect(!older.hasMore)
+    }
+
+    @Test func roomLimitIsEnforced() throws {
+        var configuration = HubConfiguration()
+        configuration.maxRooms = 2
+        let hub = Hub(configuration: configuration)
+        try hub.publish("a", to: RoomKey(channel: "c", room: "1"), from: nil)
+        try hub.publish("b", to: RoomKey(channel: "c", room: "2"), from: nil)
+        #expect(throws: ParleyError.self) { try hub.publish("c", to: RoomKey(channel: "c", room: "3"), from: nil) }
+    }
+
+    @Test func occupiedRoomsListsRoomsWithMembers() throws {
+        let hub = Hub()
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: RoomKey(channel: "demo", room: "b"), inbox: inbox)
+        try hub.subscribe(1, as: alice, to: RoomKey(channel: "demo", room: "a"), inbox: inbox)
+        try hub.publish("x", to: RoomKey(channel: "demo", room: "empty"), from: nil)
+        try hub.subscribe(2, as: bob, to: RoomKey(channel: "other", room: "z"), inbox: inbox)
+        #expect(hub.occupiedRooms(in: "demo") == ["a", "b"])
+    }
+}
+
+@Suite struct RoomPartsTests {
+    @Test func historyRingKeepsTheNewest() {
+        var history = MessageHistory(capacity: 3)
+        let key = RoomKey(channel: "c", room: "r")
+        for i in 1...7 { history.append(Message(id: "\(i)", offset: Int64(i), timestampMillis: 0, room: key, sender: nil, body: "x")) }
+        #expect(history.all.map(\.offset) == [5, 6, 7])
+        #expect(history.latest(2).map(\.offset) == [6, 7])
+        #expect(history.latest(0).isEmpty)
+        #expect(history.after(5).map(\.offset) == [6, 7])
+    }
+
+    @Test func typingTrackerRefreshAndStop() {
+        var typing = TypingTracker(timeoutMillis: 100)
+        let started = typing.set(alice, typing: true, nowMillis: 0)
+        let refreshed = typing.set(alice, typing: true, nowMillis: 50)
+        let early = typing.expire(nowMillis: 120)
+        let late = typing.expire(nowMillis: 150)
+        let stopAfterExpiry = typing.set(alice, typing: false, nowMillis: 160)
+        #expect(started)
+        #expect(!refreshed)
+        #expect(early.isEmpty)
+        #expect(late == [alice])
+        #expect(!stopAfterExpiry)
+    }
+
+    @Test func typingStateRecognisesOnlyTheExactShape() {
+        #expect(Message.typingState(of: ["typing": true]) == true)
+        #expect(Message.typingState(of: ["typing": false]) == false)
+        #expect(Message.typingState(of: ["typing": "yes"]) == nil)
+        #expect(Message.typingState(of: ["typing": true, "text": "x"]) == nil)
+        #expect(Message.typingState(of: "typing") == nil)
+    }
+
+    @Test func roomKeyParsingAndObservability() {
+        #expect(RoomKey(parsing: "demo/observable-room") == RoomKey(channel: "demo", room: "observable-room"))
+        #expect(RoomKey(parsing: "demo")  == nil)
+        #expect(RoomKey(parsing: "/room") == nil)
+        #expect(RoomKey(channel: "d", room: "observable-x").isObservable)
+        #expect(!RoomKey(channel: "d", room: "plain").isObservable)
+    }
+
+    @Test func nameColorsAreStableHex() {
+        let color = NameColor.color(for: "alice")
+        #expect(color == NameColor.color(for: "alice"))
+        #expect(color.count == 7 && color.hasPrefix("#"))
+        #expect(color.dropFirst().allSatisfy { $0.isHexDigit })
+        #expect(NameColor.color(for: "bob") != color)
+    }
+
+    @Test func tokenBucketRefills() {
+        var bucket = TokenBucket(ratePerSecond: 10, burst: 2)
+        let results = [0, 0, 0, 100, 100].map { bucket.take(nowMillis: Int64($0)) }
+        #expect(results == [true, true, false, true, false])
+    }
+
+    @Test func displayNameFallsBackToID() {
+        #expect(alice.displayName == "alice")
+        #expect(carol.displayName == "c3")
+    }
+}
+
+@Suite struct LocalHubTests {
+    final class Session: RoomSubscriber {
+        let sessionID: SessionID
+        let wireFormat: WireFormat
+        var frames: [String] = []
+        var snapshots: [SubscribeSnapshot] = []
+        init(_ id: SessionID, _ format: Int) { sessionID = id; wireFormat = WireFormat(format) }
+        func receive(_ event: RoomEvent, in room: RoomKey, frame: String?) { if let frame { frames.append(frame) } }
+        func didSubscribe(_ snapshot: SubscribeSnapshot) { snapshots.append(snapshot) }
+        func didUnsubscribe(from room: RoomKey) {}
+    }
+
+    @Test func encodesOncePerFormatAndSharesTheFrame() throws {
+        let local = LocalHub<String> { format, _, event in
+            guard case .message(let m) = event else { return nil }
+            return "f\(format.rawValue):\(m.body.stringValue ?? "")"
+        }
+        let sessions = (1...30).map { Session(SessionID($0), $0 % 3) }
+        let hub = Hub()
+        final class Forward: Inbox {
+            let log = Mutex<[Delivery]>([])
+            func post(_ delivery: Delivery) { log.withLock { $0.append(delivery) } }
+        }
+        let inbox = Forward()
+        for session in sessions {
+            local.register(session)
+            try hub.subscribe(session.sessionID, as: Member(id: "\(session.sessionID)"), to: lobby, inbox: inbox)
+        }
+        for delivery in inbox.log.withLock({ $0 }) { local.handle(delivery) }
+        inbox.log.withLock { $0.removeAll() }
+        let before = local.encodeCount
+        try hub.publish("hey", to: lobby, from: nil)
+        for delivery in inbox.log.withLock({ $0 }) { local.handle(delivery) }
+        #expect(local.encodeCount - before == 3)
+        for session in sessions {
+            #expect(session.frames.last == "f\(session.wireFormat.rawValue):hey")
+            #expect(session.snapshots.count == 1)
+        }
+    }
+
+    @Test func unregisteredSessionsGetNothing() throws {
+        let local = LocalHub<String> { _, _, _ in "x" }
+        let session = Session(1, 0)
+        local.register(session)
+        let snapshot = SubscribeSnapshot(room: lobby, members: [], history: [], lastOffset: 0)
+        local.handle(.subscribed(1, snapshot))
+        #expect(local.subscribers(of: lobby).count == 1)
+        local.unregister(1)
+        #expect(local.subscribers(of: lobby).isEmpty)
+        local.handle(.subscribed(1, snapshot))
+        #expect(local.subscribers(of: lobby).isEmpty)
+    }
+}
