@@ -52,6 +52,9 @@ public struct HTTPRequestParser: Sendable {
     private var state: State = .requestLine
     /// Unconsumed bytes from earlier feeds: at most one incomplete line (bounded by limits).
     private var pending: [UInt8] = []
+    /// How many leading bytes of `pending` are known to hold no LF, so a client trickling a
+    /// long line one byte at a time costs O(n), not O(n²), to scan.
+    private var pendingScanned = 0
 
     // The request being parsed.
     private var head = HTTPRequestHead(method: "", target: "", path: "", versionMinor: 1)
@@ -117,6 +120,13 @@ public struct HTTPRequestParser: Sendable {
     /// Consumes as much of `buf` as forms complete units; returns how many bytes it used.
     private mutating func run(_ buf: UnsafeBufferPointer<UInt8>, _ events: inout [HTTPParserEvent]) -> Int {
         var i = 0
+        var skip = pendingScanned
+        pendingScanned = 0
+        /// The next LF at or after `i`, skipping what an earlier feed already scanned.
+        func nextLF() -> Int? {
+            defer { skip = 0 }
+            return findLF(buf, from: i + skip)
+        }
         func fail(_ error: HTTPParseError) -> Int {
             events.append(.error(error))
             state = .dead
@@ -125,8 +135,9 @@ public struct HTTPRequestParser: Sendable {
         while true {
             switch state {
             case .requestLine:
-                guard let lf = findLF(buf, from: i) else {
+                guard let lf = nextLF() else {
                     if buf.count - i > limits.maxRequestLineBytes + 1 { return fail(Self.requestLineTooLong) }
+                    pendingScanned = buf.count - i
                     return i
                 }
                 guard lf > i, buf[lf - 1] == CR else { return fail(Self.bareLF) }
@@ -151,8 +162,9 @@ public struct HTTPRequestParser: Sendable {
                 i = lf + 1
 
             case .headers, .trailers:
-                guard let lf = findLF(buf, from: i) else {
+                guard let lf = nextLF() else {
                     if headerBytes + (buf.count - i) > limits.maxHeaderBytes { return fail(Self.headersTooLarge) }
+                    pendingScanned = buf.count - i
                     return i
                 }
                 headerBytes += lf + 1 - i
@@ -206,8 +218,9 @@ public struct HTTPRequestParser: Sendable {
                 }
 
             case .chunkSize:
-                guard let lf = findLF(buf, from: i) else {
+                guard let lf = nextLF() else {
                     if buf.count - i > limits.maxChunkLineBytes + 1 { return fail(Self.chunkLineTooLong) }
+                    pendingScanned = buf.count - i
                     return i
                 }
                 if lf - i > limits.maxChunkLineBytes + 1 { return fail(Self.chunkLineTooLong) }
