@@ -18,6 +18,7 @@ public struct HTTPParseError: Error, Sendable, Equatable, CustomStringConvertibl
         self.init(status: status, message: message)
     }
 
+    /// `status reason: message`, for logs.
     public var description: String { "\(status) \(httpReasonPhrase(status)): \(message)" }
 
     /// The plain-text response to send for this error; the connection must be closed after it.

@@ -26,6 +26,11 @@ public enum HTTPParserEvent: Sendable, Equatable {
 /// Content-Length that is not all digits or that conflicts with another, Transfer-Encoding
 /// together with Content-Length (request smuggling), any Transfer-Encoding other than
 /// `chunked`, HTTP/1.1 without exactly one Host.
+///
+/// A Content-Length over `maxBodyBytes` is reported (413) as soon as the head is complete,
+/// without a `.head` event; an over-limit chunked body fails at the chunk that crosses it.
+/// Only a GET upgrade request stops the parser; other requests carrying `Upgrade` are
+/// parsed as plain requests (`head.isUpgrade` still tells), and the caller answers normally.
 public struct HTTPRequestParser: Sendable {
     private enum State: Sendable, Equatable {
         case requestLine
@@ -140,6 +145,8 @@ public struct HTTPRequestParser: Sendable {
                     pendingScanned = buf.count - i
                     return i
                 }
+                // Length first, so the verdict cannot depend on where the bytes were split.
+                if lf - i > limits.maxRequestLineBytes + 1 { return fail(Self.requestLineTooLong) }
                 guard lf > i, buf[lf - 1] == CR else { return fail(Self.bareLF) }
                 if lf == i + 1 {
                     // RFC 9112 §2.2: ignore empty lines before a request line, a few of them.
@@ -148,7 +155,6 @@ public struct HTTPRequestParser: Sendable {
                     i = lf + 1
                     continue
                 }
-                if lf - 1 - i > limits.maxRequestLineBytes { return fail(Self.requestLineTooLong) }
                 do throws(HTTPParseError) {
                     head = try parseRequestLine(UnsafeBufferPointer(rebasing: buf[i..<(lf - 1)]))
                 } catch {

@@ -98,6 +98,26 @@ import Testing
         #expect(!parser.isIdle)
     }
 
+    @Test func idleOnlyBetweenRequests() {
+        var parser = HTTPRequestParser()
+        #expect(parser.isIdle)
+        _ = parser.feed(bytes("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nab"))
+        #expect(!parser.isIdle)  // mid-body
+        #expect(parser.feed(bytes("cd")) == [.body(bytes("cd")), .end])
+        #expect(parser.isIdle)
+        _ = parser.feed(bytes("G"))
+        #expect(!parser.isIdle)  // a request has started trickling in
+    }
+
+    @Test func nonGetUpgradeIsAPlainRequest() {
+        let events = parse(bytes("POST / HTTP/1.1\r\nHost: h\r\nUpgrade: h2c\r\nConnection: Upgrade\r\nContent-Length: 1\r\n\r\nx"))
+        #expect(events.first?.head?.isUpgrade == true)
+        #expect(Array(events.dropFirst()) == [.body(bytes("x")), .end])
+        let old = parse(bytes("GET / HTTP/1.0\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"))
+        #expect(old.first?.head?.isUpgrade == false)
+        #expect(old.last == .end)
+    }
+
     @Test func leadingEmptyLinesAreIgnored() {
         let (events, consistent) = dripFeed(bytes("\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"))
         #expect(consistent)
@@ -316,10 +336,19 @@ import Testing
                 #expect(parser.bufferedByteCount <= 256 + 2)
                 offset = end
             }
+            // However it was split, the same bytes give the same verdict.
+            #expect(normalized(events) == normalized(HTTPRequestParser(limits: limits).feedAll(input)))
             if let errorIndex = events.firstIndex(where: { $0.error != nil }) {
                 #expect(errorIndex == events.count - 1)
                 #expect(parser.isDead)
             }
         }
+    }
+}
+
+extension HTTPRequestParser {
+    func feedAll(_ input: [UInt8]) -> [HTTPParserEvent] {
+        var copy = self
+        return copy.feed(input)
     }
 }
