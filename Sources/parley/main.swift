@@ -1,2 +1,51 @@
+import Foundation
 import ParleyServer
-print("parley: not built yet")
+
+let usage = """
+usage: parley <command> [options]
+
+commands:
+  serve     run the chat server (parley serve --help for its options)
+  help      show this help
+"""
+
+func fail(_ message: String, code: Int32 = 2) -> Never {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+    exit(code)
+}
+
+/// Writes straight to fd 1, so the line is out even when stdout is a pipe.
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+let command = arguments.isEmpty ? "help" : arguments.removeFirst()
+
+switch command {
+case "serve":
+    let configuration: ServerConfiguration
+    do {
+        guard let parsed = try ServerConfiguration.parse(arguments: arguments, environment: ProcessInfo.processInfo.environment) else {
+            say(ServerConfiguration.usage)
+            exit(0)
+        }
+        configuration = parsed
+    } catch {
+        fail("parley serve: \(error.description)")
+    }
+    let server: ParleyServer
+    do {
+        server = try ParleyServer(configuration: configuration)
+    } catch {
+        fail("parley serve: \(error)", code: 1)
+    }
+    for line in server.listeningLines { say(line) }
+    server.runUntilSignalled()
+    say("parley stopped")
+    exit(0)
+case "help", "--help", "-h":
+    say(usage)
+default:
+    fail("parley: unknown command \"\(command)\"\n\n\(usage)")
+}

@@ -1,0 +1,150 @@
+import ParleyCore
+import ParleyIO
+
+/// The line-protocol door (protocols.md §3): plain TCP, `iam:NAME` then `msg:TEXT`, bridged
+/// into the lobby room.
+enum LineDoor {
+    static func listen(core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener {
+        try TCPListener.bind(host: core.configuration.host, port: core.configuration.linePort, group: group) { connection in
+            connection.maxQueuedBytes = core.configuration.writeQueueLimit
+            let session = LineSession(connection: connection, core: core)
+            connection.handler = session
+            LoopContext.of(connection.loop).localHub.register(session)
+            core.openConnections.add(1, ordering: .relaxed)
+        }
+    }
+}
+
+/// One line-protocol connection.
+final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
+    let connection: TCPConnection
+    let core: ServerCore
+    var sessionID: SessionID { connection.id }
+    let wireFormat = WireFormat.line
+    private var decoder: LineDecoder
+    private var quietTimer: LoopTimer?
+    private var rate: TokenBucket
+    private var member: Member?
+    /// Longest accepted name, in characters.
+    static let maxNameLength = 64
+
+    init(connection: TCPConnection, core: ServerCore) {
+        self.connection = connection
+        self.core = core
+        decoder = LineDecoder(maximumLength: core.configuration.lineMaxLength)
+        rate = TokenBucket(ratePerSecond: core.configuration.lineRatePerSecond, burst: core.configuration.lineBurst)
+    }
+
+    private var lobby: RoomKey { core.configuration.lobby }
+
+    // MARK: reading
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        handle(decoder.feed(bytes))
+        guard connection.state == .open else { return }
+        if decoder.hasPendingBytes {
+            // The original iOS client sends commands with no newline: a pause ends them.
+            let timer = quietTimer ?? LoopTimer(loop: connection.loop)
+            quietTimer = timer
+            timer.start(after: core.configuration.lineQuietMillis) { [weak self] in
+                guard let self else { return }
+                self.handle(self.decoder.quietPeriodElapsed())
+            }
+        } else {
+            quietTimer?.stop()
+        }
+    }
+
+    private func handle(_ events: [LineDecoderEvent]) {
+        for event in events {
+            guard connection.state == .open else { return }
+            switch event {
+            case .tooLong:
+                reply("error: line too long (limit \(decoder.maximumLength) bytes); it was discarded")
+            case .line(let bytes):
+                handle(LineCommand.parse(bytes))
+            }
+        }
+    }
+
+    private func handle(_ command: LineCommand) {
+        switch command {
+        case .iam(let name):
+            identify(as: name)
+        case .msg(let text):
+            guard let member else { reply("error: say who you are first with iam:NAME"); return }
+            guard rate.take(nowMillis: core.hub.clock.nowMillis()) else {
+                reply("error: rate limit exceeded (\(Int(rate.ratePerSecond)) messages per second); message dropped")
+                return
+            }
+            guard !text.isEmpty else { return }
+            do {
+                try core.hub.publish(.string(text), to: lobby, from: member)
+            } catch {
+                reply("error: \(error.message)")
+            }
+        case .auth:
+            reply("error: this server does not require authentication")
+        case .unknown(let text):
+            let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
+            reply("error: unknown command \"\(LineEncoding.singleLine(shown))\"; use iam:NAME or msg:TEXT")
+        }
+    }
+
+    private func identify(as name: String) {
+        if let member {
+            reply("error: already joined as \(member.displayName)")
+            return
+        }
+        guard !name.isEmpty else { reply("error: iam needs a name, e.g. iam:alice"); return }
+        guard name.count <= Self.maxNameLength else {
+            reply("error: name too long (limit \(Self.maxNameLength) characters)")
+            return
+        }
+        guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            reply("error: name contains control characters")
+            return
+        }
+        let member = Member(id: "line-\(connection.id)",
+                            clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]))
+        self.member = member
+        do {
+            try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: connection.loop))
+        } catch {
+            self.member = nil
+            reply("error: \(error.message)")
+        }
+    }
+
+    private func reply(_ line: String) {
+        connection.write(line + "\n")
+    }
+
+    // MARK: room events
+
+    func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
+        if let frame { connection.write(frame) }
+    }
+
+    func didSubscribe(_ snapshot: SubscribeSnapshot) {
+        // The joiner sees its own join like everybody else.
+        if let member, let frame = LineEncoding.encode(.memberJoined(member)) { connection.write(frame) }
+    }
+
+    func didUnsubscribe(from room: RoomKey) {}
+
+    // MARK: closing
+
+    func serverIsStopping() {
+        reply("server is shutting down, bye")
+        connection.close()
+    }
+
+    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
+        quietTimer?.stop()
+        quietTimer = nil
+        LoopContext.of(connection.loop).localHub.unregister(sessionID)
+        if member != nil { core.hub.unsubscribe(sessionID, from: lobby) }
+        core.openConnections.subtract(1, ordering: .relaxed)
+    }
+}

@@ -1,0 +1,35 @@
+import ParleyCore
+import ParleyIO
+
+/// How room events look on the line door: `NAME:TEXT`, `NAME has joined`, `NAME has left`,
+/// one per line. Typing signals are never shown there.
+enum LineEncoding {
+    /// Name shown for messages with no sender (published by the server, e.g. over REST).
+    static let serverName = "parley"
+
+    static func encode(_ event: RoomEvent) -> IOBuffer? {
+        switch event {
+        case .message(let message):
+            guard !message.isEphemeral else { return nil }
+            let name = message.sender.map(\.displayName) ?? serverName
+            return IOBuffer(string: "\(singleLine(name)):\(text(of: message.body))\n")
+        case .memberJoined(let member):
+            return IOBuffer(string: "\(singleLine(member.displayName)) has joined\n")
+        case .memberLeft(let member):
+            return IOBuffer(string: "\(singleLine(member.displayName)) has left\n")
+        }
+    }
+
+    /// A string body as it is; any other JSON as compact JSON text.
+    static func text(of body: JSONValue) -> String {
+        if case .string(let text) = body { return singleLine(text) }
+        return body.jsonString
+    }
+
+    /// Line breaks inside a message would let one user forge lines from another: they become
+    /// spaces on this door.
+    static func singleLine(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 == 10 || $0 == 13 }) else { return text }
+        return String(text.map { $0 == "\n" || $0 == "\r" || $0 == "\r\n" ? " " : $0 })
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import ParleyCore
+import ParleyIO
+import Synchronization
+
+/// What every door shares: the hub, the configuration, one inbox per loop.
+final class ServerCore: Sendable {
+    let configuration: ServerConfiguration
+    let hub: Hub
+    let inboxes: [LoopInbox]
+    /// Connections open across all doors.
+    let openConnections = Atomic<Int>(0)
+
+    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup) {
+        self.configuration = configuration
+        self.hub = hub
+        inboxes = group.loops.map { LoopInbox(loop: $0) }
+    }
+
+    func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
+}
+
+/// A running Parley server: the event loops, the hub, and every door's listener.
+public final class ParleyServer: Sendable {
+    public let configuration: ServerConfiguration
+    public let hub: Hub
+    let group: EventLoopGroup
+    let core: ServerCore
+    private let listeners: Mutex<[TCPListener]>
+    private let stopped = Atomic<Bool>(false)
+    /// Bound ports (the real ones when 0 was asked for).
+    public let linePort: Int
+
+    /// Starts the loops and binds every door. Throws when a port cannot be bound.
+    public init(configuration: ServerConfiguration) throws {
+        self.configuration = configuration
+        var hubConfiguration = HubConfiguration()
+        hubConfiguration.historyCapacity = configuration.historyCapacity
+        hub = Hub(configuration: hubConfiguration)
+        let loopCount: Int
+        switch configuration.loops {
+        case .cores: loopCount = EventLoopGroup.coreCount
+        case .fixed(let n): loopCount = n
+        }
+        let group = EventLoopGroup(loopCount: loopCount)
+        self.group = group
+        let core = ServerCore(configuration: configuration, hub: hub, group: group)
+        self.core = core
+        listeners = Mutex([])
+        do {
+            let line = try LineDoor.listen(core: core, group: group)
+            linePort = line.port
+            listeners.withLock { $0.append(line) }
+        } catch {
+            group.shutdown()
+            throw error
+        }
+        // Typing flags that were not refreshed expire on their own.
+        let hub = self.hub
+        group.loops[0].execute {
+            let timer = LoopTimer(loop: group.loops[0])
+            timer.start(after: 1000, repeating: 1000, keepAlive: true) { hub.expireTyping() }
+        }
+    }
+
+    /// The lines `parley serve` prints once it is ready, one per bound door.
+    public var listeningLines: [String] {
+        ["line listening on \(configuration.host):\(linePort)"]
+    }
+
+    /// Stops gracefully: stop accepting, tell every client goodbye, flush, then stop the
+    /// loops. Waits at most `timeout` for clients to drain. Idempotent.
+    public func shutdown(timeout: Duration = .seconds(3)) {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        for listener in listeners.withLock({ $0 }) { listener.close() }
+        for loop in group.loops {
+            loop.execute {
+                loop.forEachConnection { connection in
+                    if let session = connection.handler as? GracefulSession {
+                        session.serverIsStopping()
+                    } else {
+                        connection.close()
+                    }
+                }
+            }
+        }
+        let deadline = ContinuousClock.now + timeout
+        while core.openConnections.load(ordering: .relaxed) > 0 && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        group.shutdown()
+    }
+
+    /// Blocks until SIGINT or SIGTERM, then shuts down gracefully.
+    public func runUntilSignalled() {
+        let signalled = DispatchSemaphore(value: 0)
+        let loop = group.loops[0]
+        final class Watchers { var list: [SignalWatcher] = [] }
+        loop.execute {
+            let watchers = loop.local(Watchers.self) { Watchers() }
+            for signal in [SIGINT, SIGTERM] {
+                watchers.list.append(SignalWatcher(loop: loop, signal: signal) { _ in signalled.signal() })
+            }
+        }
+        signalled.wait()
+        shutdown()
+    }
+}
+

@@ -1,1 +1,0 @@
-// ParleyServer module.
