@@ -18,6 +18,16 @@ public struct WebSocketFrameDecoder {
     private var buffer: [UInt8] = []
     private var readIndex = 0
     private var failure: WebSocketProtocolError?
+    /// Header of the frame whose payload is still arriving (offsets relative to `readIndex`).
+    private var pending: PendingFrame?
+
+    private struct PendingFrame {
+        var opcode: WebSocketOpcode
+        var rsv1: Bool
+        var headerLength: Int
+        var payloadLength: Int
+        var maskingKey: UInt32?
+    }
 
     /// Creates a decoder for the receiving `role`.
     public init(role: WebSocketRole, maxFramePayload: Int = 1 << 20, allowsRSV1: Bool = false) {
@@ -60,6 +70,20 @@ public struct WebSocketFrameDecoder {
             failure = error
             throw error
         }
+    }
+
+    /// The already-received part of a frame whose header has been read but whose payload is
+    /// incomplete, unmasked, starting at payload offset `offset`; nil if no frame is pending.
+    /// Lets the protocol machine reject invalid UTF-8 before a long frame has fully arrived.
+    public func partialPayload(from offset: Int) -> (opcode: WebSocketOpcode, rsv1: Bool, bytes: [UInt8])? {
+        guard failure == nil, let pending else { return nil }
+        let start = readIndex + pending.headerLength + offset
+        guard start < buffer.count else { return (pending.opcode, pending.rsv1, []) }
+        var bytes = Array(buffer[start...])
+        if let key = pending.maskingKey {
+            bytes.withUnsafeMutableBytes { WebSocketFrameEncoder.mask($0, maskingKey: key, keyOffset: offset & 3) }
+        }
+        return (pending.opcode, pending.rsv1, bytes)
     }
 
     private mutating func parseFrame() throws(WebSocketProtocolError) -> WebSocketFrame? {
@@ -130,9 +154,14 @@ public struct WebSocketFrameDecoder {
             headerLength += 4
         }
         guard available >= headerLength + payloadLength else {
-            buffer.reserveCapacity(readIndex + headerLength + payloadLength)
+            if pending == nil {
+                buffer.reserveCapacity(readIndex + headerLength + payloadLength)
+                pending = PendingFrame(opcode: opcode, rsv1: rsv1, headerLength: headerLength,
+                                       payloadLength: payloadLength, maskingKey: masked ? maskingKey : nil)
+            }
             return nil
         }
+        pending = nil
         let start = readIndex + headerLength
         var payload = Array(buffer[start..<(start + payloadLength)])
         readIndex = start + payloadLength

@@ -52,6 +52,8 @@ public final class WebSocketProtocolMachine {
     private var utf8 = UTF8Validator()
     /// Bytes of `messageBuffer` already run through the UTF-8 validator.
     private var validatedCount = 0
+    /// Bytes of the incomplete frame in the decoder already run through the UTF-8 validator.
+    private var partialFrameValidated = 0
 
     /// Creates the machine for one connection; `deflate` is the outcome of the handshake
     /// negotiation (nil: no compression, RSV1 from the peer is a protocol error).
@@ -98,6 +100,7 @@ public final class WebSocketProtocolMachine {
             while state != .closed, let frame = try decoder.nextFrame() {
                 try handle(frame, into: &actions)
             }
+            if state == .open { try validatePartialTextFrame() }
         } catch {
             fail(error, into: &actions)
         }
@@ -134,9 +137,25 @@ public final class WebSocketProtocolMachine {
         }
     }
 
+    /// Fails fast (1007) on invalid UTF-8 in an uncompressed text frame that is still
+    /// arriving, instead of waiting for the rest of a possibly long frame.
+    private func validatePartialTextFrame() throws(WebSocketProtocolError) {
+        guard let partial = decoder.partialPayload(from: partialFrameValidated), !partial.rsv1 else { return }
+        let isText = (partial.opcode == .text && messageOpcode == nil)
+            || (partial.opcode == .continuation && messageOpcode == .text && !messageCompressed)
+        guard isText, !partial.bytes.isEmpty else { return }
+        partialFrameValidated += partial.bytes.count
+        guard utf8.validate(partial.bytes) else {
+            throw WebSocketProtocolError(.invalidPayload, "invalid UTF-8 in text message")
+        }
+    }
+
     private func appendFragment(_ frame: WebSocketFrame, into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
         // After we sent close, the peer's data is discarded; only its close matters now.
         let discard = state != .open
+        // The first bytes of this frame may have been validated while it was arriving.
+        validatedCount = messageBuffer.count + partialFrameValidated
+        partialFrameValidated = 0
         if !discard {
             let limit = messageLimit
             if messageCompressed, let decompressor {

@@ -167,6 +167,25 @@ private func server(_ configuration: WebSocketConfiguration = WebSocketConfigura
         let m2 = WebSocketProtocolMachine(role: .server, deflate: nil)
         #expect(sentCloseCode(m2.receive(clientFrame(.text, [0x41, 0xFF], fin: false))) == 1007)
     }
+    @Test func invalidUTF8FailsFastInsideAFrameStillArriving() {
+        // Autobahn 6.4.3/6.4.4: one long text frame whose invalid bytes arrive before its end.
+        let good = Array("κόσμε".utf8)
+        let frame = clientFrame(.text, good + [0xF4, 0x90, 0x80, 0x80] + Array(repeating: 0x41, count: 5000))
+        let machine = WebSocketProtocolMachine(role: .server, deflate: nil)
+        #expect(machine.receive(Array(frame.prefix(frame.count - 5000 - 4))) == [])  // valid so far
+        let actions = machine.receive(Array(frame.dropFirst(frame.count - 5000 - 4).prefix(2)))
+        #expect(sentCloseCode(actions) == 1007)
+        #expect(actions.last == .closeConnection)
+        // Same inside a continuation frame, and the drip-fed results agree.
+        expectServerFails(with: 1007, clientFrame(.text, good, fin: false)
+                          + clientFrame(.continuation, [0xED, 0xA0, 0x80] + Array(repeating: 0x41, count: 300)))
+        // Valid text split over many partial deliveries still arrives intact.
+        let text = String(repeating: "κόσμε 😀 ", count: 500)
+        #expect(dripFeed(clientFrame(.text, Array(text.utf8).prefix(1001).map { $0 }, fin: false)
+                         + clientFrame(.ping, []) + clientFrame(.continuation, Array(Array(text.utf8).dropFirst(1001))),
+                         makeMachine: server()) == [.send([0x8A, 0]), .text(text)])
+    }
+
     @Test func badClosePayloads() {
         expectServerFails(with: 1002, clientFrame(.close, [0x03]))
         for code: UInt16 in [0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535] {
