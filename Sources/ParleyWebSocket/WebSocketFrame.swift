@@ -25,8 +25,11 @@ public struct WebSocketFrame: Sendable, Equatable {
     public var fin: Bool
     /// RSV1: with permessage-deflate, "this message is compressed" (first frame only).
     public var rsv1: Bool
+    /// RSV2; no negotiated extension uses it, so a received frame never has it set.
     public var rsv2: Bool
+    /// RSV3; no negotiated extension uses it, so a received frame never has it set.
     public var rsv3: Bool
+    /// What the frame carries.
     public var opcode: WebSocketOpcode
     /// The application (or extension) data, unmasked.
     public var payload: [UInt8]

@@ -5,8 +5,11 @@ import Foundation
 /// client rejects a server's response), a human message for the body, and extra headers
 /// (426 carries `Sec-WebSocket-Version: 13`).
 public struct WebSocketHandshakeError: Error, Sendable, CustomStringConvertible {
+    /// HTTP status to answer with (400, 405, 426); for a client-side failure, the status received.
     public let status: Int
+    /// What went wrong, for the response body or a log line.
     public let message: String
+    /// Extra response headers, e.g. `Sec-WebSocket-Version: 13` with 426.
     public let headers: [(name: String, value: String)]
 
     /// Creates a handshake error.
@@ -16,6 +19,7 @@ public struct WebSocketHandshakeError: Error, Sendable, CustomStringConvertible 
         self.headers = headers
     }
 
+    /// A one-line summary.
     public var description: String { "WebSocket handshake failed (\(status)): \(message)" }
 }
 
