@@ -303,11 +303,13 @@ final class PerMessageDeflateDecompressor {
     private static let chunkSize = 16 * 1024
     private static let tail: [UInt8] = [0x00, 0x00, 0xFF, 0xFF]
 
-    init(noContextTakeover: Bool) {
+    /// `windowBits` other than 15 only serves tests that check our compressor stays inside
+    /// the window it negotiated.
+    init(noContextTakeover: Bool, windowBits: Int = 15) {
         self.noContextTakeover = noContextTakeover
         stream = .allocate(capacity: 1)
         stream.initialize(to: z_stream())
-        let status = parley_inflateInit2(stream, -15)
+        let status = parley_inflateInit2(stream, -Int32(windowBits))
         precondition(status == Z_OK, "inflateInit2 failed: \(status)")
     }
 

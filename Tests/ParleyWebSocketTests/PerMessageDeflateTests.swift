@@ -43,6 +43,22 @@ import Testing
         #expect(make().receive(hex("81 05 48 65 6c 6c 6f")) == [.text("Hello")])
     }
 
+    @Test(arguments: 9...15)
+    func compressorStaysInsideTheNegotiatedWindow(windowBits: Int) throws {
+        // A peer inflating with exactly the negotiated window must accept everything we send.
+        let compressor = try #require(PerMessageDeflateCompressor(windowBits: windowBits, noContextTakeover: false))
+        let decompressor = PerMessageDeflateDecompressor(noContextTakeover: false, windowBits: windowBits)
+        var rng = SeededRNG(seed: UInt64(windowBits))
+        let words = ["alpha", "beta", "gamma", "delta", "parley", "chat", "room", "κόσμε"]
+        for _ in 0..<30 {
+            let text = (0..<Int.random(in: 1...3000, using: &rng)).map { _ in words.randomElement(using: &rng)! }.joined(separator: " ")
+            var out: [UInt8] = []
+            try decompressor.inflateFragment(compressor.compress(Array(text.utf8)), into: &out, limit: 1 << 20)
+            try decompressor.finishMessage(into: &out, limit: 1 << 20)
+            #expect(out == Array(text.utf8))
+        }
+    }
+
     @Test func rsv1WithoutNegotiationIs1002() {
         let client = WebSocketProtocolMachine(role: .client, deflate: PerMessageDeflateParameters())
         let frame = client.sendText(String(repeating: "x", count: 200))
