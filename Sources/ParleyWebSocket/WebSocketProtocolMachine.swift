@@ -1,0 +1,299 @@
+/// What the I/O layer must do after feeding bytes to a ``WebSocketProtocolMachine``.
+/// Actions are in order: write every `.send` before acting on a later `.closeConnection`.
+public enum WebSocketAction: Sendable, Equatable {
+    /// A complete text message: reassembled, inflated and UTF-8 validated.
+    case text(String)
+    /// A complete binary message: reassembled and inflated.
+    case binary([UInt8])
+    /// Bytes to write to the peer (pong replies, close frames).
+    case send([UInt8])
+    /// Close the TCP connection once everything before this action is written.
+    case closeConnection
+    /// The peer sent a close frame (emitted once, before the `.send` of our reply).
+    /// `code` is nil when the frame carried no status code.
+    case peerClosed(code: UInt16?, reason: String)
+}
+
+/// The whole RFC 6455 protocol (plus RFC 7692 permessage-deflate) for one connection after
+/// the opening handshake: feed received bytes to ``receive(_:)-(UnsafeRawBufferPointer)``
+/// and perform the returned actions; call `send*`/``ping(_:)``/``close(code:reason:)`` to
+/// produce bytes to write.
+///
+/// Not Sendable and not thread-safe by design: a connection lives on one event loop.
+public final class WebSocketProtocolMachine {
+    /// The closing-handshake state.
+    public enum State: Sendable, Equatable {
+        /// Messages flow both ways.
+        case open
+        /// We sent a close frame and wait for the peer's; incoming data is ignored.
+        case closing
+        /// The closing handshake finished or the connection failed; nothing more to do.
+        case closed
+    }
+
+    /// Which side this machine plays.
+    public let role: WebSocketRole
+    /// The limits in force.
+    public let configuration: WebSocketConfiguration
+    /// The negotiated permessage-deflate parameters, nil if not negotiated.
+    public let deflateParameters: PerMessageDeflateParameters?
+    /// The closing-handshake state.
+    public private(set) var state: State = .open
+
+    private var decoder: WebSocketFrameDecoder
+    private let compressor: PerMessageDeflateCompressor?
+    private let decompressor: PerMessageDeflateDecompressor?
+    private var rng = SystemRandomNumberGenerator()
+
+    // The data message being reassembled.
+    private var messageOpcode: WebSocketOpcode?
+    private var messageCompressed = false
+    private var messageBuffer: [UInt8] = []
+    private var utf8 = UTF8Validator()
+    /// Bytes of `messageBuffer` already run through the UTF-8 validator.
+    private var validatedCount = 0
+    /// Bytes of the incomplete frame in the decoder already run through the UTF-8 validator.
+    private var partialFrameValidated = 0
+
+    /// Creates the machine for one connection; `deflate` is the outcome of the handshake
+    /// negotiation (nil: no compression, RSV1 from the peer is a protocol error).
+    public init(role: WebSocketRole, configuration: WebSocketConfiguration = WebSocketConfiguration(),
+                deflate: PerMessageDeflateParameters?) {
+        self.role = role
+        self.configuration = configuration
+        self.deflateParameters = deflate
+        decoder = WebSocketFrameDecoder(role: role, maxFramePayload: configuration.maxFrameSize,
+                                        allowsRSV1: deflate != nil)
+        if let deflate {
+            compressor = PerMessageDeflateCompressor(windowBits: deflate.maxWindowBits(sender: role),
+                                                     noContextTakeover: deflate.noContextTakeover(sender: role))
+            let peer: WebSocketRole = role == .server ? .client : .server
+            decompressor = PerMessageDeflateDecompressor(noContextTakeover: deflate.noContextTakeover(sender: peer))
+        } else {
+            compressor = nil
+            decompressor = nil
+        }
+    }
+
+    /// Whether permessage-deflate was negotiated on this connection. When false (server
+    /// role), ``serverTextFrame(_:)`` bytes can be written to it as they are.
+    public var usesDeflate: Bool { deflateParameters != nil }
+
+    /// An unmasked, uncompressed, final text frame: frame a fan-out message once and write the
+    /// same bytes to every server-side connection where ``usesDeflate`` is false.
+    public static func serverTextFrame(_ utf8: some Collection<UInt8>) -> [UInt8] {
+        WebSocketFrameEncoder.encode(opcode: .text, payload: utf8)
+    }
+
+    private var messageLimit: Int {
+        messageCompressed ? min(configuration.maxMessageSize, configuration.inflateLimit) : configuration.maxMessageSize
+    }
+
+    // MARK: Receiving
+
+    /// Feeds received bytes; returns what to do, in order.
+    public func receive(_ bytes: UnsafeRawBufferPointer) -> [WebSocketAction] {
+        guard state != .closed else { return [] }
+        decoder.feed(bytes)
+        var actions: [WebSocketAction] = []
+        do {
+            while state != .closed, let frame = try decoder.nextFrame() {
+                try handle(frame, into: &actions)
+            }
+            if state == .open { try validatePartialTextFrame() }
+        } catch {
+            fail(error, into: &actions)
+        }
+        return actions
+    }
+
+    /// Feeds received bytes; returns what to do, in order.
+    public func receive(_ bytes: [UInt8]) -> [WebSocketAction] {
+        bytes.withUnsafeBytes { receive($0) }
+    }
+
+    private func handle(_ frame: WebSocketFrame, into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
+        switch frame.opcode {
+        case .text, .binary:
+            guard messageOpcode == nil else {
+                throw WebSocketProtocolError(.protocolError, "new message while a fragmented one is in progress")
+            }
+            messageOpcode = frame.opcode
+            messageCompressed = frame.rsv1
+            try appendFragment(frame, into: &actions)
+        case .continuation:
+            guard messageOpcode != nil else {
+                throw WebSocketProtocolError(.protocolError, "continuation frame without a message")
+            }
+            try appendFragment(frame, into: &actions)
+        case .ping:
+            if state == .open {
+                actions.append(.send(frameBytes(opcode: .pong, payload: frame.payload)))
+            }
+        case .pong:
+            break
+        case .close:
+            try handleClose(frame.payload, into: &actions)
+        }
+    }
+
+    /// Fails fast (1007) on invalid UTF-8 in an uncompressed text frame that is still
+    /// arriving, instead of waiting for the rest of a possibly long frame.
+    private func validatePartialTextFrame() throws(WebSocketProtocolError) {
+        guard let partial = decoder.partialPayload(from: partialFrameValidated), !partial.rsv1 else { return }
+        let isText = (partial.opcode == .text && messageOpcode == nil)
+            || (partial.opcode == .continuation && messageOpcode == .text && !messageCompressed)
+        guard isText, !partial.bytes.isEmpty else { return }
+        partialFrameValidated += partial.bytes.count
+        guard utf8.validate(partial.bytes) else {
+            throw WebSocketProtocolError(.invalidPayload, "invalid UTF-8 in text message")
+        }
+    }
+
+    private func appendFragment(_ frame: WebSocketFrame, into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
+        // After we sent close, the peer's data is discarded; only its close matters now.
+        let discard = state != .open
+        // The first bytes of this frame may have been validated while it was arriving.
+        validatedCount = messageBuffer.count + partialFrameValidated
+        partialFrameValidated = 0
+        if !discard {
+            let limit = messageLimit
+            if messageCompressed, let decompressor {
+                try decompressor.inflateFragment(frame.payload, into: &messageBuffer, limit: limit)
+                if frame.fin { try decompressor.finishMessage(into: &messageBuffer, limit: limit) }
+            } else {
+                guard messageBuffer.count + frame.payload.count <= limit else {
+                    throw WebSocketProtocolError(.messageTooBig, "message too big")
+                }
+                if messageBuffer.isEmpty && frame.fin {
+                    messageBuffer = frame.payload
+                } else {
+                    messageBuffer.append(contentsOf: frame.payload)
+                }
+            }
+            if messageOpcode == .text {
+                let ok = messageBuffer.withUnsafeBytes { raw in
+                    utf8.validate(UnsafeRawBufferPointer(rebasing: raw[validatedCount...]))
+                }
+                validatedCount = messageBuffer.count
+                guard ok else { throw WebSocketProtocolError(.invalidPayload, "invalid UTF-8 in text message") }
+            }
+        }
+        guard frame.fin else { return }
+        if !discard {
+            if messageOpcode == .text {
+                guard utf8.isAtBoundary else {
+                    throw WebSocketProtocolError(.invalidPayload, "truncated UTF-8 in text message")
+                }
+                actions.append(.text(String(decoding: messageBuffer, as: UTF8.self)))
+            } else {
+                actions.append(.binary(messageBuffer))
+            }
+        }
+        messageOpcode = nil
+        messageCompressed = false
+        messageBuffer = []
+        utf8.reset()
+        validatedCount = 0
+    }
+
+    private func handleClose(_ payload: [UInt8], into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
+        var code: UInt16?
+        var reason = ""
+        if payload.count == 1 {
+            throw WebSocketProtocolError(.protocolError, "close frame with 1-byte payload")
+        }
+        if payload.count >= 2 {
+            let received = UInt16(payload[0]) << 8 | UInt16(payload[1])
+            guard WebSocketCloseCode.isValidOnWire(received) else {
+                throw WebSocketProtocolError(.protocolError, "invalid close code \(received)")
+            }
+            let reasonBytes = Array(payload[2...])
+            guard UTF8Validator.isValid(reasonBytes) else {
+                throw WebSocketProtocolError(.invalidPayload, "invalid UTF-8 in close reason")
+            }
+            code = received
+            reason = String(decoding: reasonBytes, as: UTF8.self)
+        }
+        actions.append(.peerClosed(code: code, reason: reason))
+        if state == .open {
+            let echo = WebSocketCloseCode(rawValue: code ?? WebSocketCloseCode.normal.rawValue)
+            actions.append(.send(closeFrame(code: echo, reason: "")))
+        }
+        actions.append(.closeConnection)
+        state = .closed
+    }
+
+    /// Fails the connection: our close frame (unless we already sent one), then close TCP.
+    private func fail(_ error: WebSocketProtocolError, into actions: inout [WebSocketAction]) {
+        if state == .open {
+            actions.append(.send(closeFrame(code: error.closeCode, reason: error.message)))
+        }
+        actions.append(.closeConnection)
+        state = .closed
+        messageBuffer = []
+        decompressor?.reset()
+    }
+
+    // MARK: Sending
+
+    private func maskingKey() -> UInt32? {
+        role == .client ? rng.next() : nil
+    }
+
+    private func frameBytes(opcode: WebSocketOpcode, payload: some Collection<UInt8>, rsv1: Bool = false) -> [UInt8] {
+        WebSocketFrameEncoder.encode(opcode: opcode, payload: payload, rsv1: rsv1, maskingKey: maskingKey())
+    }
+
+    private func dataFrame(opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer) -> [UInt8] {
+        guard state == .open else { return [] }
+        if let compressor, payload.count >= configuration.compressionThreshold {
+            return frameBytes(opcode: opcode, payload: compressor.compress(payload), rsv1: true)
+        }
+        return frameBytes(opcode: opcode, payload: payload)
+    }
+
+    /// One text message as a single frame (compressed if negotiated and worthwhile, masked
+    /// for a client). Empty once closing or closed.
+    public func sendText(_ text: String) -> [UInt8] {
+        var text = text
+        return text.withUTF8 { dataFrame(opcode: .text, payload: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// One binary message as a single frame. Empty once closing or closed.
+    public func sendBinary(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.withUnsafeBytes { dataFrame(opcode: .binary, payload: $0) }
+    }
+
+    /// A ping frame (payload truncated to 125 bytes). Empty once closing or closed.
+    public func ping(_ payload: [UInt8] = []) -> [UInt8] {
+        guard state == .open else { return [] }
+        return frameBytes(opcode: .ping, payload: payload.prefix(125))
+    }
+
+    /// Starts the closing handshake: returns `.send` of our close frame and moves to
+    /// ``State/closing``; the peer's close frame then yields `.closeConnection`. Codes that
+    /// may not be sent (1005, 1006, ...) produce a close frame without a status. The reason
+    /// is cut to 123 bytes on a character boundary. Returns no actions unless open.
+    public func close(code: WebSocketCloseCode = .normal, reason: String = "") -> [WebSocketAction] {
+        guard state == .open else { return [] }
+        state = .closing
+        return [.send(closeFrame(code: code, reason: reason))]
+    }
+
+    private func closeFrame(code: WebSocketCloseCode, reason: String) -> [UInt8] {
+        var payload: [UInt8] = []
+        if code.isValidOnWire {
+            payload.append(UInt8(code.rawValue >> 8))
+            payload.append(UInt8(code.rawValue & 0xFF))
+            var length = 0
+            for scalar in reason.unicodeScalars {
+                let size = UTF8.width(scalar)
+                if length + size > 123 { break }
+                length += size
+            }
+            payload.append(contentsOf: reason.utf8.prefix(length))
+        }
+        return frameBytes(opcode: .close, payload: payload)
+    }
+}
