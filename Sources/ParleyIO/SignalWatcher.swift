@@ -11,6 +11,12 @@ public final class SignalWatcher {
         loop.assertInEventLoop()
         self.loop = loop
         self.body = body
+        // A parent may have started us with the signal blocked (some process spawners do);
+        // this thread, at least, must be able to take it.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, signal)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
         handle = .allocate(capacity: 1)
         uv_signal_init(loop.uvLoop, handle)
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()

@@ -129,8 +129,7 @@ final class EchoHandler: ConnectionHandler {
             connection.handler = Recorder(closed)
         }
         defer { listener.close() }
-        let socket = try TestSocket(port: listener.port)
-        socket.setReceiveBuffer(4096)
+        let socket = try TestSocket(port: listener.port, receiveBuffer: 4096)
         try socket.send("go")
         let deadline = Date().addingTimeInterval(10)
         while closed.value == nil && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }

@@ -16,9 +16,13 @@ public final class TestSocket: @unchecked Sendable {
     }
 
     /// Connects to 127.0.0.1:`port` (or another numeric IPv4 host).
-    public init(port: Int, host: String = "127.0.0.1") throws {
+    /// `receiveBuffer` (bytes) is set before connecting, so the window stays small: a slow reader.
+    public init(port: Int, host: String = "127.0.0.1", receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure("socket() failed") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
@@ -37,12 +41,6 @@ public final class TestSocket: @unchecked Sendable {
     }
 
     deinit { Glibc.close(fd) }
-
-    /// Sets the kernel receive buffer (before reading starts) — small values make a slow reader.
-    public func setReceiveBuffer(_ bytes: Int32) {
-        var value = bytes
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &value, socklen_t(MemoryLayout<Int32>.size))
-    }
 
     /// Writes all bytes.
     public func send(_ bytes: [UInt8]) throws {

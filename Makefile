@@ -1,0 +1,54 @@
+# Parley: `make run` starts a server, `make test` runs the whole suite.
+# Both install what is missing first (Debian packages via apt-get; idempotent and quick when
+# nothing is missing), so they work on a fresh Debian 12 machine.
+
+SWIFT       ?= swift
+APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd
+INTEROP_VENV = .venv-interop
+ARGS        ?=
+
+.PHONY: all deps build release run test unit interop clean
+
+all: build
+
+# Install only the packages that are missing.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release --product parley
+
+# Builds in release mode and serves on 127.0.0.1:8080 (HTTP) and :8081 (line protocol).
+run: release
+	./.build/release/parley serve $(ARGS)
+
+# The whole suite: release build, Swift unit and end-to-end tests, interop tests with real
+# third-party clients when present.
+test: deps release unit interop
+
+unit:
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+interop: $(INTEROP_VENV)/.ready
+	@if ls Tests/interop/test_*.py >/dev/null 2>&1; then \
+	  PARLEY_BIN=$(CURDIR)/.build/release/parley $(INTEROP_VENV)/bin/python -m pytest -q Tests/interop; \
+	else echo "no interop tests"; fi
+
+$(INTEROP_VENV)/.ready: Tests/interop/requirements.txt
+	python3 -m venv $(INTEROP_VENV)
+	$(INTEROP_VENV)/bin/pip install -q -r Tests/interop/requirements.txt
+	touch $@
+
+clean:
+	rm -rf .build $(INTEROP_VENV)
