@@ -40,8 +40,9 @@ case "serve":
     } catch {
         fail("parley serve: \(error)", code: 1)
     }
-    for line in server.listeningLines { say(line) }
-    server.runUntilSignalled()
+    server.runUntilSignalled {
+        for line in server.listeningLines { say(line) }
+    }
     say("parley stopped")
     exit(0)
 case "help", "--help", "-h":

@@ -91,9 +91,12 @@ public final class ParleyServer: Sendable {
         group.shutdown()
     }
 
-    /// Blocks until SIGINT or SIGTERM, then shuts down gracefully.
-    public func runUntilSignalled() {
+    /// Watches SIGINT and SIGTERM, calls `ready` once the watchers are in place (so a signal
+    /// sent after `ready` is always handled), blocks until a signal arrives, then shuts down
+    /// gracefully.
+    public func runUntilSignalled(ready: () -> Void = {}) {
         let signalled = DispatchSemaphore(value: 0)
+        let installed = DispatchSemaphore(value: 0)
         let loop = group.loops[0]
         final class Watchers { var list: [SignalWatcher] = [] }
         loop.execute {
@@ -101,9 +104,11 @@ public final class ParleyServer: Sendable {
             for signal in [SIGINT, SIGTERM] {
                 watchers.list.append(SignalWatcher(loop: loop, signal: signal) { _ in signalled.signal() })
             }
+            installed.signal()
         }
+        installed.wait()
+        ready()
         signalled.wait()
         shutdown()
     }
 }
-
