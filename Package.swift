@@ -30,7 +30,7 @@ let package = Package(
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

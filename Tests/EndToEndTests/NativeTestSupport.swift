@@ -4,12 +4,13 @@ import ParleyServer
 import ParleyTestSupport
 
 /// A server on 127.0.0.1 with both doors on free ports and two loops.
-func startTestServer() throws -> ParleyServer {
+func startTestServer(_ configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> ParleyServer {
     var configuration = ServerConfiguration()
     configuration.host = "127.0.0.1"
     configuration.httpPort = 0
     configuration.linePort = 0
     configuration.loops = .fixed(2)
+    configure(&configuration)
     return try ParleyServer(configuration: configuration)
 }
 
