@@ -25,13 +25,13 @@ let package = Package(
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
-        .target(name: "ParleyTestSupport", path: "Tests/ParleyTestSupport"),
+        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyTestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

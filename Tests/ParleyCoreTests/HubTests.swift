@@ -298,3 +298,22 @@ private let carol = Member(id: "c3")
         #expect(local.subscribers(of: lobby).isEmpty)
     }
 }
+
+@Suite struct HubChannelQueryTests {
+    @Test func roomMembersAndClientIDsSpanTheChannel() throws {
+        let hub = Hub()
+        let inbox = RecordingInbox()
+        let other = RoomKey(channel: "demo", room: "b-room")
+        try hub.subscribe(1, as: alice, to: lobby, inbox: inbox)
+        try hub.subscribe(2, as: bob, to: lobby, inbox: inbox)
+        try hub.subscribe(1, as: alice, to: other, inbox: inbox)
+        try hub.subscribe(3, as: carol, to: RoomKey(channel: "elsewhere", room: "x"), inbox: inbox)
+        let listing = hub.roomMembers(in: "demo")
+        #expect(listing.map(\.room) == ["b-room", "observable-room"])
+        #expect(listing.map { $0.members.map(\.id) } == [["a1"], ["a1", "b2"]])
+        #expect(hub.clientIDs(in: "demo") == ["a1", "b2"])
+        hub.unsubscribe(1, from: other)
+        #expect(hub.roomMembers(in: "demo").map(\.room) == ["observable-room"])
+        #expect(hub.clientIDs(in: "nobody").isEmpty)
+    }
+}

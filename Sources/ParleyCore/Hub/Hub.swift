@@ -147,6 +147,24 @@ public final class Hub: Sendable {
         return candidates.filter { !$0.1.lock.withLock { $0.state.isEmpty } }.map { $0.0.room }.sorted()
     }
 
+    /// The occupied rooms of a channel with their members (join order), sorted by room name.
+    public func roomMembers(in channel: String) -> [(room: String, members: [Member])] {
+        let candidates = rooms.withLock { rooms in rooms.filter { $0.key.channel == channel }.map { ($0.key, $0.value) } }
+        return candidates.map { key, room in (key.room, room.lock.withLock { $0.state.memberList }) }
+            .filter { !$0.1.isEmpty }
+            .sorted { $0.0 < $1.0 }
+    }
+
+    /// Distinct client ids connected to any room of a channel, in order of first appearance
+    /// (rooms sorted by name).
+    public func clientIDs(in channel: String) -> [String] {
+        var seen = Set<String>(), ids: [String] = []
+        for (_, members) in roomMembers(in: channel) {
+            for member in members where seen.insert(member.id).inserted { ids.append(member.id) }
+        }
+        return ids
+    }
+
     /// Up to `limit` stored messages before `offset` (newest of them), oldest first; the whole
     /// tail when `offset` is nil. `hasMore` tells whether older messages are kept.
     public func history(of key: RoomKey, before offset: Int64? = nil, limit: Int) -> (messages: [Message], hasMore: Bool) {

@@ -21,6 +21,25 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var historyCapacity = 1_000
     /// Quiet period that ends an unframed line-door message, in milliseconds.
     public var lineQuietMillis: UInt64 = 50
+    /// Largest HTTP request body (REST publish), in bytes.
+    public var httpMaxBodyBytes = 1 << 20
+    /// A request that has started must be complete within this long, in milliseconds.
+    public var httpRequestTimeoutMillis: UInt64 = 10_000
+    /// A keep-alive connection with no request in progress is closed after this long.
+    public var httpIdleTimeoutMillis: UInt64 = 60_000
+    /// Largest WebSocket message on the native door, in bytes (close 1009 above).
+    public var webSocketMaxMessageSize = 1 << 20
+    /// Rooms one native connection may be subscribed to at once.
+    public var nativeMaxRooms = 100
+    /// Publishes per second one native connection may send (token bucket rate)...
+    public var nativeRatePerSecond = 50.0
+    /// ...and the burst it may send at once.
+    public var nativeBurst = 100.0
+    /// Most history messages one subscribe may ask for (`history_count` is capped to it).
+    public var nativeMaxHistoryCount = 1_000
+    /// A native connection silent this long is pinged; one still silent this long after the
+    /// ping is closed. Milliseconds.
+    public var webSocketPingIntervalMillis: UInt64 = 30_000
 
     public enum EventLoopCount: Sendable, Equatable {
         case cores

@@ -43,6 +43,9 @@ enum RoomEventEncoding {
     static func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent) -> IOBuffer? {
         switch format {
         case .line: LineEncoding.encode(event)
+        // Join/leave only for `observable-*` rooms here, while the line door announces them
+        // in its lobby whatever its name: the decision is per format.
+        case .native: NativeEncoding.encode(event, in: room)
         default: nil
         }
     }

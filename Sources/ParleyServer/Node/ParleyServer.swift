@@ -30,6 +30,8 @@ public final class ParleyServer: Sendable {
     private let stopped = Atomic<Bool>(false)
     /// Bound ports (the real ones when 0 was asked for).
     public let linePort: Int
+    /// The HTTP / WebSocket door's bound port.
+    public let httpPort: Int
 
     /// Starts the loops and binds every door. Throws when a port cannot be bound.
     public init(configuration: ServerConfiguration) throws {
@@ -48,10 +50,14 @@ public final class ParleyServer: Sendable {
         self.core = core
         listeners = Mutex([])
         do {
+            let http = try HTTPDoor.listen(core: core, group: group)
+            httpPort = http.port
+            listeners.withLock { $0.append(http) }
             let line = try LineDoor.listen(core: core, group: group)
             linePort = line.port
             listeners.withLock { $0.append(line) }
         } catch {
+            for listener in listeners.withLock({ $0 }) { listener.close() }
             group.shutdown()
             throw error
         }
@@ -65,7 +71,8 @@ public final class ParleyServer: Sendable {
 
     /// The lines `parley serve` prints once it is ready, one per bound door.
     public var listeningLines: [String] {
-        ["line listening on \(configuration.host):\(linePort)"]
+        ["http listening on \(configuration.host):\(httpPort)",
+         "line listening on \(configuration.host):\(linePort)"]
     }
 
     /// Stops gracefully: stop accepting, tell every client goodbye, flush, then stop the

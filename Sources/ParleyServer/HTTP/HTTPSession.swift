@@ -1,0 +1,152 @@
+import ParleyCore
+import ParleyHTTP
+import ParleyIO
+import ParleyWebSocket
+
+/// One HTTP/1.1 connection: parses requests (pipelined, keep-alive), answers them through the
+/// REST router, and hands the connection to a ``NativeSession`` on a WebSocket upgrade.
+final class HTTPSession: ConnectionHandler, GracefulSession {
+    let connection: TCPConnection
+    let core: ServerCore
+    let router: HTTPRouter<RESTHandler>
+    private var parser: HTTPRequestParser
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var timer: LoopTimer?
+    /// Whether the request timer (rather than the idle timer) is running.
+    private var requestTimerRunning = false
+    private var stopping = false
+    private var upgraded = false
+
+    init(connection: TCPConnection, core: ServerCore, router: HTTPRouter<RESTHandler>) {
+        self.connection = connection
+        self.core = core
+        self.router = router
+        parser = HTTPRequestParser(limits: HTTPParserLimits(maxBodyBytes: core.configuration.httpMaxBodyBytes))
+    }
+
+    func start() {
+        armIdleTimer()
+    }
+
+    // MARK: reading
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        let events = parser.feed(bytes)
+        for event in events {
+            guard connection.state == .open, !upgraded else { return }
+            switch event {
+            case .head(let head):
+                self.head = head
+                body = []
+            case .body(let bytes):
+                body.append(contentsOf: bytes)
+            case .end:
+                guard let head else { continue }
+                self.head = nil
+                let request = body
+                body = []
+                respond(to: head, body: request)
+            case .upgrade(let leftover):
+                guard let head else { continue }
+                self.head = nil
+                upgrade(head, leftover: leftover)
+                return
+            case .error(let error):
+                connection.write(error.response.encoded(keepAlive: false))
+                connection.close()
+                return
+            }
+        }
+        guard connection.state == .open, !upgraded else { return }
+        if parser.isIdle && head == nil {
+            armIdleTimer()
+        } else if !requestTimerRunning {
+            // Started once per request: a client trickling bytes cannot keep it alive.
+            requestTimerRunning = true
+            timerObject().start(after: core.configuration.httpRequestTimeoutMillis) { [weak self] in
+                guard let self, self.connection.state == .open else { return }
+                self.connection.write(HTTPResponse.text(408, "request timed out\n").encoded(keepAlive: false))
+                self.connection.close()
+            }
+        }
+    }
+
+    private func timerObject() -> LoopTimer {
+        if let timer { return timer }
+        let timer = LoopTimer(loop: connection.loop)
+        self.timer = timer
+        return timer
+    }
+
+    private func armIdleTimer() {
+        requestTimerRunning = false
+        timerObject().start(after: core.configuration.httpIdleTimeoutMillis) { [weak self] in
+            self?.connection.close()
+        }
+    }
+
+    private func respond(to head: HTTPRequestHead, body: [UInt8]) {
+        let keepAlive = head.keepAlive && !stopping
+        var response: HTTPResponse
+        if head.path == HTTPDoor.nativePath {
+            response = .text(426, "this endpoint speaks WebSocket only\n")
+            response.headers.set("Upgrade", "websocket")
+        } else {
+            response = RESTRoutes.handle(router: router, head: head, body: body, core: core)
+        }
+        if head.method == "HEAD" {
+            response.headers.set("Content-Length", String(response.body.count))
+            response.body = []
+        }
+        connection.write(response.encoded(keepAlive: keepAlive))
+        if !keepAlive { connection.close() }
+    }
+
+    private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
+        guard head.path == HTTPDoor.nativePath else {
+            connection.write(HTTPResponse.text(404, "not found\n").encoded(keepAlive: false))
+            connection.close()
+            return
+        }
+        let configuration = HTTPDoor.webSocketConfiguration(core.configuration)
+        let headers = head.headers
+        let result = WebSocketHandshake.serverResponse(method: head.method, versionMinor: head.versionMinor, header: { name in
+            let values = headers.values(name)
+            return values.isEmpty ? nil : values.joined(separator: ", ")
+        }, configuration: configuration)
+        switch result {
+        case .failure(let error):
+            var response = HTTPResponse.text(error.status, error.message + "\n")
+            for (name, value) in error.headers { response.headers.add(name, value) }
+            connection.write(response.encoded(keepAlive: false))
+            connection.close()
+        case .success(let (responseHeaders, deflate)):
+            upgraded = true
+            timer?.stop()
+            timer = nil
+            connection.write(HTTPResponse(status: 101, headers: HTTPHeaders(responseHeaders)).encoded(keepAlive: true))
+            let session = NativeSession(connection: connection, core: core, webSocket: configuration, deflate: deflate)
+            connection.handler = session
+            LoopContext.of(connection.loop).localHub.register(session)
+            session.start()
+            if !leftover.isEmpty {
+                leftover.withUnsafeBytes { session.connection(connection, didRead: $0) }
+            }
+        }
+    }
+
+    // MARK: closing
+
+    func serverIsStopping() {
+        stopping = true
+        // Idle: close now. Mid-request: the response goes out with `Connection: close`.
+        if parser.isIdle && head == nil { connection.close() }
+    }
+
+    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
+        timer?.stop()
+        timer = nil
+        core.openConnections.subtract(1, ordering: .relaxed)
+    }
+}

@@ -1,0 +1,107 @@
+import ParleyCore
+
+/// One client → server message of the Scaledrone v3 protocol (protocols.md §1), validated.
+enum NativeCommand: Equatable, Sendable {
+    case handshake(channel: String, clientData: JSONValue?, callback: Int?)
+    case authenticate(token: String, callback: Int?)
+    case subscribe(room: String, historyCount: Int, callback: Int?)
+    case unsubscribe(room: String, callback: Int?)
+    case publish(room: String, message: JSONValue, callback: Int?)
+
+    /// Why a frame was refused: the error reply's text, the callback to echo when one could be
+    /// read, and whether it was a handshake (whose reply must carry a `client_id`).
+    struct Failure: Error, Equatable, Sendable {
+        let callback: Int?
+        let isHandshake: Bool
+        let message: String
+    }
+
+    var callback: Int? {
+        switch self {
+        case .handshake(_, _, let callback), .authenticate(_, let callback), .subscribe(_, _, let callback),
+             .unsubscribe(_, let callback), .publish(_, _, let callback):
+            callback
+        }
+    }
+
+    /// Parses one frame's payload. Never throws: every problem becomes a ``Failure`` so the
+    /// session can answer it and keep the connection.
+    static func parse(_ bytes: [UInt8]) -> Result<NativeCommand, Failure> {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(bytes)
+        } catch {
+            return .failure(Failure(callback: nil, isHandshake: false, message: "invalid JSON: \(error.description)"))
+        }
+        guard case .object(let object) = value else {
+            return .failure(Failure(callback: nil, isHandshake: false, message: "expected a JSON object"))
+        }
+        let fields = JSONValue.object(object)
+        var callback: Int?
+        if let raw = fields["callback"], !raw.isNull {
+            guard let number = raw.intValue else {
+                return .failure(Failure(callback: nil, isHandshake: false, message: "callback must be an integer"))
+            }
+            callback = number
+        }
+        guard let type = fields["type"]?.stringValue else {
+            return .failure(Failure(callback: callback, isHandshake: false, message: "missing or non-string type"))
+        }
+        func fail(_ message: String) -> Result<NativeCommand, Failure> {
+            .failure(Failure(callback: callback, isHandshake: type == "handshake", message: message))
+        }
+        func room() -> Result<String, Failure> {
+            guard let raw = fields["room"] else {
+                return .failure(Failure(callback: callback, isHandshake: false, message: "missing room"))
+            }
+            guard let name = raw.stringValue else {
+                return .failure(Failure(callback: callback, isHandshake: false, message: "room must be a string"))
+            }
+            guard RoomKey.isValidName(name) else {
+                return .failure(Failure(callback: callback, isHandshake: false,
+                                        message: "invalid room name (1-\(RoomKey.maxNameLength) bytes, no '/' or control characters)"))
+            }
+            return .success(name)
+        }
+        switch type {
+        case "handshake":
+            guard let raw = fields["channel"] else { return fail("missing channel") }
+            guard let channel = raw.stringValue else { return fail("channel must be a string") }
+            guard RoomKey.isValidName(channel) else { return fail("invalid channel name") }
+            var clientData = fields["client_data"]
+            if clientData?.isNull == true { clientData = nil }
+            return .success(.handshake(channel: channel, clientData: clientData, callback: callback))
+        case "authenticate":
+            guard let token = fields["token"]?.stringValue else { return fail("missing or non-string token") }
+            return .success(.authenticate(token: token, callback: callback))
+        case "subscribe":
+            let name: String
+            switch room() {
+            case .success(let value): name = value
+            case .failure(let failure): return .failure(failure)
+            }
+            var count = 0
+            for key in ["history_count", "history"] {
+                guard let raw = fields[key], !raw.isNull else { continue }
+                guard let n = raw.intValue, n >= 0 else { return fail("\(key) must be a non-negative integer") }
+                count = max(count, n)
+            }
+            return .success(.subscribe(room: name, historyCount: count, callback: callback))
+        case "unsubscribe":
+            switch room() {
+            case .success(let name): return .success(.unsubscribe(room: name, callback: callback))
+            case .failure(let failure): return .failure(failure)
+            }
+        case "publish":
+            let name: String
+            switch room() {
+            case .success(let value): name = value
+            case .failure(let failure): return .failure(failure)
+            }
+            guard let message = fields["message"] else { return fail("missing message") }
+            return .success(.publish(room: name, message: message, callback: callback))
+        default:
+            return fail("unknown type \"\(type.prefix(40))\"")
+        }
+    }
+}

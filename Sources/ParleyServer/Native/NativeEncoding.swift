@@ -1,0 +1,99 @@
+import ParleyCore
+import ParleyIO
+import ParleyWebSocket
+
+/// How the native (Scaledrone v3) door writes JSON: room events once per loop, replies per
+/// connection. Field names and types are exactly what the official SDKs read.
+enum NativeEncoding {
+    /// A room event as one shared, uncompressed WebSocket text frame; nil when the door does
+    /// not show it (membership of rooms that are not observable).
+    static func encode(_ event: RoomEvent, in room: RoomKey) -> IOBuffer? {
+        guard let json = eventJSON(event, in: room) else { return nil }
+        return IOBuffer(WebSocketProtocolMachine.serverTextFrame(json))
+    }
+
+    static func eventJSON(_ event: RoomEvent, in room: RoomKey) -> [UInt8]? {
+        var w = JSONWriter()
+        switch event {
+        case .message(let message):
+            writeMessage(message, type: "publish", index: nil, into: &w)
+        case .memberJoined(let member), .memberLeft(let member):
+            guard room.isObservable else { return nil }
+            let joined = if case .memberJoined = event { true } else { false }
+            w.beginObject()
+            w.key("type"); w.writeString(joined ? "observable_member_join" : "observable_member_leave")
+            w.key("room"); w.writeString(room.room)
+            w.key("data"); writeMember(member, into: &w)
+            w.endObject()
+        }
+        return w.bytes
+    }
+
+    /// `publish` / `history_message`: `client_id` only with a sender, `offset` only for stored
+    /// messages, `index` only in history.
+    static func writeMessage(_ message: Message, type: String, index: Int?, into w: inout JSONWriter) {
+        w.beginObject()
+        w.key("type"); w.writeString(type)
+        w.key("room"); w.writeString(message.room.room)
+        w.key("message"); w.write(message.body)
+        w.key("id"); w.writeString(message.id)
+        w.key("timestamp"); w.writeInt(Int(message.timestampSeconds))
+        if let sender = message.sender { w.key("client_id"); w.writeString(sender.id) }
+        if message.offset > 0 { w.key("offset"); w.writeInt(Int(message.offset)) }
+        if let index { w.key("index"); w.writeInt(index) }
+        w.endObject()
+    }
+
+    static func historyMessage(_ message: Message, index: Int) -> [UInt8] {
+        var w = JSONWriter()
+        writeMessage(message, type: "history_message", index: index, into: &w)
+        return w.bytes
+    }
+
+    /// `{"id":"..","clientData":..,"authData":..}`, the optional fields only when set.
+    static func writeMember(_ member: Member, into w: inout JSONWriter) {
+        w.beginObject()
+        w.key("id"); w.writeString(member.id)
+        if let clientData = member.clientData { w.key("clientData"); w.write(clientData) }
+        if let authData = member.authData { w.key("authData"); w.write(authData) }
+        w.endObject()
+    }
+
+    static func observableMembers(room: RoomKey, members: [Member]) -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("type"); w.writeString("observable_members")
+        w.key("room"); w.writeString(room.room)
+        w.key("data")
+        w.beginArray()
+        for member in members { writeMember(member, into: &w) }
+        w.endArray()
+        w.endObject()
+        return w.bytes
+    }
+
+    /// A reply: `{"callback":N}` plus extra fields, and `error` on failure. With no callback
+    /// (the client gave none) it is `{"error":".."}` or the bare fields.
+    static func reply(callback: Int?, error: String? = nil, clientID: String? = nil,
+                      extra: (inout JSONWriter) -> Void = { _ in }) -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        if let callback { w.key("callback"); w.writeInt(callback) }
+        if let clientID { w.key("client_id"); w.writeString(clientID) }
+        extra(&w)
+        if let error { w.key("error"); w.writeString(error) }
+        w.endObject()
+        return w.bytes
+    }
+
+    /// The payload of a frame made by ``WebSocketProtocolMachine/serverTextFrame(_:)`` (final,
+    /// unmasked): what a deflate connection compresses for itself.
+    static func payload(ofServerFrame frame: IOBuffer) -> [UInt8] {
+        frame.withUnsafeBytes { bytes in
+            guard bytes.count >= 2 else { return [] }
+            let length = bytes[1] & 0x7F
+            let header = length < 126 ? 2 : length == 126 ? 4 : 10
+            return Array(bytes[min(header, bytes.count)...])
+        }
+    }
+}

@@ -1,0 +1,115 @@
+@testable import ParleyCore
+import ParleyIO
+import ParleyWebSocket
+import Testing
+@testable import ParleyServer
+
+private func parse(_ text: String) -> Result<NativeCommand, NativeCommand.Failure> {
+    NativeCommand.parse(Array(text.utf8))
+}
+
+private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+@Suite struct NativeCommandTests {
+    @Test func parsesEveryCommand() {
+        #expect(parse(#"{"type":"handshake","channel":"c","callback":1,"client_data":{"name":"a"},"version":2}"#)
+            == .success(.handshake(channel: "c", clientData: ["name": "a"], callback: 1)))
+        #expect(parse(#"{"type":"subscribe","room":"r","callback":0,"history_count":0,"history":0}"#)
+            == .success(.subscribe(room: "r", historyCount: 0, callback: 0)))
+        #expect(parse(#"{"type":"subscribe","room":"r","callback":2,"history":5}"#)
+            == .success(.subscribe(room: "r", historyCount: 5, callback: 2)))
+        #expect(parse(#"{"type":"unsubscribe","room":"r"}"#) == .success(.unsubscribe(room: "r", callback: nil)))
+        #expect(parse(#"{"type":"publish","room":"r","message":null}"#)
+            == .success(.publish(room: "r", message: .null, callback: nil)))
+        #expect(parse(#"{"type":"authenticate","token":"t","callback":3}"#) == .success(.authenticate(token: "t", callback: 3)))
+    }
+
+    @Test func refusesBadInputWithTheCallbackWhenReadable() {
+        if case .failure(let failure) = parse("{") {
+            #expect(failure.callback == nil && failure.message.hasPrefix("invalid JSON"))
+        } else {
+            Issue.record("invalid JSON parsed")
+        }
+        #expect(parse("3") == .failure(.init(callback: nil, isHandshake: false, message: "expected a JSON object")))
+        #expect(parse(#"{"type":"x","callback":"1"}"#) == .failure(.init(callback: nil, isHandshake: false, message: "callback must be an integer")))
+        #expect(parse(#"{"callback":4}"#) == .failure(.init(callback: 4, isHandshake: false, message: "missing or non-string type")))
+        #expect(parse(#"{"type":"handshake","callback":5}"#) == .failure(.init(callback: 5, isHandshake: true, message: "missing channel")))
+        #expect(parse(#"{"type":"handshake","channel":"a/b","callback":5}"#) == .failure(.init(callback: 5, isHandshake: true, message: "invalid channel name")))
+        #expect(parse(#"{"type":"subscribe","room":"r","history_count":-1,"callback":6}"#)
+            == .failure(.init(callback: 6, isHandshake: false, message: "history_count must be a non-negative integer")))
+        #expect(parse(#"{"type":"publish","room":"r","callback":7}"#) == .failure(.init(callback: 7, isHandshake: false, message: "missing message")))
+        #expect(parse(#"{"type":"publish","room":"","message":1}"#).isFailure)
+    }
+}
+
+extension Result {
+    var isFailure: Bool { if case .failure = self { true } else { false } }
+}
+
+@Suite struct NativeEncodingTests {
+    let room = RoomKey(channel: "demo", room: "observable-room")
+    let alice = Member(id: "a1", clientData: ["name": "alice", "color": "#FF0000"])
+
+    @Test func publishCarriesEveryField() throws {
+        let message = Message(id: "m-1", offset: 3, timestampMillis: 1_700_000_000_999, room: room, sender: alice, body: "hi")
+        let json = try #require(NativeEncoding.eventJSON(.message(message), in: room))
+        #expect(text(json) == #"{"type":"publish","room":"observable-room","message":"hi","id":"m-1","timestamp":1700000000,"client_id":"a1","offset":3}"#)
+        let anonymousTyping = Message(id: "m-2", offset: 0, timestampMillis: 0, room: room, sender: nil, body: ["typing": true])
+        #expect(text(NativeEncoding.eventJSON(.message(anonymousTyping), in: room)!)
+            == #"{"type":"publish","room":"observable-room","message":{"typing":true},"id":"m-2","timestamp":0}"#)
+        #expect(text(NativeEncoding.historyMessage(message, index: 0))
+            == #"{"type":"history_message","room":"observable-room","message":"hi","id":"m-1","timestamp":1700000000,"client_id":"a1","offset":3,"index":0}"#)
+    }
+
+    @Test func membershipOnlyForObservableRooms() {
+        #expect(text(NativeEncoding.eventJSON(.memberLeft(alice), in: room)!)
+            == ##"{"type":"observable_member_leave","room":"observable-room","data":{"id":"a1","clientData":{"name":"alice","color":"#FF0000"}}}"##)
+        #expect(NativeEncoding.eventJSON(.memberJoined(alice), in: RoomKey(channel: "demo", room: "plain")) == nil)
+        #expect(text(NativeEncoding.observableMembers(room: room, members: [Member(id: "b")]))
+            == #"{"type":"observable_members","room":"observable-room","data":[{"id":"b"}]}"#)
+    }
+
+    @Test func replies() {
+        #expect(text(NativeEncoding.reply(callback: 0)) == #"{"callback":0}"#)
+        #expect(text(NativeEncoding.reply(callback: nil, error: "bad")) == #"{"error":"bad"}"#)
+        #expect(text(NativeEncoding.reply(callback: 1, error: "no", clientID: "x")) == #"{"callback":1,"client_id":"x","error":"no"}"#)
+    }
+
+    @Test func sharedFramePayloadRoundTrips() {
+        for size in [0, 10, 125, 126, 65535, 65536, 70000] {
+            let payload = [UInt8](repeating: 0x61, count: size)
+            let frame = IOBuffer(WebSocketProtocolMachine.serverTextFrame(payload))
+            #expect(NativeEncoding.payload(ofServerFrame: frame) == payload)
+        }
+    }
+}
+
+/// Fan-out encodes a native event once per loop and hands every subscriber the same bytes.
+@Suite struct NativeFanOutTests {
+    final class Subscriber: RoomSubscriber {
+        let sessionID: SessionID
+        let wireFormat = WireFormat.native
+        var frames: [IOBuffer] = []
+        init(_ id: SessionID) { sessionID = id }
+        func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) { if let frame { frames.append(frame) } }
+        func didSubscribe(_ snapshot: SubscribeSnapshot) {}
+        func didUnsubscribe(from room: RoomKey) {}
+    }
+
+    @Test func encodesOnce() {
+        let context = LoopContext()
+        let room = RoomKey(channel: "c", room: "r")
+        let subscribers = (1...3).map { Subscriber(SessionID($0)) }
+        for s in subscribers {
+            context.localHub.register(s)
+            context.localHub.handle(.subscribed(s.sessionID, SubscribeSnapshot(room: room, members: [], history: [], lastOffset: 0)))
+        }
+        let message = Message(id: "m", offset: 1, timestampMillis: 0, room: room, sender: nil, body: "x")
+        context.localHub.handle(.event(room, .message(message)))
+        #expect(context.localHub.encodeCount == 1)
+        #expect(subscribers.allSatisfy { $0.frames.count == 1 && $0.frames[0] === subscribers[0].frames[0] })
+        // Joins in a plain room encode to nothing for the native door.
+        context.localHub.handle(.event(room, .memberJoined(Member(id: "z"))))
+        #expect(subscribers.allSatisfy { $0.frames.count == 1 })
+    }
+}

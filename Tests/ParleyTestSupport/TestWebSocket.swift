@@ -1,0 +1,136 @@
+import Foundation
+import ParleyWebSocket
+
+/// A small blocking WebSocket client for tests: a ``TestSocket``, Parley's client handshake
+/// and a client-role protocol machine. Every wait has a timeout.
+public final class TestWebSocket: @unchecked Sendable {
+    // Safe: like TestSocket, used by one task at a time; Sendable only for hand-over.
+    public let socket: TestSocket
+    private let machine: WebSocketProtocolMachine
+    private var inbox: [WebSocketAction] = []
+    /// The close code the server sent, once its close frame arrived.
+    public private(set) var closeCode: UInt16?
+    public private(set) var closeReason = ""
+    private var sawEOF = false
+
+    /// Connects and completes the opening handshake on `path`.
+    public init(port: Int, path: String = "/v3/websocket", deflate: Bool = false, timeout: Double = 5) throws {
+        socket = try TestSocket(port: port)
+        let key = WebSocketHandshake.makeClientKey()
+        try socket.send(WebSocketHandshake.clientRequest(host: "127.0.0.1:\(port)", path: path, key: key, offerDeflate: deflate))
+        let deadline = Date().addingTimeInterval(timeout)
+        let terminator: [UInt8] = Array("\r\n\r\n".utf8)
+        var headEnd: Int?
+        while headEnd == nil {
+            let buffered = socket.buffered
+            if buffered.count >= 4 {
+                for i in 0...(buffered.count - 4) where Array(buffered[i..<i + 4]) == terminator {
+                    headEnd = i + 4
+                    break
+                }
+            }
+            if headEnd != nil { break }
+            guard deadline.timeIntervalSinceNow > 0 else { throw TestSocket.Failure("timed out waiting for the 101") }
+            guard try socket.fill(timeout: min(0.5, deadline.timeIntervalSinceNow)) else {
+                throw TestSocket.Failure("closed during handshake: \(String(decoding: socket.buffered, as: UTF8.self))")
+            }
+        }
+        let all = socket.buffered
+        let head = String(decoding: all[..<headEnd!], as: UTF8.self)
+        let leftover = Array(all[headEnd!...])
+        socket.clearBuffer()
+        var lines = head.components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst().split(separator: " ")
+        let status = statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0
+        var headers: [(String, String)] = []
+        for line in lines where !line.isEmpty {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        let parameters = try WebSocketHandshake.validateServerResponse(status: status, header: { name in
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }, key: key, offeredDeflate: deflate)
+        machine = WebSocketProtocolMachine(role: .client, configuration: WebSocketConfiguration(maxMessageSize: 64 << 20, maxFrameSize: 64 << 20),
+                                           deflate: parameters)
+        if !leftover.isEmpty { absorb(machine.receive(leftover)) }
+    }
+
+    /// Whether permessage-deflate was negotiated.
+    public var usesDeflate: Bool { machine.usesDeflate }
+
+    public func sendText(_ text: String) throws { try socket.send(machine.sendText(text)) }
+    public func sendBinary(_ bytes: [UInt8]) throws { try socket.send(machine.sendBinary(bytes)) }
+
+    /// Sends a close frame.
+    public func close(code: WebSocketCloseCode = .normal) throws {
+        for case .send(let bytes) in machine.close(code: code) { try socket.send(bytes) }
+    }
+
+    private func absorb(_ actions: [WebSocketAction]) {
+        for action in actions {
+            switch action {
+            case .send(let bytes):
+                try? socket.send(bytes) // pongs and close echoes
+            case .peerClosed(let code, let reason):
+                closeCode = code
+                closeReason = reason
+            default:
+                inbox.append(action)
+            }
+        }
+    }
+
+    private func pump(until deadline: Date) throws -> Bool {
+        let left = deadline.timeIntervalSinceNow
+        guard left > 0, !sawEOF else { return false }
+        let open = try socket.fill(timeout: min(0.2, left))
+        let bytes = socket.buffered
+        socket.clearBuffer()
+        if !bytes.isEmpty { absorb(machine.receive(bytes)) }
+        if !open { sawEOF = true }
+        return true
+    }
+
+    /// The next text message, waiting at most `timeout` seconds.
+    public func receiveText(timeout: Double = 5) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let index = inbox.firstIndex(where: { if case .text = $0 { true } else { false } }) {
+                guard case .text(let text) = inbox.remove(at: index) else { fatalError() }
+                return text
+            }
+            if inbox.contains(where: { if case .binary = $0 { true } else { false } }) {
+                throw TestSocket.Failure("server sent a binary frame")
+            }
+            guard try pump(until: deadline) else {
+                throw TestSocket.Failure(sawEOF ? "connection closed (close code \(closeCode.map(String.init) ?? "none"))" : "timed out waiting for a message")
+            }
+        }
+    }
+
+    /// Texts until one satisfies `predicate`; returns it.
+    public func receiveText(timeout: Double = 5, until predicate: (String) -> Bool) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let text = try receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
+            if predicate(text) { return text }
+        }
+    }
+
+    /// Whether a text message arrives within `timeout` (consumed if so).
+    public func nothingArrives(within timeout: Double) -> Bool {
+        (try? receiveText(timeout: timeout)) == nil
+    }
+
+    /// Waits for the server's close frame (or EOF); returns its code.
+    public func waitForClose(timeout: Double = 5) throws -> UInt16? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while closeCode == nil && !sawEOF {
+            guard try pump(until: deadline) else { break }
+        }
+        return closeCode
+    }
+
+    /// Closes the TCP connection abruptly (no close frame).
+    public func abort() { socket.abort() }
+}
