@@ -7,7 +7,7 @@ APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat
 INTEROP_VENV = .venv-interop
 ARGS        ?=
 
-.PHONY: all deps build release run test unit interop clean
+.PHONY: all deps build release run test unit interop fuzz fuzz-smoke clean
 
 all: build
 
@@ -34,7 +34,7 @@ run: release
 
 # The whole suite: release build, Swift unit and end-to-end tests, interop tests with real
 # third-party clients when present.
-test: deps release unit interop
+test: deps release unit fuzz-smoke interop
 
 unit:
 	$(SWIFT) build --build-tests
@@ -49,6 +49,15 @@ $(INTEROP_VENV)/.ready: Tests/interop/requirements.txt
 	python3 -m venv $(INTEROP_VENV)
 	$(INTEROP_VENV)/bin/pip install -q -r Tests/interop/requirements.txt
 	touch $@
+
+# libFuzzer campaigns over every parser (FUZZ_SECONDS each, default 60); crashes land in
+# Fuzz/crashes/<target>/. `make test` runs each for a few seconds to catch regressions.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	Fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: deps
+	Fuzz/run.sh 3
 
 clean:
 	rm -rf .build $(INTEROP_VENV)

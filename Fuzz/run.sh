@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets and runs each for SECONDS seconds (default 60).
+# usage: Fuzz/run.sh [SECONDS] [target ...]     targets: http websocket line json native
+# Each parser module is compiled with -sanitize=fuzzer,address as a static library and the
+# entry file is linked to it with swiftc (a SwiftPM executable clashes with libFuzzer's main).
+# A crash leaves its input in Fuzz/crashes/<target>/; turn it into a regression test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER_TARGET=${1:-60}
+shift || true
+TARGETS=${*:-"http websocket line json native"}
+OUT=.build/fuzz
+mkdir -p "$OUT"
+FLAGS=(-O -sanitize=fuzzer,address -parse-as-library -I "$OUT" -L "$OUT")
+
+library() { # name, sources..., extra flags after --
+  local name=$1; shift
+  local sources=() extra=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do sources+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && extra=("$@")
+  if [ ! -f "$OUT/lib$name.a" ] || [ -n "$(find "${sources[@]}" -newer "$OUT/lib$name.a" 2>/dev/null)" ]; then
+    swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name "$name" -emit-module -emit-library -static \
+      -emit-module-path "$OUT/$name.swiftmodule" -o "$OUT/lib$name.a" "${extra[@]}" -I "$OUT" "${sources[@]}" \
+      2>"$OUT/build-$name.log" || { cat "$OUT/build-$name.log"; exit 1; }
+  fi
+}
+
+library ParleyCore $(find Sources/ParleyCore -name '*.swift')
+library ParleyHTTP Sources/ParleyHTTP/*.swift
+library ParleyWebSocket Sources/ParleyWebSocket/*.swift -- -I Sources/CZlib -I Sources/COpenSSL
+
+build() { # target, sources..., libs
+  local target=$1; shift
+  # The linker warns about sanitizer symbols it cannot export; only show output on failure.
+  swiftc "${FLAGS[@]}" -I Sources/CZlib -I Sources/COpenSSL -o "$OUT/fuzz-$target" "$@" \
+    2>"$OUT/build-$target.log" || { cat "$OUT/build-$target.log"; exit 1; }
+}
+for target in $TARGETS; do
+  case $target in
+    http) build http Fuzz/FuzzHTTP.swift -lParleyHTTP ;;
+    websocket) build websocket Fuzz/FuzzWebSocket.swift -lParleyWebSocket -lz -lssl -lcrypto ;;
+    line) build line Fuzz/FuzzLine.swift Sources/ParleyServer/Line/LineDecoder.swift Sources/ParleyServer/Line/LineCommand.swift ;;
+    json) build json Fuzz/FuzzJSON.swift -lParleyCore ;;
+    native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift -lParleyCore ;;
+    *) echo "unknown fuzz target $target" >&2; exit 2 ;;
+  esac
+done
+
+status=0
+for target in $TARGETS; do
+  mkdir -p "Fuzz/corpus/$target" "Fuzz/crashes/$target" "$OUT/corpus-$target"
+  echo "fuzz $target: ${SECONDS_PER_TARGET}s"
+  if ! "$OUT/fuzz-$target" -max_total_time="$SECONDS_PER_TARGET" -max_len=8192 -timeout=10 \
+       -artifact_prefix="Fuzz/crashes/$target/" -print_final_stats=1 \
+       "$OUT/corpus-$target" "Fuzz/corpus/$target" 2>"$OUT/fuzz-$target.log"; then
+    echo "fuzz $target: FAILED (see $OUT/fuzz-$target.log and Fuzz/crashes/$target/)"
+    tail -30 "$OUT/fuzz-$target.log"
+    status=1
+  else
+    grep -E "stat::number_of_executed_units|cov:" "$OUT/fuzz-$target.log" | tail -2 | sed "s/^/fuzz $target: /"
+  fi
+done
+exit $status
