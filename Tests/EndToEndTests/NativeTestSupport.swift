@@ -27,12 +27,12 @@ final class NativeClient {
     }
 
     /// Connects and handshakes on `channel`.
-    static func connect(_ server: ParleyServer, clientData: JSONValue? = nil, channel: String = "demo") throws -> NativeClient {
+    static func connect(_ server: ParleyServer, clientData: JSONValue? = nil, channel: String = "demo") async throws -> NativeClient {
         let client = try NativeClient(port: server.httpPort)
         var handshake: JSONObject = ["type": "handshake", "channel": .string(channel), "callback": 0]
         if let clientData { handshake = JSONObject(Array(handshake) + [("client_data", clientData)]) }
         try client.send(.object(handshake))
-        let reply = try client.next()
+        let reply = try await client.next()
         guard let id = reply["client_id"]?.stringValue, reply["callback"]?.intValue == 0 else {
             throw TestSocket.Failure("bad handshake reply \(reply)")
         }
@@ -42,25 +42,25 @@ final class NativeClient {
 
     func send(_ value: JSONValue) throws { try ws.sendText(value.jsonString) }
 
-    func next(timeout: Double = 5) throws -> JSONValue { try json(ws.receiveText(timeout: timeout)) }
+    func next(timeout: Double = 5) async throws -> JSONValue { try await json(ws.nextText(timeout: timeout)) }
 
-    func next(timeout: Double = 5, where predicate: (JSONValue) -> Bool) throws -> JSONValue {
+    func next(timeout: Double = 5, where predicate: (JSONValue) -> Bool) async throws -> JSONValue {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            let value = try next(timeout: max(0.01, deadline.timeIntervalSinceNow))
+            let value = try await next(timeout: max(0.01, deadline.timeIntervalSinceNow))
             if predicate(value) { return value }
         }
     }
 
     /// Subscribes and returns the reply (the next frames are the room's snapshot).
     @discardableResult
-    func subscribe(_ room: String, historyCount: Int? = nil) throws -> JSONValue {
+    func subscribe(_ room: String, historyCount: Int? = nil) async throws -> JSONValue {
         let callback = nextCallback
         nextCallback += 1
         var command: JSONObject = ["type": "subscribe", "room": .string(room), "callback": .number(JSONNumber(callback))]
         if let historyCount { command = JSONObject(Array(command) + [("history_count", .number(JSONNumber(historyCount)))]) }
         try send(.object(command))
-        return try next { $0["callback"]?.intValue == callback }
+        return try await next { $0["callback"]?.intValue == callback }
     }
 
     func publish(_ message: JSONValue, to room: String) throws {
@@ -69,7 +69,7 @@ final class NativeClient {
 }
 
 /// One HTTP/1.1 request with `Connection: close`; returns the status and the body.
-func httpRequest(port: Int, _ method: String, _ target: String, body: String? = nil, raw: String? = nil) throws -> (status: Int, body: String) {
+func httpRequest(port: Int, _ method: String, _ target: String, body: String? = nil, raw: String? = nil) async throws -> (status: Int, body: String) {
     let socket = try TestSocket(port: port)
     if let raw {
         try socket.send(raw)
@@ -79,8 +79,7 @@ func httpRequest(port: Int, _ method: String, _ target: String, body: String? = 
         text += "\r\n" + (body ?? "")
         try socket.send(text)
     }
-    let deadline = Date().addingTimeInterval(5)
-    while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: 0.2) {}
+    _ = await socket.closed(within: 5)
     let response = String(decoding: socket.buffered, as: UTF8.self)
     guard let split = response.range(of: "\r\n\r\n") else { throw TestSocket.Failure("no complete response: \(response.debugDescription)") }
     let statusLine = response[..<split.lowerBound].prefix { $0 != "\r" }

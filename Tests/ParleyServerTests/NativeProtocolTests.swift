@@ -113,3 +113,18 @@ extension Result {
         #expect(subscribers.allSatisfy { $0.frames.count == 1 })
     }
 }
+
+@Suite struct NativeConfigurationTests {
+    @Test func nativeLimitsHaveFlags() throws {
+        let parsed = try #require(try ServerConfiguration.parse(
+            arguments: ["--max-rooms", "3", "--publish-rate", "10", "--max-message-size", "2048", "--http-port", "0"],
+            environment: [:]))
+        #expect(parsed.nativeMaxRooms == 3)
+        #expect(parsed.nativeRatePerSecond == 10 && parsed.nativeBurst == 20)
+        #expect(parsed.webSocketMaxMessageSize == 2048)
+        #expect(parsed.httpPort == 0)
+        #expect(throws: ServerConfiguration.UsageError.self) {
+            try ServerConfiguration.parse(arguments: ["--max-rooms", "0"], environment: [:])
+        }
+    }
+}

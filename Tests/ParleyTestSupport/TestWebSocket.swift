@@ -131,6 +131,72 @@ public final class TestWebSocket: @unchecked Sendable {
         return closeCode
     }
 
+    /// Whether the TCP connection has reached EOF.
+    public var isClosedForReading: Bool { sawEOF }
+
     /// Closes the TCP connection abruptly (no close frame).
     public func abort() { socket.abort() }
+}
+
+// MARK: - Async waits
+
+/// How long one short blocking poll may take inside an async wait: tests never hold a thread
+/// of the cooperative pool for long, so other tests (and their detached tasks) keep running.
+private let pollSlice = 0.005
+
+extension TestWebSocket {
+    /// The next text message, waiting at most `timeout` seconds without blocking a thread.
+    public func nextText(timeout: Double = 5) async throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            do {
+                return try receiveText(timeout: pollSlice)
+            } catch {
+                if deadline.timeIntervalSinceNow <= 0 || closeCode != nil && isClosedForReading { throw error }
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    /// True when no text message arrives within `seconds` (one that does is consumed).
+    public func staysQuiet(for seconds: Double) async -> Bool {
+        (try? await nextText(timeout: seconds)) == nil
+    }
+
+    /// The server's close code once its close frame (or EOF) arrived, waiting at most `timeout`.
+    public func closeCode(timeout: Double = 5) async throws -> UInt16? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while deadline.timeIntervalSinceNow > 0 {
+            if let code = try waitForClose(timeout: pollSlice) { return code }
+            if isClosedForReading { return closeCode }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        return closeCode
+    }
+}
+
+extension TestSocket {
+    /// The next line, waiting at most `timeout` seconds without blocking a thread.
+    public func nextLine(timeout: Double = 5) async throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            do {
+                return try readLine(timeout: pollSlice)
+            } catch {
+                if deadline.timeIntervalSinceNow <= 0 || "\(error)".contains("connection closed") { throw error }
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
+    /// Reads until EOF (keeping the bytes); false when it stays open for `timeout` seconds.
+    public func closed(within timeout: Double) async -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while deadline.timeIntervalSinceNow > 0 {
+            guard let open = try? fill(timeout: pollSlice) else { return true }
+            if !open { return true }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return false
+    }
 }

@@ -93,6 +93,17 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--write-queue-limit", env: "PARLEY_WRITE_QUEUE_LIMIT", value: "BYTES", help: "unsent bytes per connection before it is cut off (default 4194304)") { c, v throws(UsageError) in
             c.writeQueueLimit = try integer(v, "--write-queue-limit", 4096...(1 << 30))
         },
+        Option(flag: "--max-message-size", env: "PARLEY_MAX_MESSAGE_SIZE", value: "BYTES", help: "largest WebSocket message (default 1048576; close 1009 above)") { c, v throws(UsageError) in
+            c.webSocketMaxMessageSize = try integer(v, "--max-message-size", 1024...(64 << 20))
+        },
+        Option(flag: "--max-rooms", env: "PARLEY_MAX_ROOMS", value: "N", help: "rooms one native connection may join (default 100)") { c, v throws(UsageError) in
+            c.nativeMaxRooms = try integer(v, "--max-rooms", 1...100_000)
+        },
+        Option(flag: "--publish-rate", env: "PARLEY_PUBLISH_RATE", value: "N", help: "native publishes per second per connection (default 50, burst 2x)") { c, v throws(UsageError) in
+            let rate = try integer(v, "--publish-rate", 1...1_000_000)
+            c.nativeRatePerSecond = Double(rate)
+            c.nativeBurst = Double(rate * 2)
+        },
         Option(flag: "--history", env: "PARLEY_HISTORY", value: "N", help: "messages kept per room (default 1000)") { c, v throws(UsageError) in
             c.historyCapacity = try integer(v, "--history", 0...1_000_000)
         },
