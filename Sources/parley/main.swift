@@ -6,6 +6,7 @@ usage: parley <command> [options]
 
 commands:
   serve     run the chat server (parley serve --help for its options)
+  token     mint a development token (parley token --help)
   help      show this help
 """
 
@@ -45,6 +46,9 @@ case "serve":
     }
     say("parley stopped")
     exit(0)
+case "token":
+    if arguments.contains("--help") { say(TokenCommand.usage); exit(0) }
+    do { say(try TokenCommand.run(arguments: arguments)) } catch { fail("parley token: \(error.description)") }
 case "help", "--help", "-h":
     say(usage)
 default:

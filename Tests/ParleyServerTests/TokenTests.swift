@@ -1,0 +1,134 @@
+import Testing
+import ParleyCore
+@testable import ParleyServer
+
+@Suite struct RoomPatternTests {
+    @Test func matchesTheWholeName() throws {
+        let pattern = try RoomPattern("room-[0-9]+")
+        #expect(pattern.matches("room-42"))
+        #expect(!pattern.matches("room-42x"))
+        #expect(!pattern.matches("xroom-42"))
+        #expect(!pattern.matches("room-"))
+    }
+
+    @Test func supportsTheUsualSyntax() throws {
+        #expect(try RoomPattern("^main$").matches("main"))
+        #expect(try RoomPattern(".*").matches(""))
+        #expect(try RoomPattern(".*").matches("anything at all"))
+        #expect(try RoomPattern("observable-(a|b)c?").matches("observable-bc"))
+        #expect(try RoomPattern("observable-(?:a|b)c?").matches("observable-a"))
+        #expect(!(try RoomPattern("a|b").matches("ab")))
+        #expect(try RoomPattern("[^-]+-\\d{2,3}").matches("x-123"))
+        #expect(!(try RoomPattern("[^-]+-\\d{2,3}").matches("x-1234")))
+        #expect(try RoomPattern("\\w+\\.\\w+").matches("a_b.c9"))
+        #expect(try RoomPattern("[a\\-z]").matches("-"))
+        #expect(try RoomPattern("x{3}").matches("xxx"))
+        #expect(try RoomPattern("x{2,}").matches("xxxxx"))
+    }
+
+    @Test func refusesWhatItCannotDo() {
+        for bad in ["(", "a)", "[abc", "*a", "a{3,1}", "\\q", "(?=x)", String(repeating: "a", count: 300), "(a{100}){100}"] {
+            #expect(throws: RoomPattern.SyntaxError.self, "\(bad.prefix(20))") { try RoomPattern(bad) }
+        }
+    }
+
+    @Test func pathologicalPatternsRunInLinearTime() throws {
+        // Catastrophic for a backtracking engine; a pass over 10,000 characters here.
+        let pattern = try RoomPattern("(a*)*(a|aa)*b")
+        let name = String(repeating: "a", count: 10_000)
+        let start = ContinuousClock.now
+        #expect(!pattern.matches(name))
+        #expect(ContinuousClock.now - start < .seconds(5))
+    }
+}
+
+@Suite struct TokenTests {
+    let clock = ManualClock(millis: 1_700_000_000_000)
+    var verifier: TokenVerifier { TokenVerifier(hmac: OpenSSLHMAC(), clock: clock) }
+    var nowSeconds: Int64 { clock.nowMillis() / 1000 }
+
+    func token(secret: String = "s3cret", channel: String = "chan", client: String = "c1", exp: Int64? = nil,
+               permissions: [(pattern: String, publish: Bool, subscribe: Bool, history: Int)] = [("main|observable-.*", true, true, 50)]) -> String {
+        verifier.mint(secret: secret, channel: channel, client: client, expiresAtSeconds: exp ?? nowSeconds + 60,
+                      permissions: permissions, data: ["role": "admin"])
+    }
+
+    @Test func hmacMatchesRFC4231() {
+        // RFC 4231 test case 2.
+        let mac = OpenSSLHMAC().authenticationCode(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))
+        let hex = mac.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        #expect(hex == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    }
+
+    @Test func validTokenGivesItsClaims() throws {
+        let claims = try verifier.verify(token(), secret: "s3cret", channel: "chan", clientID: "c1")
+        #expect(claims.data == ["role": "admin"])
+        #expect(claims.permission(for: "main")?.publish == true)
+        #expect(claims.permission(for: "observable-room")?.history == 50)
+        #expect(claims.permission(for: "secret") == nil)
+    }
+
+    @Test func expiredTokensAreRefusedInSecondsAndMilliseconds() throws {
+        #expect(throws: ParleyError.self) { try verifier.verify(token(exp: nowSeconds - 1), secret: "s3cret", channel: "chan", clientID: "c1") }
+        // Milliseconds: valid one minute from now, expired one minute ago.
+        let future = token(exp: clock.nowMillis() + 60_000)
+        #expect(try verifier.verify(future, secret: "s3cret", channel: "chan", clientID: "c1").expiresMillis == clock.nowMillis() + 60_000)
+        #expect(throws: ParleyError.self) { try verifier.verify(token(exp: clock.nowMillis() - 60_000), secret: "s3cret", channel: "chan", clientID: "c1") }
+    }
+
+    @Test func wrongSignatureChannelOrClientAreRefused() {
+        #expect(throws: ParleyError.self) { try verifier.verify(token(secret: "other"), secret: "s3cret", channel: "chan", clientID: "c1") }
+        #expect(throws: ParleyError.self) { try verifier.verify(token(channel: "other"), secret: "s3cret", channel: "chan", clientID: "c1") }
+        #expect(throws: ParleyError.self) { try verifier.verify(token(client: "c2"), secret: "s3cret", channel: "chan", clientID: "c1") }
+        #expect(throws: ParleyError.self) { try verifier.verify("not.a.jwt.at.all", secret: "s3cret", channel: "chan", clientID: "c1") }
+    }
+
+    @Test func algNoneAndOtherAlgorithmsAreRefused() throws {
+        let good = token()
+        let parts = good.split(separator: ".").map(String.init)
+        let none = Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8)) + "." + parts[1] + "."
+        let hs512 = Base64URL.encode(Array(#"{"alg":"HS512","typ":"JWT"}"#.utf8)) + "." + parts[1] + "." + parts[2]
+        for bad in [none, hs512] {
+            let error = try #require(throws: ParleyError.self) { try verifier.verify(bad, secret: "s3cret", channel: "chan", clientID: "c1") }
+            #expect(error.code == .unauthorized)
+        }
+    }
+
+    @Test func tamperedPayloadIsRefused() {
+        let parts = token().split(separator: ".").map(String.init)
+        let forged = Base64URL.encode(Array(#"{"client":"c1","channel":"chan","exp":9999999999,"permissions":{".*":{"publish":true,"subscribe":true,"history":1000}}}"#.utf8))
+        #expect(throws: ParleyError.self) { try verifier.verify(parts[0] + "." + forged + "." + parts[2], secret: "s3cret", channel: "chan", clientID: "c1") }
+    }
+
+    @Test func base64URLRoundTrips() {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+        }
+        #expect(Base64URL.decode("a") == nil)
+        #expect(Base64URL.decode("a+b/") == nil)
+    }
+}
+
+@Suite struct TokenCommandTests {
+    @Test func mintsATokenTheVerifierAccepts() throws {
+        let clock = ManualClock()
+        let token = try TokenCommand.run(arguments: ["--channel", "chan", "--secret", "pw", "--client", "me",
+                                                     "--room-regex", "room-.*", "--publish", "false", "--history", "7",
+                                                     "--ttl", "60", "--data", #"{"name":"me"}"#], clock: clock)
+        let claims = try TokenVerifier(hmac: OpenSSLHMAC(), clock: clock).verify(token, secret: "pw", channel: "chan", clientID: "me")
+        let grant = try #require(claims.permission(for: "room-1"))
+        #expect(!grant.publish && grant.subscribe && grant.history == 7)
+        #expect(claims.permission(for: "other") == nil)
+        #expect(claims.data == ["name": "me"])
+        #expect(claims.expiresMillis == clock.nowMillis() + 60_000)
+    }
+
+    @Test func refusesBadArguments() {
+        for bad in [["--channel", "c"], ["--channel", "c", "--secret", "s", "--client", "x", "--ttl", "0"],
+                    ["--channel", "c", "--secret", "s", "--client", "x", "--room-regex", "("],
+                    ["--channel", "c", "--secret", "s", "--client", "x", "--publish", "maybe"], ["--what", "x"]] {
+            #expect(throws: ServerConfiguration.UsageError.self) { try TokenCommand.run(arguments: bad) }
+        }
+    }
+}
