@@ -6,6 +6,7 @@ usage: parley <command> [options]
 
 commands:
   serve     run the chat server (parley serve --help for its options)
+  chat      terminal chat client (parley chat --help for its options)
   help      show this help
 """
 
@@ -45,6 +46,8 @@ case "serve":
     }
     say("parley stopped")
     exit(0)
+case "chat":
+    ChatCommand.run(arguments)
 case "help", "--help", "-h":
     say(usage)
 default:

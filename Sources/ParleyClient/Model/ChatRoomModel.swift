@@ -140,6 +140,11 @@ public final class ChatRoomModel {
         Task { await room.setTyping(typing) }
     }
 
+    /// Adds a local notice line to the transcript (e.g. the answer to a command).
+    public func note(_ text: String) {
+        state.notice(text)
+    }
+
     /// Switches to another room on the same connection.
     public func switchRoom(to name: String) async throws(ParleyClientError) {
         guard let client, name != roomName else { return }
