@@ -95,6 +95,12 @@ class Tmux:
 
     def kill(self):
         self.run("kill-server", check=False)
+        # tmux leaves its socket file behind; it is ours, remove it.
+        path = os.path.join(os.environ.get("TMUX_TMPDIR", "/tmp"), "tmux-%d" % os.getuid(), self.socket)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 @pytest.fixture()
@@ -166,7 +172,7 @@ def test_two_terminals_chat_type_and_quit(server, tmux):
 
     # Ctrl-C restores the terminal: the shell's stty shows canonical mode and echo again.
     tmux.keys("alice", "C-c")
-    screen = tmux.wait_text("alice", "EXITED=0")
+    screen = tmux.wait_for("alice", lambda s: "EXITED=0" in s and "icanon" in s, "exit and stty")
     assert " icanon" in screen and "-icanon" not in screen, screen
     assert " echo " in screen and "-echo " not in screen, screen
     assert "bob: hi alice" not in screen, "still on the alternate screen:\n" + screen
@@ -242,6 +248,6 @@ def test_rejected_connection_exits_with_an_error(tmux, server):
     assert result.returncode == 1
     assert b"refused" in result.stderr
     tmux.start("nobody", chat(server, "x") + " --channel bad/channel")
-    screen = tmux.wait_text("nobody", "EXITED=1")
+    screen = tmux.wait_for("nobody", lambda s: "EXITED=1" in s and "icanon" in s, "exit and stty")
     assert "refused" in screen
     assert " icanon" in screen and "-icanon" not in screen
