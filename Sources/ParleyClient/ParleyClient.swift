@@ -84,7 +84,7 @@ public actor ParleyClient {
         stopped = false
         setState(.connecting)
         do {
-            try await establish()
+            if try await !establish() { startReconnecting() }
         } catch {
             if !stopped {
                 stopped = true
@@ -128,8 +128,10 @@ public actor ParleyClient {
         for observer in stateObservers.values { observer.yield(new) }
     }
 
-    /// One connection attempt: open, handshake, authenticate, re-subscribe, re-send.
-    private func establish() async throws(ParleyClientError) {
+    /// One connection attempt: open, handshake, authenticate, re-subscribe, re-send. Returns
+    /// false when the connection was lost right after a successful handshake (the server may
+    /// close at any moment): the caller then keeps reconnecting.
+    private func establish() async throws(ParleyClientError) -> Bool {
         let endpoint = try ParleyEndpoint(url: url)
         generation += 1
         let current = generation
@@ -180,8 +182,15 @@ public actor ParleyClient {
                 _ = error
             }
         }
+        guard current == generation, !stopped else { return false }
         setState(.connected)
         for index in outbox.indices { sendPublish(at: index) }
+        return true
+    }
+
+    private func startReconnecting() {
+        guard reconnecting == nil, !stopped else { return }
+        reconnecting = Task { await self.reconnectLoop() }
     }
 
     private func subscribeCommand(_ record: RoomRecord) -> JSONObject {
@@ -230,7 +239,7 @@ public actor ParleyClient {
         }
         // During connect() or a reconnect attempt, that attempt sees the failure and decides.
         guard state == .connected else { return }
-        reconnecting = Task { await self.reconnectLoop() }
+        startReconnecting()
     }
 
     private func reconnectLoop() async {
@@ -247,8 +256,7 @@ public actor ParleyClient {
             try? await Task.sleep(for: reconnectPolicy.delay(forAttempt: attempt))
             if stopped || Task.isCancelled { break }
             do {
-                try await establish()
-                break
+                if try await establish() { break }
             } catch {
                 if stopped { break }
                 if error.isFatal {
