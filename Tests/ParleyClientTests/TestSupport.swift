@@ -57,6 +57,8 @@ final class TCPProxy: Sendable {
     final class Counters: Sendable {
         let accepted = Atomic<Int>(0)
         let blocked = Atomic<Bool>(false)
+        /// Drop every byte instead of forwarding it (a peer that went silent).
+        let silent = Atomic<Bool>(false)
     }
     private let group: EventLoopGroup
     private let listener: TCPListener
@@ -70,12 +72,12 @@ final class TCPProxy: Sendable {
         listener = try TCPListener.bind(host: "127.0.0.1", port: 0, group: group) { client in
             counters.accepted.add(1, ordering: .relaxed)
             guard !counters.blocked.load(ordering: .relaxed) else { return }   // no handler: closed
-            let near = Pipe()
+            let near = Pipe(counters: counters)
             client.handler = near
             client.loop.connect(host: "127.0.0.1", port: upstreamPort) { result in
                 switch result {
                 case .success(let upstream):
-                    let far = Pipe()
+                    let far = Pipe(counters: counters)
                     upstream.handler = far
                     far.attach(client)
                     near.attach(upstream)
@@ -107,6 +109,9 @@ final class TCPProxy: Sendable {
     private final class Pipe: ConnectionHandler {
         private var peer: TCPConnection?
         private var buffered: [UInt8] = []
+        private let counters: Counters
+
+        init(counters: Counters) { self.counters = counters }
 
         func attach(_ peer: TCPConnection) {
             self.peer = peer
@@ -115,6 +120,7 @@ final class TCPProxy: Sendable {
         }
 
         func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+            if counters.silent.load(ordering: .relaxed) { return }
             if let peer { peer.write(Array(bytes)) } else { buffered.append(contentsOf: bytes) }
         }
 

@@ -82,3 +82,24 @@ import Testing
         }
     }
 }
+
+@Suite(.serialized) struct KeepAliveTests {
+    /// A server that stops answering (here: a proxy that swallows everything) is given up
+    /// after two keep-alive intervals, reported as an abnormal close.
+    @Test func silentServerIsDetected() async throws {
+        let server = try startClientTestServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let proxy = try TCPProxy(upstreamPort: server.httpPort)
+        defer { proxy.stop() }
+        var transport = LibUVWebSocketTransport()
+        transport.keepAliveInterval = .milliseconds(100)
+        let (events, continuation) = AsyncStream.makeStream(of: TransportEvent.self)
+        _ = try await transport.open(try ParleyEndpoint(url: nativeURL(port: proxy.port))) { continuation.yield($0) }
+        proxy.counters.silent.store(true, ordering: .relaxed)
+        let closed = try await within(3, "keep-alive close") {
+            for await event in events { if case .closed(let code, _) = event { return code } }
+            return UInt16(0)
+        }
+        #expect(closed == 1006)
+    }
+}

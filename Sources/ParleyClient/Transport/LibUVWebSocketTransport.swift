@@ -17,6 +17,9 @@ public struct LibUVWebSocketTransport: ParleyTransport {
     public var maxMessageSize: Int = 16 << 20
     /// How long the TCP connect plus the upgrade may take.
     public var connectTimeout: Duration = .seconds(10)
+    /// After this long without a byte from the server, ping it; after twice this long, give
+    /// the connection up (reported as close 1006), so a half-open connection is noticed.
+    public var keepAliveInterval: Duration = .seconds(30)
 
     /// Uses the process-wide client loop.
     public init() { group = nil }
@@ -40,17 +43,22 @@ public struct LibUVWebSocketTransport: ParleyTransport {
         let request = WebSocketHandshake.clientRequest(host: endpoint.hostHeader, path: endpoint.target, key: key,
                                                        offerDeflate: true)
         let configuration = WebSocketConfiguration(maxMessageSize: maxMessageSize, maxFrameSize: maxMessageSize)
-        let timeoutMillis = UInt64(connectTimeout.components.seconds * 1000
-                                   + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let timeoutMillis = Self.milliseconds(connectTimeout)
+        let keepAliveMillis = Self.milliseconds(keepAliveInterval)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<LibUVConnection, ParleyClientError>, Never>) in
             loop.execute {
-                let handler = WebSocketClientHandler(loop: loop, key: key, configuration: configuration, onEvent: onEvent) {
+                let handler = WebSocketClientHandler(loop: loop, key: key, configuration: configuration,
+                                                     keepAliveMillis: keepAliveMillis, onEvent: onEvent) {
                     continuation.resume(returning: $0)
                 }
                 handler.start(host: address, port: endpoint.port, request: request, timeoutMillis: timeoutMillis)
             }
         }
         return try result.get()
+    }
+
+    private static func milliseconds(_ duration: Duration) -> UInt64 {
+        UInt64(max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000))
     }
 
     /// A numeric address for `host`: as is when already numeric, else the first getaddrinfo
@@ -74,12 +82,15 @@ public struct LibUVWebSocketTransport: ParleyTransport {
                 var answer: String?
                 if first.pointee.ai_family == AF_INET {
                     var address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
-                    if inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)) != nil { answer = String(cString: buffer) }
+                    if inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)) != nil { answer = text(buffer) }
                 } else if first.pointee.ai_family == AF_INET6 {
                     var address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                    if inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil { answer = String(cString: buffer) }
+                    if inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil { answer = text(buffer) }
                 }
                 continuation.resume(returning: answer)
+            }
+            @Sendable func text(_ buffer: [CChar]) -> String {
+                String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             }
         }
         guard let resolved else { throw ParleyClientError(.connectionFailed, "cannot resolve host \(host)") }
@@ -117,6 +128,10 @@ final class WebSocketClientHandler: ConnectionHandler {
     private let loop: EventLoop
     private let key: String
     private let configuration: WebSocketConfiguration
+    private let keepAliveMillis: UInt64
+    private var keepAlive: LoopTimer?
+    private var heardSinceTick = true
+    private var pingOutstanding = false
     private let onEvent: @Sendable (TransportEvent) -> Void
     private var opened: ((Result<LibUVConnection, ParleyClientError>) -> Void)?
     private var phase = Phase.connecting
@@ -127,12 +142,13 @@ final class WebSocketClientHandler: ConnectionHandler {
     private var peerClose: (code: UInt16, reason: String)?
     private var failure: String?
 
-    init(loop: EventLoop, key: String, configuration: WebSocketConfiguration,
+    init(loop: EventLoop, key: String, configuration: WebSocketConfiguration, keepAliveMillis: UInt64,
          onEvent: @escaping @Sendable (TransportEvent) -> Void,
          opened: @escaping (Result<LibUVConnection, ParleyClientError>) -> Void) {
         self.loop = loop
         self.key = key
         self.configuration = configuration
+        self.keepAliveMillis = keepAliveMillis
         self.onEvent = onEvent
         self.opened = opened
     }
@@ -195,6 +211,9 @@ final class WebSocketClientHandler: ConnectionHandler {
                 phase = .open
                 timer?.stop()
                 timer = nil
+                let keepAlive = LoopTimer(loop: loop)
+                self.keepAlive = keepAlive
+                keepAlive.start(after: keepAliveMillis, repeating: keepAliveMillis) { [weak self] in self?.keepAliveTick() }
                 let opened = self.opened
                 self.opened = nil
                 opened?(.success(LibUVConnection(loop: loop, handler: self)))
@@ -207,8 +226,22 @@ final class WebSocketClientHandler: ConnectionHandler {
         }
     }
 
+    private func keepAliveTick() {
+        guard phase == .open, let machine, let connection else { return }
+        if heardSinceTick {
+            heardSinceTick = false
+            pingOutstanding = false
+        } else if pingOutstanding {
+            connection.close(flush: false)          // silent for two intervals: half-open
+        } else {
+            connection.write(machine.ping())
+            pingOutstanding = true
+        }
+    }
+
     private func feed(_ bytes: UnsafeRawBufferPointer) {
         guard let machine, let connection else { return }
+        heardSinceTick = true
         for action in machine.receive(bytes) {
             switch action {
             case .text(let text):
@@ -250,6 +283,8 @@ final class WebSocketClientHandler: ConnectionHandler {
         }
         guard phase == .open else { return }
         phase = .closed
+        keepAlive?.stop()
+        keepAlive = nil
         let close = peerClose ?? (WebSocketCloseCode.abnormal.rawValue, "")
         onEvent(.closed(code: close.code, reason: close.reason))
     }
