@@ -176,10 +176,11 @@ public actor ParleyClient {
         for name in rooms.keys.sorted() {
             guard let record = rooms[name] else { continue }
             let answer = try await request(subscribeCommand(record))
-            if let error = answer["error"]?.stringValue {
+            if answer["error"] != nil {
+                // The server no longer lets us in (e.g. a permission changed): end that room's
+                // stream rather than the whole session.
                 rooms[name]?.finish()
                 rooms[name] = nil
-                _ = error
             }
         }
         guard current == generation, !stopped else { return false }

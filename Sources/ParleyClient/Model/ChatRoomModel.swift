@@ -37,6 +37,8 @@ public final class ChatRoomModel {
     @ObservationIgnored private var client: ParleyClient?
     @ObservationIgnored private var room: Room?
     @ObservationIgnored private var tasks: [Task<Void, Never>] = []
+    /// Typing on/off in input order: one consumer, so a quick "on, off" never arrives reversed.
+    @ObservationIgnored private var typingIntents: AsyncStream<Bool>.Continuation?
 
     /// A model for `room` on `channel`, with the given identity or a random one
     /// (an adjective+noun name like "hiddensun" and a random color).
@@ -89,6 +91,8 @@ public final class ChatRoomModel {
     public func stop() async {
         for task in tasks { task.cancel() }
         tasks = []
+        typingIntents?.finish()
+        typingIntents = nil
         room = nil
         if let client { await client.disconnect() }
         client = nil
@@ -110,6 +114,12 @@ public final class ChatRoomModel {
         self.room = room
         roomName = name
         state = ChatRoomState()
+        typingIntents?.finish()
+        let (intents, sink) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(8))
+        typingIntents = sink
+        tasks.append(Task {
+            for await typing in intents { await room.setTyping(typing) }
+        })
         let events = room.events
         tasks.append(Task { [weak self] in
             for await event in events {
@@ -135,9 +145,7 @@ public final class ChatRoomModel {
     /// Call on every edit of the input field: non-empty text means typing (debounced by the
     /// client), empty text stops it.
     public func inputChanged(_ text: String) {
-        guard let room else { return }
-        let typing = !text.isEmpty
-        Task { await room.setTyping(typing) }
+        typingIntents?.yield(!text.isEmpty)
     }
 
     /// Adds a local notice line to the transcript (e.g. the answer to a command).
