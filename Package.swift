@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "parley", targets: ["parley"]),
         .library(name: "ParleyCore", targets: ["ParleyCore"]),
+        .library(name: "ParleyClient", targets: ["ParleyClient"]),
     ],
     targets: [
         // C libraries from Debian (apt) / Homebrew, each with a module map and a shim.
@@ -23,7 +24,8 @@ let package = Package(
         .target(name: "ParleyCore"),
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "COpenSSL"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
+        .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient"]),
 
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
@@ -31,6 +33,7 @@ let package = Package(
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

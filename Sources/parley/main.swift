@@ -7,6 +7,7 @@ usage: parley <command> [options]
 commands:
   serve     run the chat server (parley serve --help for its options)
   token     mint a development token (parley token --help)
+  chat      terminal chat client (parley chat --help for its options)
   help      show this help
 """
 
@@ -49,6 +50,8 @@ case "serve":
 case "token":
     if arguments.contains("--help") { say(TokenCommand.usage); exit(0) }
     do { say(try TokenCommand.run(arguments: arguments)) } catch { fail("parley token: \(error.description)") }
+case "chat":
+    ChatCommand.run(arguments)
 case "help", "--help", "-h":
     say(usage)
 default:

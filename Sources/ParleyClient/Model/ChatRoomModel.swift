@@ -1,0 +1,171 @@
+import Foundation
+import Observation
+import ParleyCore
+
+/// An observable chat room for SwiftUI (and terminal UIs on Linux): connect, show the
+/// transcript with "mine" vs "theirs", members with their colors, who is typing, and send.
+///
+/// ```swift
+/// @State var chat = ChatRoomModel(url: URL(string: "ws://HOST:8080/v3/websocket")!)
+/// ...
+/// .task { try? await chat.start() }
+/// ```
+@MainActor @Observable
+public final class ChatRoomModel {
+    /// The transcript, members and typing state.
+    public private(set) var state = ChatRoomState()
+    /// The connection state.
+    public private(set) var connection: ConnectionState = .disconnected(.notStarted)
+    /// The room shown.
+    public private(set) var roomName: String
+    /// This client's name.
+    public private(set) var name: String
+    /// This client's color, `#RRGGBB`.
+    public private(set) var color: String
+    /// The last error worth showing (a failed send, a rejected connect), or nil.
+    public private(set) var lastError: ParleyClientError?
+
+    /// The server's native door.
+    public let url: URL
+    /// The channel.
+    public let channel: String
+    /// Messages shown on join.
+    public let historyCount: Int
+    @ObservationIgnored private let token: String?
+    @ObservationIgnored private let transport: (any ParleyTransport)?
+    @ObservationIgnored private let reconnectPolicy: ReconnectPolicy
+    @ObservationIgnored private var client: ParleyClient?
+    @ObservationIgnored private var room: Room?
+    @ObservationIgnored private var tasks: [Task<Void, Never>] = []
+    /// Typing on/off in input order: one consumer, so a quick "on, off" never arrives reversed.
+    @ObservationIgnored private var typingIntents: AsyncStream<Bool>.Continuation?
+
+    /// A model for `room` on `channel`, with the given identity or a random one
+    /// (an adjective+noun name like "hiddensun" and a random color).
+    public init(url: URL, channel: String = "demo", room: String = "observable-room",
+                name: String? = nil, color: String? = nil, token: String? = nil, historyCount: Int = 20,
+                transport: (any ParleyTransport)? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy()) {
+        self.url = url
+        self.channel = channel
+        self.roomName = room
+        self.name = name ?? RandomIdentity.name()
+        self.color = color.flatMap { RandomIdentity.isHexColor($0) ? $0 : nil } ?? RandomIdentity.color()
+        self.token = token
+        self.historyCount = historyCount
+        self.transport = transport
+        self.reconnectPolicy = reconnectPolicy
+    }
+
+    /// The transcript, oldest first.
+    public var lines: [ChatLine] { state.lines }
+    /// Who is online in the room.
+    public var members: [ChatMember] { state.members }
+    /// `"alice is typing"`, `"alice, bob are typing"`, or empty.
+    public var typingText: String { state.typingText }
+
+    /// Connects and joins the room. Throws when the first connect fails.
+    public func start() async throws(ParleyClientError) {
+        await stop()
+        lastError = nil
+        let client = ParleyClient(url: url, channel: channel,
+                                  clientData: ["name": .string(name), "color": .string(color)],
+                                  token: token, transport: transport, reconnectPolicy: reconnectPolicy)
+        self.client = client
+        let states = await client.stateUpdates()
+        tasks.append(Task { [weak self] in
+            for await state in states {
+                guard let self else { return }
+                self.connectionChanged(state)
+            }
+        })
+        do {
+            try await client.connect()
+            try await join(roomName, on: client)
+        } catch {
+            lastError = error
+            throw error
+        }
+    }
+
+    /// Leaves and disconnects.
+    public func stop() async {
+        for task in tasks { task.cancel() }
+        tasks = []
+        typingIntents?.finish()
+        typingIntents = nil
+        room = nil
+        if let client { await client.disconnect() }
+        client = nil
+    }
+
+    private func connectionChanged(_ new: ConnectionState) {
+        let old = connection
+        connection = new
+        switch (old, new) {
+        case (.connected, .reconnecting): state.notice("connection lost, reconnecting…")
+        case (.reconnecting, .connected): state.notice("reconnected")
+        case (_, .disconnected(.rejected(let why))): state.notice("rejected by the server: \(why)")
+        default: break
+        }
+    }
+
+    private func join(_ name: String, on client: ParleyClient) async throws(ParleyClientError) {
+        let room = try await client.subscribe(name, historyCount: historyCount)
+        self.room = room
+        roomName = name
+        state = ChatRoomState()
+        typingIntents?.finish()
+        let (intents, sink) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(8))
+        typingIntents = sink
+        tasks.append(Task {
+            for await typing in intents { await room.setTyping(typing) }
+        })
+        let events = room.events
+        tasks.append(Task { [weak self] in
+            for await event in events {
+                guard let self, self.room === room else { return }
+                self.state.apply(event)
+            }
+        })
+    }
+
+    /// Sends chat text; returns the receipt. Empty text is ignored.
+    @discardableResult
+    public func send(_ text: String) async throws(ParleyClientError) -> PublishAck? {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, let room else { return nil }
+        do {
+            return try await room.publish(text: trimmed)
+        } catch {
+            lastError = error
+            throw error
+        }
+    }
+
+    /// Call on every edit of the input field: non-empty text means typing (debounced by the
+    /// client), empty text stops it.
+    public func inputChanged(_ text: String) {
+        typingIntents?.yield(!text.isEmpty)
+    }
+
+    /// Adds a local notice line to the transcript (e.g. the answer to a command).
+    public func note(_ text: String) {
+        state.notice(text)
+    }
+
+    /// Switches to another room on the same connection.
+    public func switchRoom(to name: String) async throws(ParleyClientError) {
+        guard let client, name != roomName else { return }
+        if let room { await room.leave() }
+        room = nil
+        try await join(name, on: client)
+    }
+
+    /// Changes this client's name (the server learns names at handshake: this reconnects).
+    public func rename(to newName: String) async throws(ParleyClientError) {
+        let trimmed = newName.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed != name else { return }
+        name = trimmed
+        try await start()
+    }
+}

@@ -1,0 +1,606 @@
+import Foundation
+import ParleyCore
+
+/// A client of Parley's native protocol (Scaledrone API v3 plus Parley's durability extensions).
+///
+/// ```swift
+/// let client = ParleyClient(url: URL(string: "ws://127.0.0.1:8080/v3/websocket")!, channel: "demo",
+///                           clientData: ["name": "alice", "color": "#FF8800"])
+/// try await client.connect()
+/// let room = try await client.subscribe("observable-room", historyCount: 20)
+/// Task { for await event in room.events { print(event) } }
+/// let ack = try await room.publish(text: "hello")   // ack.id, ack.offset
+/// ```
+///
+/// After a dropped connection the client reconnects with jittered exponential backoff
+/// (``ReconnectPolicy``), handshakes again, re-subscribes every room asking for what it
+/// missed (`since` = the last offset seen, plus `history_count` for servers without `since`),
+/// drops anything it has already delivered (by offset), and re-sends unacknowledged publishes
+/// with the same `message_id`. It does not reconnect after a rejection: an error reply to the
+/// handshake or the token, or a 1008 / 4000–4999 close.
+public actor ParleyClient {
+    /// The server's native door, e.g. `ws://127.0.0.1:8080/v3/websocket`.
+    public nonisolated let url: URL
+    /// The channel (tenant) to join.
+    public nonisolated let channel: String
+    /// Sent with the handshake; other members see it (`{name, color}` by convention).
+    public nonisolated let clientData: JSONValue?
+    /// The reconnect policy.
+    public nonisolated let reconnectPolicy: ReconnectPolicy
+    /// How many stored messages a re-subscribe asks for when the server ignores `since`.
+    public nonisolated let resumeHistoryCount: Int
+    private let token: String?
+    private let transport: any ParleyTransport
+    private let requestTimeout: Duration
+
+    /// The connection state now.
+    public private(set) var state: ConnectionState = .disconnected(.notStarted)
+    /// This connection's id on the server (changes on every reconnect).
+    public private(set) var clientID: String?
+    /// Every id this client has had, so its own messages stay "mine" across reconnects.
+    private var ownIDs: Set<String> = []
+
+    private var connection: (any ParleyTransportConnection)?
+    private var generation = 0
+    private var nextCallback = 1
+    private var pending: [Int: CheckedContinuation<Result<JSONValue, ParleyClientError>, Never>] = [:]
+    private var rooms: [String: RoomRecord] = [:]
+    private var outbox: [PendingPublish] = []
+    private var stateObservers: [UUID: AsyncStream<ConnectionState>.Continuation] = [:]
+    private var stopped = true
+    private var reconnecting: Task<Void, Never>?
+
+    /// Creates a client; nothing happens until ``connect()``.
+    /// - Parameters:
+    ///   - url: the native door, `ws://HOST:PORT/v3/websocket`.
+    ///   - channel: the channel id.
+    ///   - clientData: any JSON the other members see (e.g. `["name": "alice", "color": "#FF0000"]`).
+    ///   - token: a JWT for channels with authentication (sent with `authenticate`).
+    ///   - transport: how to reach the server; the platform's default when nil.
+    ///   - reconnectPolicy: backoff and attempt limit.
+    ///   - resumeHistoryCount: how far back a re-subscribe looks when the server lacks `since`.
+    public init(url: URL, channel: String, clientData: JSONValue? = nil, token: String? = nil,
+                transport: (any ParleyTransport)? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy(),
+                resumeHistoryCount: Int = 100, requestTimeout: Duration = .seconds(10)) {
+        self.url = url
+        self.channel = channel
+        self.clientData = clientData
+        self.token = token
+        self.transport = transport ?? DefaultTransport()
+        self.reconnectPolicy = reconnectPolicy
+        self.resumeHistoryCount = resumeHistoryCount
+        self.requestTimeout = requestTimeout
+    }
+
+    // MARK: connection
+
+    /// Connects and handshakes (and authenticates when a token was given). Throws when the
+    /// first attempt fails; after that, drops are repaired by reconnecting.
+    public func connect() async throws(ParleyClientError) {
+        switch state {
+        case .connected, .connecting, .reconnecting: return
+        case .disconnected: break
+        }
+        stopped = false
+        setState(.connecting)
+        do {
+            if try await !establish() { startReconnecting() }
+        } catch {
+            if !stopped {
+                stopped = true
+                setState(.disconnected(error.code == .rejected ? .rejected(error.message) : .failed(error.message)))
+                failEverything(error)
+            }
+            throw error
+        }
+    }
+
+    /// Closes the connection for good: no reconnect; pending publishes fail with
+    /// ``ParleyClientError/Code/notConnected``; room event streams finish.
+    public func disconnect() async {
+        guard !stopped else { return }
+        stopped = true
+        reconnecting?.cancel()
+        reconnecting = nil
+        connection?.close(code: 1000, reason: "bye")
+        connection = nil
+        generation += 1
+        setState(.disconnected(.closedByClient))
+        failEverything(ParleyClientError(.notConnected, "the client disconnected"))
+    }
+
+    /// A stream of connection states, starting with the current one. Each call makes a new
+    /// stream; it finishes when the caller stops iterating.
+    public func stateUpdates() -> AsyncStream<ConnectionState> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ConnectionState.self, bufferingPolicy: .bufferingNewest(64))
+        let id = UUID()
+        stateObservers[id] = continuation
+        continuation.yield(state)
+        continuation.onTermination = { _ in Task { await self.removeObserver(id) } }
+        return stream
+    }
+
+    private func removeObserver(_ id: UUID) { stateObservers[id] = nil }
+
+    private func setState(_ new: ConnectionState) {
+        guard new != state else { return }
+        state = new
+        for observer in stateObservers.values { observer.yield(new) }
+    }
+
+    /// One connection attempt: open, handshake, authenticate, re-subscribe, re-send. Returns
+    /// false when the connection was lost right after a successful handshake (the server may
+    /// close at any moment): the caller then keeps reconnecting.
+    private func establish() async throws(ParleyClientError) -> Bool {
+        let endpoint = try ParleyEndpoint(url: url)
+        generation += 1
+        let current = generation
+        let (events, sink) = AsyncStream.makeStream(of: TransportEvent.self)
+        let opened = try await transport.open(endpoint) { event in
+            sink.yield(event)
+            if case .closed = event { sink.finish() }
+        }
+        guard !stopped, current == generation else {
+            opened.close(code: 1000, reason: "bye")
+            throw ParleyClientError(.notConnected, "the client disconnected")
+        }
+        connection = opened
+        Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                await self.handle(event, generation: current)
+            }
+        }
+        var handshake: JSONObject = ["type": "handshake", "channel": .string(channel)]
+        if let clientData { handshake.append(key: "client_data", value: clientData) }
+        let reply = try await request(handshake)
+        if let error = reply["error"]?.stringValue {
+            opened.close(code: 1000, reason: "rejected")
+            throw ParleyClientError(.rejected, "handshake refused: \(error)")
+        }
+        guard let id = reply["client_id"]?.stringValue else {
+            throw ParleyClientError(.protocolViolation, "handshake reply without client_id")
+        }
+        clientID = id
+        ownIDs.insert(id)
+        if let token {
+            let answer = try await request(["type": "authenticate", "token": .string(token)])
+            if let error = answer["error"]?.stringValue {
+                opened.close(code: 1000, reason: "rejected")
+                throw ParleyClientError(.rejected, "token refused: \(error)")
+            }
+        } else if reply["require_auth"]?.boolValue == true {
+            opened.close(code: 1000, reason: "rejected")
+            throw ParleyClientError(.rejected, "channel \(channel) requires a token")
+        }
+        for name in rooms.keys.sorted() {
+            guard let record = rooms[name] else { continue }
+            let answer = try await request(subscribeCommand(record))
+            if answer["error"] != nil {
+                // The server no longer lets us in (e.g. a permission changed): end that room's
+                // stream rather than the whole session.
+                rooms[name]?.finish()
+                rooms[name] = nil
+            }
+        }
+        guard current == generation, !stopped else { return false }
+        setState(.connected)
+        for index in outbox.indices { sendPublish(at: index) }
+        return true
+    }
+
+    private func startReconnecting() {
+        guard reconnecting == nil, !stopped else { return }
+        reconnecting = Task { await self.reconnectLoop() }
+    }
+
+    private func subscribeCommand(_ record: RoomRecord) -> JSONObject {
+        var command: JSONObject = ["type": "subscribe", "room": .string(record.name)]
+        if record.lastOffset > 0 {
+            command.append(key: "since", value: .number(JSONNumber(record.lastOffset)))
+            command.append(key: "history_count", value: .number(JSONNumber(resumeHistoryCount)))
+        } else {
+            command.append(key: "history_count", value: .number(JSONNumber(record.historyCount)))
+        }
+        return command
+    }
+
+    /// The transport reported something on connection `generation`.
+    private func handle(_ event: TransportEvent, generation: Int) {
+        guard generation == self.generation else { return }
+        switch event {
+        case .text(let text):
+            guard case .object(let object) = try? JSONParser.parse(text) else { return }
+            let value = JSONValue.object(object)
+            if let callback = value["callback"]?.intValue {
+                resolve(callback, value)
+            } else {
+                dispatchPush(value)
+            }
+        case .closed(let code, let reason):
+            connectionLost(code: code, reason: reason)
+        }
+    }
+
+    private func connectionLost(code: UInt16, reason: String) {
+        connection = nil
+        generation += 1
+        let lost = ParleyClientError(.connectionLost, "connection closed (\(code)\(reason.isEmpty ? "" : ": \(reason)"))")
+        let waiting = pending
+        pending = [:]
+        for (_, continuation) in waiting { continuation.resume(returning: .failure(lost)) }
+        for index in outbox.indices { outbox[index].callback = nil }
+        for name in rooms.keys { rooms[name]?.connectionLost() }
+        guard !stopped else { return }
+        if ReconnectPolicy.isFatal(closeCode: code) {
+            stopped = true
+            setState(.disconnected(.rejected("closed by the server (\(code)\(reason.isEmpty ? "" : ": \(reason)"))")))
+            failEverything(ParleyClientError(.rejected, "closed by the server with \(code) \(reason)"))
+            return
+        }
+        // During connect() or a reconnect attempt, that attempt sees the failure and decides.
+        guard state == .connected else { return }
+        startReconnecting()
+    }
+
+    private func reconnectLoop() async {
+        var attempt = 0
+        while !stopped {
+            attempt += 1
+            if let limit = reconnectPolicy.maxAttempts, attempt > limit {
+                stopped = true
+                setState(.disconnected(.failed("gave up after \(limit) attempts")))
+                failEverything(ParleyClientError(.connectionLost, "gave up reconnecting"))
+                break
+            }
+            setState(.reconnecting(attempt: attempt))
+            try? await Task.sleep(for: reconnectPolicy.delay(forAttempt: attempt))
+            if stopped || Task.isCancelled { break }
+            do {
+                if try await establish() { break }
+            } catch {
+                if stopped { break }
+                if error.isFatal {
+                    stopped = true
+                    connection?.close(code: 1000, reason: "bye")
+                    connection = nil
+                    setState(.disconnected(.rejected(error.message)))
+                    failEverything(error)
+                    break
+                }
+                connection?.close(code: 1000, reason: "retry")
+                connection = nil
+                generation += 1
+            }
+        }
+        reconnecting = nil
+    }
+
+    private func failEverything(_ error: ParleyClientError) {
+        let waiting = pending
+        pending = [:]
+        for (_, continuation) in waiting { continuation.resume(returning: .failure(error)) }
+        let publishes = outbox
+        outbox = []
+        for entry in publishes { entry.continuation.resume(returning: .failure(error)) }
+        for record in rooms.values { record.finish() }
+        rooms = [:]
+    }
+
+    // MARK: requests
+
+    /// Sends `command` with a fresh callback and waits for the reply (or a timeout / drop).
+    private func request(_ command: JSONObject) async throws(ParleyClientError) -> JSONValue {
+        guard let connection else { throw ParleyClientError(.notConnected, "not connected") }
+        let callback = nextCallback
+        nextCallback += 1
+        var command = command
+        command.append(key: "callback", value: .number(JSONNumber(callback)))
+        let timeout = requestTimeout
+        let result = await withCheckedContinuation { continuation in
+            pending[callback] = continuation
+            connection.send(JSONValue.object(command).jsonString)
+            Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                await self?.resolve(callback, nil)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Delivers a reply (nil: the request timed out).
+    private func resolve(_ callback: Int, _ reply: JSONValue?) {
+        if let continuation = pending.removeValue(forKey: callback) {
+            if let reply {
+                continuation.resume(returning: .success(reply))
+            } else {
+                continuation.resume(returning: .failure(ParleyClientError(.timeout, "no reply from the server in time")))
+            }
+            return
+        }
+        guard let reply, let index = outbox.firstIndex(where: { $0.callback == callback }) else { return }
+        let entry = outbox.remove(at: index)
+        if let error = reply["error"]?.stringValue {
+            entry.continuation.resume(returning: .failure(ParleyClientError(.server, error)))
+        } else {
+            let ack = PublishAck(id: reply["id"]?.stringValue ?? "", offset: reply["offset"]?.intValue ?? 0,
+                                 messageID: entry.messageID)
+            entry.continuation.resume(returning: .success(ack))
+        }
+    }
+
+    // MARK: rooms
+
+    /// Subscribes to `room`; the returned ``Room`` streams its events. `historyCount` stored
+    /// messages arrive first as ``RoomEvent/history(_:)``. Subscribing twice returns the same room.
+    public func subscribe(_ room: String, historyCount: Int = 0) async throws(ParleyClientError) -> Room {
+        if let existing = rooms[room] { return existing.handle }
+        guard !stopped else { throw ParleyClientError(.notConnected, "call connect() first") }
+        let (events, continuation) = AsyncStream.makeStream(of: RoomEvent.self)
+        let handle = Room(name: room, events: events, client: self)
+        let record = RoomRecord(name: room, historyCount: historyCount, handle: handle, continuation: continuation)
+        rooms[room] = record
+        guard state == .connected else { return handle }   // subscribed on (re)connect
+        let reply: JSONValue
+        do {
+            reply = try await request(subscribeCommand(record))
+        } catch where error.code == .connectionLost {
+            return handle                                  // the reconnect subscribes it
+        } catch {
+            rooms[room]?.finish()
+            rooms[room] = nil
+            throw error
+        }
+        if let error = reply["error"]?.stringValue {
+            rooms[room]?.finish()
+            rooms[room] = nil
+            throw ParleyClientError(.server, error)
+        }
+        return handle
+    }
+
+    /// Leaves a room; its event stream finishes.
+    public func unsubscribe(_ room: String) async {
+        guard let record = rooms.removeValue(forKey: room) else { return }
+        record.finish()
+        connection?.send(JSONValue.object(["type": "unsubscribe", "room": .string(room)]).jsonString)
+    }
+
+    /// The members of a subscribed observable room, as last reported.
+    public func members(of room: String) -> [ChatMember] {
+        rooms[room]?.members ?? []
+    }
+
+    /// The last offset delivered for a room (0 before any stored message).
+    public func lastOffset(of room: String) -> Int {
+        rooms[room]?.lastOffset ?? 0
+    }
+
+    private func dispatchPush(_ value: JSONValue) {
+        guard let type = value["type"]?.stringValue, let name = value["room"]?.stringValue,
+              let record = rooms[name] else { return }
+        switch type {
+        case "publish", "history_message":
+            guard let message = makeMessage(value, room: name, members: record.knownMembers) else { return }
+            if case .object(let body) = message.body, body.count == 1, let typing = body["typing"]?.boolValue,
+               message.offset == nil {
+                record.typing(message.clientID, typing, sender: message.sender)
+                return
+            }
+            record.deliver(message, asHistory: type == "history_message" && !record.hasBaseline)
+        case "observable_members":
+            let members = (value["data"]?.arrayValue ?? []).compactMap(makeMember)
+            record.setMembers(members)
+        case "observable_member_join":
+            if let member = value["data"].flatMap(makeMember) { record.joined(member) }
+        case "observable_member_leave":
+            if let member = value["data"].flatMap(makeMember) { record.left(member) }
+        default:
+            break
+        }
+    }
+
+    private func makeMember(_ value: JSONValue) -> ChatMember? {
+        guard let id = value["id"]?.stringValue else { return nil }
+        return ChatMember(id: id, clientData: value["clientData"], authData: value["authData"], isMe: ownIDs.contains(id))
+    }
+
+    func makeMessage(_ value: JSONValue, room: String, members: [String: ChatMember]) -> ChatMessage? {
+        guard let id = value["id"]?.stringValue, let body = value["message"] else { return nil }
+        let sender = value["client_id"]?.stringValue
+        return ChatMessage(id: id, room: room, body: body, clientID: sender,
+                           sender: sender.flatMap { members[$0] }, offset: value["offset"]?.intValue,
+                           timestamp: Date(timeIntervalSince1970: Double(value["timestamp"]?.intValue ?? 0)),
+                           isMine: sender.map(ownIDs.contains) ?? false)
+    }
+
+    // MARK: publishing
+
+    /// Publishes `message` to `room` (no subscription needed) and returns the server's
+    /// receipt. While disconnected the publish waits; it is re-sent after each reconnect with
+    /// the same `message_id`, so a server with idempotency stores it once.
+    @discardableResult
+    public func publish(_ message: JSONValue, to room: String) async throws(ParleyClientError) -> PublishAck {
+        guard !stopped else { throw ParleyClientError(.notConnected, "call connect() first") }
+        rooms[room]?.stopOwnTyping(silently: true)
+        let messageID = UUID().uuidString.lowercased()
+        let result = await withCheckedContinuation { continuation in
+            outbox.append(PendingPublish(messageID: messageID, room: room, message: message, continuation: continuation))
+            if state == .connected { sendPublish(at: outbox.count - 1) }
+        }
+        return try result.get()
+    }
+
+    private func sendPublish(at index: Int) {
+        guard let connection else { return }
+        let callback = nextCallback
+        nextCallback += 1
+        outbox[index].callback = callback
+        let entry = outbox[index]
+        let command: JSONValue = ["type": "publish", "room": .string(entry.room), "message": entry.message,
+                                  "message_id": .string(entry.messageID), "callback": .number(JSONNumber(callback))]
+        connection.send(command.jsonString)
+    }
+
+    /// Sends an ephemeral `{"typing": Bool}` (never stored, never queued).
+    fileprivate func sendTyping(_ typing: Bool, in room: String) {
+        guard state == .connected, let connection else { return }
+        let command: JSONValue = ["type": "publish", "room": .string(room), "message": ["typing": .bool(typing)]]
+        connection.send(command.jsonString)
+    }
+
+    /// Says whether this client is typing in `room`, debounced: `true` goes out at most once
+    /// per ``typingRefreshInterval`` (the server forgets a flag after 6 s), and stops by itself
+    /// after ``typingIdleTimeout`` without another `true`, or when a message is published.
+    public func setTyping(_ typing: Bool, in room: String) {
+        guard let record = rooms[room] else { return }
+        if typing {
+            let now = ContinuousClock.now
+            if record.ownTypingSentAt.map({ now - $0 >= Self.typingRefreshInterval }) ?? true {
+                record.ownTypingSentAt = now
+                sendTyping(true, in: room)
+            }
+            record.ownTypingStop?.cancel()
+            record.ownTypingStop = Task { [weak self] in
+                try? await Task.sleep(for: Self.typingIdleTimeout)
+                guard !Task.isCancelled else { return }
+                await self?.setTyping(false, in: room)
+            }
+        } else {
+            record.stopOwnTyping(silently: false)
+        }
+    }
+
+    /// How often a continuing `setTyping(true)` is re-sent.
+    public static let typingRefreshInterval: Duration = .seconds(3)
+    /// How long after the last `setTyping(true)` typing stops by itself.
+    public static let typingIdleTimeout: Duration = .seconds(4)
+
+    // MARK: history
+
+    /// A page of stored messages older than offset `before` (the newest when nil), oldest
+    /// first. Needs a server with the `history` command; others answer
+    /// ``ParleyClientError/Code/unsupported``.
+    public func history(of room: String, before: Int? = nil, limit: Int = 50) async throws(ParleyClientError) -> HistoryPage {
+        var command: JSONObject = ["type": "history", "room": .string(room), "limit": .number(JSONNumber(limit))]
+        if let before { command.append(key: "before", value: .number(JSONNumber(before))) }
+        let reply = try await request(command)
+        if let error = reply["error"]?.stringValue {
+            throw ParleyClientError(error.hasPrefix("unknown type") ? .unsupported : .server, error)
+        }
+        let known = rooms[room]?.knownMembers ?? [:]
+        let messages = (reply["messages"]?.arrayValue ?? []).compactMap { makeMessage($0, room: room, members: known) }
+        return HistoryPage(messages: messages, hasMore: reply["has_more"]?.boolValue ?? false)
+    }
+}
+
+/// A publish waiting for its receipt; survives reconnects.
+private struct PendingPublish {
+    let messageID: String
+    let room: String
+    let message: JSONValue
+    let continuation: CheckedContinuation<Result<PublishAck, ParleyClientError>, Never>
+    /// The callback of the attempt on the current connection; nil while not sent.
+    var callback: Int?
+}
+
+/// The client's bookkeeping for one subscribed room. Actor-isolated: only the owning
+/// ``ParleyClient`` touches it.
+private final class RoomRecord {
+    let name: String
+    let historyCount: Int
+    let handle: Room
+    private let continuation: AsyncStream<RoomEvent>.Continuation
+    /// Highest offset delivered; messages at or below it are duplicates.
+    var lastOffset = 0
+    /// Set once a connection has dropped: history frames of a re-subscribe are catch-up and
+    /// count as new messages (those of the first subscribe are ``RoomEvent/history(_:)``).
+    var hasBaseline = false
+    var members: [ChatMember] = []
+    /// Everyone ever seen here, so messages from people who left still have a name.
+    var knownMembers: [String: ChatMember] = [:]
+    var typists: [ChatMember] = []
+    var ownTypingSentAt: ContinuousClock.Instant?
+    var ownTypingStop: Task<Void, Never>?
+    private var deliveredIDs: Set<String> = []
+
+    init(name: String, historyCount: Int, handle: Room, continuation: AsyncStream<RoomEvent>.Continuation) {
+        self.name = name
+        self.historyCount = historyCount
+        self.handle = handle
+        self.continuation = continuation
+    }
+
+    func deliver(_ message: ChatMessage, asHistory: Bool) {
+        if let offset = message.offset {
+            guard offset > lastOffset else { return }
+            lastOffset = offset
+        } else {
+            guard deliveredIDs.insert(message.id).inserted else { return }
+        }
+        if let sender = message.clientID, let index = typists.firstIndex(where: { $0.id == sender }) {
+            typists.remove(at: index)
+            continuation.yield(.typingChanged(typists))
+        }
+        continuation.yield(asHistory ? .history(message) : .message(message))
+    }
+
+    func setMembers(_ list: [ChatMember]) {
+        members = list
+        for member in list { knownMembers[member.id] = member }
+        continuation.yield(.members(list))
+    }
+
+    func joined(_ member: ChatMember) {
+        members.removeAll { $0.id == member.id }
+        members.append(member)
+        knownMembers[member.id] = member
+        continuation.yield(.memberJoined(member))
+    }
+
+    func left(_ member: ChatMember) {
+        members.removeAll { $0.id == member.id }
+        if let index = typists.firstIndex(where: { $0.id == member.id }) {
+            typists.remove(at: index)
+            continuation.yield(.typingChanged(typists))
+        }
+        continuation.yield(.memberLeft(member))
+    }
+
+    func typing(_ clientID: String?, _ isTyping: Bool, sender: ChatMember?) {
+        guard let clientID else { return }
+        let member = sender ?? knownMembers[clientID] ?? ChatMember(id: clientID)
+        if isTyping {
+            guard !typists.contains(where: { $0.id == clientID }) else { return }
+            typists.append(member)
+        } else {
+            guard let index = typists.firstIndex(where: { $0.id == clientID }) else { return }
+            typists.remove(at: index)
+        }
+        continuation.yield(.typingChanged(typists))
+    }
+
+    func stopOwnTyping(silently: Bool) {
+        ownTypingStop?.cancel()
+        ownTypingStop = nil
+        if ownTypingSentAt != nil, !silently {
+            let room = name
+            Task { [handle] in await handle.client.sendTyping(false, in: room) }
+        }
+        ownTypingSentAt = nil
+    }
+
+    func connectionLost() {
+        hasBaseline = true
+        if !typists.isEmpty {
+            typists = []
+            continuation.yield(.typingChanged([]))
+        }
+        ownTypingSentAt = nil
+    }
+
+    func finish() {
+        ownTypingStop?.cancel()
+        continuation.finish()
+    }
+}

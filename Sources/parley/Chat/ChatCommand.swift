@@ -1,0 +1,125 @@
+import Dispatch
+import Foundation
+import Observation
+import ParleyClient
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `parley chat`: picks the full-screen client or the plain line mode and runs it on the main actor.
+enum ChatCommand {
+    static func run(_ arguments: [String]) -> Never {
+        let options: ChatOptions
+        do {
+            guard let parsed = try ChatOptions.parse(arguments) else {
+                FileHandle.standardOutput.write(Data((ChatOptions.usage + "\n").utf8))
+                exit(0)
+            }
+            options = parsed
+        } catch {
+            FileHandle.standardError.write(Data("parley chat: \(error.message)\n\n\(ChatOptions.usage)\n".utf8))
+            exit(2)
+        }
+        let fullScreen = !options.plain && isatty(0) == 1 && isatty(1) == 1
+        Task { @MainActor in
+            if fullScreen {
+                await ChatScreen(options: options).run()
+            } else {
+                await PlainChat(options: options).run()
+            }
+        }
+        dispatchMain()
+    }
+
+    @MainActor static func makeModel(_ options: ChatOptions) -> ChatRoomModel {
+        ChatRoomModel(url: URL(string: options.url)!, channel: options.channel, room: options.room,
+                      name: options.name, color: options.color, token: options.token, historyCount: options.history)
+    }
+}
+
+/// Re-runs `body` (on the main actor) every time something it read from an `@Observable` changes.
+@MainActor func observe(_ body: @escaping @MainActor () -> Void) {
+    withObservationTracking(body) {
+        Task { @MainActor in observe(body) }
+    }
+}
+
+/// Blocking reads of fd 0 on their own thread, delivered as a stream (finished at EOF).
+func standardInputChunks() -> AsyncStream<[UInt8]> {
+    let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+    let thread = Thread {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            continuation.yield(Array(buffer[..<n]))
+        }
+        continuation.finish()
+    }
+    thread.start()
+    return stream
+}
+
+/// Line mode for pipes and scripts: stdin lines are sent; others' messages go to stdout as
+/// `NAME: TEXT`; notices and errors go to stderr. Exits 0 at EOF once every line is acknowledged.
+@MainActor final class PlainChat {
+    let options: ChatOptions
+    let model: ChatRoomModel
+    private var printed: Set<String> = []
+
+    init(options: ChatOptions) {
+        self.options = options
+        model = ChatCommand.makeModel(options)
+    }
+
+    func run() async {
+        do {
+            try await model.start()
+        } catch {
+            FileHandle.standardError.write(Data("parley chat: \(error.message)\n".utf8))
+            exit(1)
+        }
+        // History shown on join is not "received": skip what is already there.
+        observe { [self] in printNew() }
+        var pending: [UInt8] = []
+        for await chunk in standardInputChunks() {
+            pending += chunk
+            while let newline = pending.firstIndex(of: 10) {
+                var line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeFirst(newline + 1)
+                if line.hasSuffix("\r") { line.removeLast() }
+                await send(line)
+            }
+        }
+        if !pending.isEmpty { await send(String(decoding: pending, as: UTF8.self)) }
+        await model.stop()
+        exit(0)
+    }
+
+    private func send(_ line: String) async {
+        do {
+            try await model.send(line)
+        } catch {
+            FileHandle.standardError.write(Data("parley chat: not sent: \(error.message)\n".utf8))
+        }
+    }
+
+    private func printNew() {
+        for line in model.lines where !printed.contains(line.id) {
+            printed.insert(line.id)
+            switch line.kind {
+            case .message(isMine: false):
+                FileHandle.standardOutput.write(Data("\(line.name): \(line.text)\n".utf8))
+            case .notice:
+                FileHandle.standardError.write(Data("* \(line.text)\n".utf8))
+            case .message(isMine: true), .history:
+                break
+            }
+        }
+        if case .disconnected(.rejected(let why)) = model.connection {
+            FileHandle.standardError.write(Data("parley chat: rejected: \(why)\n".utf8))
+            exit(1)
+        }
+    }
+}

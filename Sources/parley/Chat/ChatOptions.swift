@@ -1,0 +1,74 @@
+import Foundation
+import ParleyClient
+
+/// `parley chat` flags.
+struct ChatOptions {
+    var url = "ws://127.0.0.1:8080/v3/websocket"
+    var channel = "demo"
+    var room = "observable-room"
+    var name: String?
+    var color: String?
+    var token: String?
+    var history = 20
+    var plain = false
+
+    static let usage = """
+    usage: parley chat [options]
+
+    A terminal chat client. Full-screen when stdin and stdout are a terminal; otherwise a plain
+    line mode for scripts: each input line is sent as a message, and messages from others are
+    printed as "NAME: TEXT" (notices go to stderr).
+
+    options:
+      --url URL        the server's native door (default ws://127.0.0.1:8080/v3/websocket)
+      --channel ID     channel (default demo)
+      --room NAME      room (default observable-room)
+      --name NAME      your name (default: a random one such as "hiddensun")
+      --color #RRGGBB  your color (default: random)
+      --token JWT      token for channels with authentication
+      --history N      recent messages shown on join (default 20)
+      --plain          line mode even on a terminal
+
+    commands (full-screen): /members, /room NAME, /name NAME, /quit (or Ctrl-C)
+    """
+
+    /// Parses the arguments; nil for --help.
+    static func parse(_ arguments: [String]) throws(ChatOptionError) -> ChatOptions? {
+        var options = ChatOptions()
+        var rest = arguments[...]
+        func value(_ flag: String) throws(ChatOptionError) -> String {
+            guard let next = rest.popFirst() else { throw ChatOptionError(message: "\(flag) needs a value") }
+            return next
+        }
+        while let argument = rest.popFirst() {
+            var flag = argument
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                flag = String(argument[..<equals])
+                rest.insert(String(argument[argument.index(after: equals)...]), at: rest.startIndex)
+            }
+            switch flag {
+            case "--url": options.url = try value(flag)
+            case "--channel": options.channel = try value(flag)
+            case "--room": options.room = try value(flag)
+            case "--name": options.name = try value(flag)
+            case "--color":
+                let color = try value(flag)
+                guard RandomIdentity.isHexColor(color) else { throw ChatOptionError(message: "--color must be #RRGGBB") }
+                options.color = color
+            case "--token": options.token = try value(flag)
+            case "--history":
+                guard let n = Int(try value(flag)), n >= 0 else { throw ChatOptionError(message: "--history must be a number ≥ 0") }
+                options.history = n
+            case "--plain": options.plain = true
+            case "--help", "-h": return nil
+            default: throw ChatOptionError(message: "unknown option \(argument)")
+            }
+        }
+        guard URL(string: options.url) != nil else { throw ChatOptionError(message: "bad --url \(options.url)") }
+        return options
+    }
+}
+
+struct ChatOptionError: Error {
+    let message: String
+}

@@ -1,0 +1,131 @@
+import Foundation
+import ParleyClient
+import ParleyIO
+import Synchronization
+
+/// Collects a room's events in the background so tests can wait for one (polling, with a timeout).
+actor EventLog {
+    private(set) var events: [RoomEvent] = []
+    private var task: Task<Void, Never>?
+
+    init(_ room: Room) {
+        let stream = room.events
+        Task { await self.start(stream) }
+    }
+
+    private func start(_ stream: AsyncStream<RoomEvent>) {
+        task = Task { for await event in stream { self.append(event) } }
+    }
+
+    private func append(_ event: RoomEvent) { events.append(event) }
+
+    /// Waits until `predicate` holds for the events so far; returns the first matching event.
+    @discardableResult
+    func waitFor(_ what: String, timeout: Double = 5, _ predicate: @Sendable (RoomEvent) -> Bool) async throws -> RoomEvent {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let hit = events.first(where: predicate) { return hit }
+            guard Date() < deadline else { throw TimeoutError(what: "waiting for \(what); saw \(events)", seconds: timeout) }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Texts of `.message` events, in order.
+    var messageTexts: [String] {
+        events.compactMap { if case .message(let m) = $0 { m.text } else { nil } }
+    }
+
+    var historyTexts: [String] {
+        events.compactMap { if case .history(let m) = $0 { m.text } else { nil } }
+    }
+
+    func clear() { events = [] }
+}
+
+/// Waits until `condition` returns true.
+func eventually(_ what: String, timeout: Double = 5, _ condition: @Sendable () async -> Bool) async throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while !(await condition()) {
+        guard Date() < deadline else { throw TimeoutError(what: what, seconds: timeout) }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+/// A TCP proxy in front of the server so a test can cut a client's connection from the
+/// server side and keep it down for a while ("block"), without restarting the server.
+final class TCPProxy: Sendable {
+    final class Counters: Sendable {
+        let accepted = Atomic<Int>(0)
+        let blocked = Atomic<Bool>(false)
+        /// Drop every byte instead of forwarding it (a peer that went silent).
+        let silent = Atomic<Bool>(false)
+    }
+    private let group: EventLoopGroup
+    private let listener: TCPListener
+    let counters = Counters()
+    var port: Int { listener.port }
+
+    init(upstreamPort: Int) throws {
+        let group = EventLoopGroup(loopCount: 1)
+        self.group = group
+        let counters = self.counters
+        listener = try TCPListener.bind(host: "127.0.0.1", port: 0, group: group) { client in
+            counters.accepted.add(1, ordering: .relaxed)
+            guard !counters.blocked.load(ordering: .relaxed) else { return }   // no handler: closed
+            let near = Pipe(counters: counters)
+            client.handler = near
+            client.loop.connect(host: "127.0.0.1", port: upstreamPort) { result in
+                switch result {
+                case .success(let upstream):
+                    let far = Pipe(counters: counters)
+                    upstream.handler = far
+                    far.attach(client)
+                    near.attach(upstream)
+                case .failure:
+                    client.close(flush: false)
+                }
+            }
+        }
+    }
+
+    /// Closes every proxied connection (both sides) abruptly.
+    func dropAll() {
+        let done = DispatchSemaphore(value: 0)
+        let loop = group.loops[0]
+        loop.execute {
+            loop.forEachConnection { $0.close(flush: false) }
+            done.signal()
+        }
+        done.wait()
+    }
+
+    func stop() {
+        listener.close()
+        dropAll()
+        group.shutdown()
+    }
+
+    /// One direction of a proxied pair: what it reads goes to the peer.
+    private final class Pipe: ConnectionHandler {
+        private var peer: TCPConnection?
+        private var buffered: [UInt8] = []
+        private let counters: Counters
+
+        init(counters: Counters) { self.counters = counters }
+
+        func attach(_ peer: TCPConnection) {
+            self.peer = peer
+            if !buffered.isEmpty { peer.write(buffered) }
+            buffered = []
+        }
+
+        func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+            if counters.silent.load(ordering: .relaxed) { return }
+            if let peer { peer.write(Array(bytes)) } else { buffered.append(contentsOf: bytes) }
+        }
+
+        func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
+            peer?.close(flush: false)
+        }
+    }
+}
