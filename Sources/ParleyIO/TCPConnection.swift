@@ -52,6 +52,8 @@ public final class TCPConnection {
     private var inFlightWrites = 0
     private var closeReason: ConnectionCloseReason = .local
     private var isReading = false
+    /// TLS state when the connection is encrypted (see ``startTLS(_:serverName:)``).
+    private var tls: TLSSession?
 
     init(loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>) {
         self.loop = loop
@@ -89,7 +91,7 @@ public final class TCPConnection {
             let connection = TCPConnection.from(stream!.pointee.data)
             if nread > 0 {
                 let bytes = UnsafeRawBufferPointer(start: buf!.pointee.base, count: nread)
-                connection.handler?.connection(connection, didRead: bytes)
+                connection.deliver(bytes)
             } else if nread < 0 {
                 let code = Int32(nread)
                 if code == UV_EOF.rawValue || code == UV_ECONNRESET.rawValue {
@@ -100,6 +102,35 @@ public final class TCPConnection {
             }
         })
     }
+
+    private func deliver(_ bytes: UnsafeRawBufferPointer) {
+        guard let tls else {
+            handler?.connection(self, didRead: bytes)
+            return
+        }
+        do {
+            let (plaintext, output) = try tls.receive(bytes)
+            if !output.isEmpty { enqueue(IOBuffer(output)) }
+            if !plaintext.isEmpty, state == .open {
+                plaintext.withUnsafeBytes { handler?.connection(self, didRead: $0) }
+            }
+        } catch {
+            close(flush: true, reason: .error(error))
+        }
+    }
+
+    /// Encrypts this connection from now on: server side (when `context` is a server context)
+    /// it waits for the peer's ClientHello; client side it sends its own, verifying the
+    /// server's certificate against `serverName`. Reads reach the handler as plaintext and
+    /// writes are encrypted, transparently.
+    public func startTLS(_ context: TLSContext, serverName: String? = nil) throws(IOError) {
+        let session = try TLSSession(context: context, serverName: serverName)
+        tls = session
+        if !context.isServer { enqueue(IOBuffer(session.start())) }
+    }
+
+    /// True when the connection is encrypted.
+    public var isTLS: Bool { tls != nil }
 
     /// Stops reading (back-pressure); the kernel buffers, then the peer's writes block.
     public func stopReading() {
@@ -113,6 +144,18 @@ public final class TCPConnection {
     /// Queues `buffer`; it goes out at the end of this loop turn together with everything else
     /// written to this connection in the same turn.
     public func write(_ buffer: IOBuffer) {
+        guard state == .open, buffer.count > 0 else { return }
+        guard let tls else { enqueue(buffer); return }
+        do {
+            let ciphertext = try tls.send(buffer)
+            if !ciphertext.isEmpty { enqueue(IOBuffer(ciphertext)) }
+        } catch {
+            close(flush: false, reason: .error(error))
+        }
+    }
+
+    /// Queues bytes exactly as they go on the wire.
+    private func enqueue(_ buffer: IOBuffer) {
         guard state == .open, buffer.count > 0 else { return }
         pending.append(buffer)
         pendingBytes += buffer.count
@@ -183,6 +226,7 @@ public final class TCPConnection {
             if flush { return }
         case .open:
             closeReason = reason
+            if flush, let tls { enqueue(IOBuffer(tls.shutdown())) }
         }
         stopReading()
         if flush && (!pending.isEmpty || inFlightWrites > 0) {
