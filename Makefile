@@ -5,6 +5,8 @@
 SWIFT       ?= swift
 APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd tmux
 INTEROP_VENV = .venv-interop
+# python-socketio 4.x (Engine.IO 3) cannot share a venv with 5.x.
+INTEROP_EIO3_VENV = .venv-interop-eio3
 ARGS        ?=
 
 .PHONY: all deps build release run test unit interop fuzz fuzz-smoke clean
@@ -40,10 +42,13 @@ unit:
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
-interop: $(INTEROP_VENV)/.ready
+interop: $(INTEROP_VENV)/.ready $(INTEROP_EIO3_VENV)/.ready
 	@if ls Tests/interop/test_*.py >/dev/null 2>&1; then \
-	  PARLEY_BIN=$(CURDIR)/.build/release/parley $(INTEROP_VENV)/bin/python -m pytest -q Tests/interop; \
+	  PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} $(INTEROP_VENV)/bin/python -m pytest -q Tests/interop --ignore=Tests/interop/eio3; \
 	else echo "no interop tests"; fi
+	@if ls Tests/interop/eio3/test_*.py >/dev/null 2>&1; then \
+	  PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} $(INTEROP_EIO3_VENV)/bin/python -m pytest -q Tests/interop/eio3; \
+	fi
 
 $(INTEROP_VENV)/.ready: Tests/interop/requirements.txt
 	python3 -m venv $(INTEROP_VENV)
@@ -59,5 +64,10 @@ fuzz: deps
 fuzz-smoke: deps
 	Fuzz/run.sh 3
 
+$(INTEROP_EIO3_VENV)/.ready: Tests/interop/requirements-eio3.txt
+	python3 -m venv $(INTEROP_EIO3_VENV)
+	$(INTEROP_EIO3_VENV)/bin/pip install -q -r Tests/interop/requirements-eio3.txt
+	touch $@
+
 clean:
-	rm -rf .build $(INTEROP_VENV)
+	rm -rf .build $(INTEROP_VENV) $(INTEROP_EIO3_VENV)

@@ -40,6 +40,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// A native connection silent this long is pinged; one still silent this long after the
     /// ping is closed. Milliseconds.
     public var webSocketPingIntervalMillis: UInt64 = 30_000
+    /// Socket.IO door: Engine.IO heartbeat interval and timeout (milliseconds), as announced
+    /// in the open packet (EIO4: the server pings; EIO3: the client pings).
+    public var socketIOPingIntervalMillis: UInt64 = 25_000
+    public var socketIOPingTimeoutMillis: UInt64 = 20_000
+    /// Socket.IO door: largest polling body or WebSocket message, in bytes (`maxPayload`).
+    public var socketIOMaxPayload = 1_000_000
 
     public enum EventLoopCount: Sendable, Equatable {
         case cores

@@ -88,6 +88,10 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
 
     private func respond(to head: HTTPRequestHead, body: [UInt8]) {
         let keepAlive = head.keepAlive && !stopping
+        if SocketIODoor.handles(head.path) {
+            SocketIODoor.handle(head, body: body, connection: connection, keepAlive: keepAlive, core: core)
+            return
+        }
         var response: HTTPResponse
         if head.path == HTTPDoor.nativePath {
             response = .text(426, "this endpoint speaks WebSocket only\n")
@@ -104,6 +108,14 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     }
 
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
+        if SocketIODoor.handles(head.path) {
+            timer?.stop()
+            if SocketIODoor.upgrade(head, leftover: leftover, connection: connection, core: core) {
+                upgraded = true
+                timer = nil
+            }
+            return
+        }
         guard head.path == HTTPDoor.nativePath else {
             connection.write(HTTPResponse.text(404, "not found\n").encoded(keepAlive: false))
             connection.close()
@@ -147,6 +159,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         timer?.stop()
         timer = nil
+        SocketIODoor.connectionClosed(connection, core: core)
         core.openConnections.subtract(1, ordering: .relaxed)
     }
 }

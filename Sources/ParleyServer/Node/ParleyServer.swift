@@ -10,6 +10,8 @@ final class ServerCore: Sendable {
     let inboxes: [LoopInbox]
     /// Connections open across all doors.
     let openConnections = Atomic<Int>(0)
+    /// The Socket.IO door's sid registry and SocketChat roster.
+    let socketIO = SocketIOShared()
 
     init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup) {
         self.configuration = configuration

@@ -1,0 +1,37 @@
+import ParleyCore
+
+/// The SocketChat events a client emits (protocols.md §2), parsed from an EVENT's arguments.
+enum SocketChatCommand: Equatable {
+    case connectUser(nickname: String)
+    case chatMessage(nickname: String?, text: String)
+    case typing(nickname: String?, Bool)
+    case exitUser(nickname: String?)
+
+    /// Parses `["name", args...]`; the error text is what the client is told.
+    static func parse(_ data: JSONValue?) -> Result<SocketChatCommand, SocketIOError> {
+        guard let array = data?.arrayValue, let name = array.first?.stringValue else {
+            return .failure(SocketIOError("an event needs a name"))
+        }
+        let args = Array(array.dropFirst())
+        func string(_ index: Int) -> String? { index < args.count ? args[index].stringValue : nil }
+        switch name {
+        case "connectUser":
+            guard let nickname = string(0), SocketChatRoster.isValidNickname(nickname) else {
+                return .failure(SocketIOError("connectUser needs a nickname: 1-64 characters, no control characters"))
+            }
+            return .success(.connectUser(nickname: nickname))
+        case "chatMessage":
+            guard args.count >= 2 else { return .failure(SocketIOError("chatMessage needs (nickname, message)")) }
+            let text = args[1].stringValue ?? args[1].jsonString
+            guard !text.isEmpty else { return .failure(SocketIOError("chatMessage with an empty message")) }
+            return .success(.chatMessage(nickname: string(0), text: text))
+        case "startType", "stopType":
+            return .success(.typing(nickname: string(0), name == "startType"))
+        case "exitUser":
+            return .success(.exitUser(nickname: string(0)))
+        default:
+            let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+            return .failure(SocketIOError("unknown event \"\(shown)\"; this server speaks connectUser, chatMessage, startType, stopType, exitUser"))
+        }
+    }
+}

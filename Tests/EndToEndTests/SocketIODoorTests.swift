@@ -1,0 +1,302 @@
+import Foundation
+import ParleyCore
+import ParleyServer
+import ParleyTestSupport
+import Testing
+
+@Suite(.serialized) struct SocketIODoorTests {
+    @Test func eio4PollingHandshakeServerPingsAndChat() throws {
+        let server = try startTestServer { $0.socketIOPingIntervalMillis = 300; $0.socketIOPingTimeoutMillis = 2000 }
+        defer { server.shutdown() }
+        let client = try PollingClient.open(port: server.httpPort, version: 4)
+        #expect(client.sid.count >= 16)
+        #expect(client.open["upgrades"] == ["websocket"])
+        #expect(client.open["pingInterval"] == 300)
+        #expect(client.open["pingTimeout"] == 2000)
+        #expect(client.open["maxPayload"] == 1_000_000)
+        #expect(client.rest.isEmpty, "EIO4 waits for the client's CONNECT")
+        #expect(try client.post(["40"]).body == "ok")
+        let connect = try client.poll(until: { $0.hasPrefix("40") })
+        let socketID = try #require(try JSONParser.parse(String(connect.dropFirst(2)))["sid"]?.stringValue)
+        #expect(socketID != client.sid, "the Socket.IO id is not the Engine.IO session id")
+        // The server pings within the interval; the client pongs.
+        #expect(try client.poll(until: { $0 == "2" }, timeout: 3) == "2")
+        try client.post(["3"])
+        try client.post(["42[\"connectUser\",\"bob\"]"])
+        let list = try client.poll(until: { eventArguments($0, "userList") != nil })
+        #expect(eventArguments(list, "userList") == [[["id": .string(socketID), "nickname": "bob", "isConnected": true]]])
+        try client.post(["421[\"chatMessage\",\"bob\",\"hello\"]"])
+        let ack = try client.poll(until: { $0.hasPrefix("43") })
+        #expect(ack == "431[]")
+        let message = try client.poll(until: { eventArguments($0, "newChatMessage") != nil })
+        let arguments = try #require(eventArguments(message, "newChatMessage"))
+        #expect(arguments.count == 3)
+        #expect(arguments[0] == "bob")
+        #expect(arguments[1] == "hello")
+        #expect(arguments[2].stringValue?.hasSuffix("GMT") == true)
+    }
+
+    @Test func eio3PollingHandshakeSendsConnectAndAnswersClientPings() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        for version in [nil, 3] {
+            let client = try PollingClient.open(port: server.httpPort, version: version)
+            #expect(client.open["maxPayload"] == nil)
+            #expect(client.open["pingInterval"] == 25000)
+            #expect(client.open["pingTimeout"] == 20000)
+            #expect(client.rest == ["40"], "a Socket.IO v2 server connects / at once")
+            try client.post(["2"])
+            #expect(try client.poll() == ["3"])
+            try client.post(["2probe"])
+            #expect(try client.poll() == ["3probe"])
+            // Events work without a client CONNECT; a duplicate `40` changes nothing.
+            try client.post(["40", "42[\"connectUser\",\"carol\"]"])
+            let list = try client.poll(until: { eventArguments($0, "userList") != nil })
+            #expect(eventArguments(list, "userList")?.first?.arrayValue?.first?["nickname"] == "carol")
+            try client.post(["1"])
+        }
+    }
+
+    @Test func upgradeToWebSocketThenPollingIsRefused() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        for version in [4, 3] {
+            let client = try PollingClient.open(port: server.httpPort, version: version)
+            // A GET held while the upgrade happens is released with a noop.
+            let port = server.httpPort, query = client.query
+            let held = BackgroundThread { (try? rawHTTP(port: port, "GET", "/socket.io/?\(query)"))?.body ?? "error" }
+            Thread.sleep(forTimeInterval: 0.2)
+            let ws = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=\(version)&transport=websocket&sid=\(client.sid)")
+            try ws.sendText("2probe")
+            #expect(try ws.receiveText() == "3probe")
+            #expect(try held.result(timeout: 5) == (version == 4 ? "6" : "1:6"))
+            try ws.sendText("5")
+            if version == 4 {
+                try ws.sendText("40")
+                #expect(try ws.receiveText().hasPrefix("40{\"sid\":"))
+            }
+            try ws.sendText("42[\"connectUser\",\"dora\(version)\"]")
+            let list = try ws.receiveText(until: { eventArguments($0, "userList") != nil })
+            #expect(eventArguments(list, "userList")?.first?.arrayValue?.contains { $0["nickname"] == .string("dora\(version)") } == true)
+            #expect(try client.get().status == 400)
+            #expect(try client.post(["2"]).status == 400)
+            if version == 3 {
+                try ws.sendText("2")
+                #expect(try ws.receiveText(until: { !$0.hasPrefix("42") }) == "3")
+            }
+        }
+    }
+
+    @Test func webSocketOnlySessionsAndErrors() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let ws = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        let open = try JSONParser.parse(String(try ws.receiveText().dropFirst()))
+        #expect(open["upgrades"] == [])
+        // An event before CONNECT gets a CONNECT_ERROR, not silence.
+        try ws.sendText("42[\"connectUser\",\"x\"]")
+        let before = try ws.receiveText()
+        #expect(before.hasPrefix("44{\"message\":\"not connected"))
+        // An unknown namespace gets CONNECT_ERROR "Invalid namespace".
+        try ws.sendText("40/admin,")
+        #expect(try ws.receiveText() == "44/admin,{\"message\":\"Invalid namespace\"}")
+        try ws.sendText("40/,")
+        #expect(try ws.receiveText().hasPrefix("40{\"sid\":"))
+        // Garbage Socket.IO packets get a clear error and the session lives on.
+        for garbage in ["4zzz", "42{}", "42[\"a\"", "49", "4"] {
+            try ws.sendText(garbage)
+            let error = try ws.receiveText()
+            #expect(error.hasPrefix("44{\"message\":\"invalid packet"), "\(garbage) -> \(error)")
+        }
+        try ws.sendText("42[\"noSuchEvent\"]")
+        #expect(eventArguments(try ws.receiveText(), "error")?.first?.stringValue?.contains("unknown event") == true)
+        try ws.sendText("4212[\"connectUser\",\"\"]")
+        #expect(try ws.receiveText().hasPrefix("4312[{\"error\":"))
+        try ws.sendText("4213[\"connectUser\",\"eve\"]")
+        #expect(try ws.receiveText(until: { $0.hasPrefix("43") }) == "4313[]")
+        // A garbage Engine.IO packet ends the transport.
+        try ws.sendText("9")
+        #expect(try ws.waitForClose() == 1002)
+        // EIO3 WebSocket-only: open then 40.
+        let v3 = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=3&transport=websocket")
+        #expect(try v3.receiveText().hasPrefix("0{"))
+        #expect(try v3.receiveText() == "40")
+        try v3.sendText("40/chat,")
+        #expect(try v3.receiveText() == "44/chat,\"Invalid namespace\"")
+    }
+
+    @Test func badRequestsGet400() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let port = server.httpPort
+        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=4&transport=polling&sid=nope").status == 400)
+        #expect(try rawHTTP(port: port, "POST", "/socket.io/?EIO=4&transport=polling&sid=nope", body: Array("40".utf8)).status == 400)
+        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=5&transport=polling").status == 400)
+        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=4&transport=carrier-pigeon").status == 400)
+        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=4&transport=websocket").status == 400)
+        #expect(try rawHTTP(port: port, "POST", "/socket.io/?EIO=4&transport=polling", body: []).status == 400)
+        // A second concurrent GET: 400 (and the session is closed, as upstream does).
+        let client = try PollingClient.open(port: port, version: 4)
+        let query = client.query
+        let held = BackgroundThread { (try? rawHTTP(port: port, "GET", "/socket.io/?\(query)"))?.status ?? 0 }
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(try client.get().status == 400)
+        #expect(try held.result(timeout: 5) == 200)
+        #expect(try client.get().status == 400)
+        // Malformed payloads: 400 with text, the session survives.
+        let other = try PollingClient.open(port: port, version: 4)
+        let bad = try other.post(["9garbage"])
+        #expect(bad.status == 400)
+        #expect(bad.body.contains("unknown packet type"))
+        #expect(try other.post(["40"]).status == 200)
+        let v3 = try PollingClient.open(port: port, version: 3)
+        let truncated = try rawHTTP(port: port, "POST", "/socket.io/?EIO=3&transport=polling&sid=\(v3.sid)", body: Array("5:42".utf8))
+        #expect(truncated.status == 400)
+        #expect(truncated.body.contains("truncated"))
+    }
+
+    @Test func corsPreflightAndOriginEcho() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let origin = "http://chat.example:3000"
+        let preflight = try rawHTTP(port: server.httpPort, "OPTIONS", "/socket.io/?EIO=4&transport=polling",
+                                    headers: [("Origin", origin), ("Access-Control-Request-Method", "POST"),
+                                              ("Access-Control-Request-Headers", "content-type")])
+        #expect(preflight.status == 204)
+        #expect(preflight.header("Access-Control-Allow-Origin") == origin)
+        #expect(preflight.header("Access-Control-Allow-Credentials") == "true")
+        #expect(preflight.header("Access-Control-Allow-Methods")?.contains("POST") == true)
+        #expect(preflight.header("Access-Control-Allow-Headers") == "content-type")
+        let open = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling", headers: [("Origin", origin)])
+        #expect(open.status == 200)
+        #expect(open.header("Access-Control-Allow-Origin") == origin)
+        #expect(open.header("Access-Control-Allow-Credentials") == "true")
+        let sid = try #require(try JSONParser.parse(String(open.body.dropFirst()))["sid"]?.stringValue)
+        let post = try rawHTTP(port: server.httpPort, "POST", "/socket.io/?EIO=4&transport=polling&sid=\(sid)",
+                               body: Array("40".utf8), headers: [("Origin", origin)])
+        #expect(post.header("Access-Control-Allow-Origin") == origin)
+        let plain = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
+        #expect(plain.header("Access-Control-Allow-Origin") == nil)
+    }
+
+    @Test func hugePostsAreRefusedAndNobodyElseNotices() throws {
+        let server = try startTestServer { $0.socketIOMaxPayload = 1000 }
+        defer { server.shutdown() }
+        let bystander = try PollingClient.open(port: server.httpPort, version: 4)
+        try bystander.post(["40", "42[\"connectUser\",\"by\"]"])
+        _ = try bystander.poll(until: { eventArguments($0, "userList") != nil })
+        let victim = try PollingClient.open(port: server.httpPort, version: 4)
+        // 10 MB: the HTTP parser refuses it before reading it all.
+        let socket = try TestSocket(port: server.httpPort)
+        try socket.send("POST /socket.io/?EIO=4&transport=polling&sid=\(victim.sid) HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n")
+        _ = try? socket.send([UInt8](repeating: 0x34, count: 1 << 20))
+        let head = try socket.readLine()
+        #expect(head.hasPrefix("HTTP/1.1 413") || head.hasPrefix("HTTP/1.1 400"))
+        // Over maxPayload but under the HTTP limit: 413 from the door, with text.
+        let big = try victim.post(["4" + String(repeating: "x", count: 2000)])
+        #expect(big.status == 413)
+        #expect(big.body.contains("payload too large"))
+        // A WebSocket message over maxPayload closes that WebSocket with 1009.
+        let ws = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        _ = try ws.receiveText()
+        try ws.sendText("4" + String(repeating: "y", count: 5000))
+        #expect(try ws.waitForClose() == 1009)
+        // The others carry on.
+        try bystander.post(["42[\"chatMessage\",\"by\",\"still here\"]"])
+        let message = try bystander.poll(until: { eventArguments($0, "newChatMessage") != nil })
+        #expect(eventArguments(message, "newChatMessage")?[1] == "still here")
+        try victim.post(["40"])
+        #expect(try victim.poll(until: { $0.hasPrefix("40") }).hasPrefix("40{"))
+    }
+
+    @Test func heartbeatTimeoutEndsTheSessionAndMarksTheUserDisconnected() throws {
+        let server = try startTestServer { $0.socketIOPingIntervalMillis = 200; $0.socketIOPingTimeoutMillis = 200 }
+        defer { server.shutdown() }
+        let watcher = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        _ = try watcher.receiveText()
+        try watcher.sendText("40")
+        try watcher.sendText("42[\"connectUser\",\"watcher\"]")
+        _ = try watcher.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
+        let quiet = try PollingClient.open(port: server.httpPort, version: 4)
+        try quiet.post(["40", "42[\"connectUser\",\"quiet\"]"])
+        _ = try watcher.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
+        // `quiet` never pongs; the watcher pongs every ping.
+        let deadline = Date().addingTimeInterval(5)
+        var exit: [JSONValue]?
+        var list: [JSONValue]?
+        while exit == nil, deadline.timeIntervalSinceNow > 0 {
+            let text = try watcher.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
+            if text == "2" { try watcher.sendText("3") }
+            if let arguments = eventArguments(text, "userList") { list = arguments }
+            exit = eventArguments(text, "userExitUpdate")
+        }
+        #expect(exit == ["quiet"])
+        #expect(list?.first?.arrayValue?.first { $0["nickname"] == "quiet" }?["isConnected"] == false)
+        #expect(try quiet.get().status == 400)
+    }
+
+    @Test func crossDoorChatTypingAndPresence() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let sio = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        _ = try sio.receiveText()
+        try sio.sendText("40")
+        try sio.sendText("42[\"connectUser\",\"sam\"]")
+        _ = try sio.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
+        let native = try NativeClient.connect(server, clientData: ["name": "nina", "color": "#00FF00"])
+        try native.subscribe(server.configuration.lobby.room)
+        let members = try native.next { $0["type"] == "observable_members" }
+        #expect(members["data"]?.arrayValue?.first?["clientData"]?["name"] == "sam")
+        let connect = try sio.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
+        #expect(eventArguments(connect, "userConnectUpdate")?.first?["nickname"] == "nina")
+        let line = try TestSocket(port: server.linePort)
+        try line.send("iam:lou\n")
+        _ = try line.readLine(until: { $0 == "lou has joined" })
+        _ = try sio.receiveText(until: { eventArguments($0, "userConnectUpdate")?.first?["nickname"] == "lou" })
+        // Socket.IO → line and native.
+        try sio.sendText("42[\"startType\",\"sam\"]")
+        let typing = try native.next { $0["type"] == "publish" }
+        #expect(typing["message"] == ["typing": true])
+        try sio.sendText("42[\"chatMessage\",\"sam\",\"hi all\"]")
+        #expect(try line.readLine(until: { $0.hasPrefix("sam") }) == "sam:hi all")
+        #expect(try native.next { $0["type"] == "publish" && $0["message"]?.stringValue != nil }["message"] == "hi all")
+        // Native typing and messages → Socket.IO.
+        try native.publish(["typing": true], to: server.configuration.lobby.room)
+        let update = try sio.receiveText(until: { eventArguments($0, "userTypingUpdate")?.first?["nina"] != nil })
+        #expect(eventArguments(update, "userTypingUpdate") == [["nina": 1]])
+        try native.publish("from native", to: server.configuration.lobby.room)
+        let chat = try sio.receiveText(until: { eventArguments($0, "newChatMessage") != nil })
+        #expect(eventArguments(chat, "newChatMessage")?.prefix(2) == ["nina", "from native"])
+        try line.send("msg:from line\n")
+        let lineChat = try sio.receiveText(until: { eventArguments($0, "newChatMessage") != nil })
+        #expect(eventArguments(lineChat, "newChatMessage")?.prefix(2) == ["lou", "from line"])
+        // Leaving crosses too.
+        line.abort()
+        let exit = try sio.receiveText(until: { eventArguments($0, "userExitUpdate") != nil })
+        #expect(eventArguments(exit, "userExitUpdate") == ["lou"])
+        // exitUser: the others see it, the leaver hears its own exit, and the list forgets it.
+        try sio.sendText("42[\"exitUser\",\"sam\"]")
+        #expect(eventArguments(try sio.receiveText(until: { eventArguments($0, "userExitUpdate") != nil }), "userExitUpdate") == ["sam"])
+        let leave = try native.next { $0["type"] == "observable_member_leave" && $0["data"]?["clientData"]?["name"] == "sam" }
+        #expect(leave["data"]?["clientData"]?["name"] == "sam")
+    }
+
+    @Test func anonymousSocketGetsNothingHarmfulWhenOthersComeAndGo() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let lurker = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        _ = try lurker.receiveText()
+        try lurker.sendText("40")
+        _ = try lurker.receiveText()
+        // Never identified: it is not in the lobby, so it hears nothing, and its going away
+        // makes nobody see a userExitUpdate(null).
+        let other = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        _ = try other.receiveText()
+        try other.sendText("40")
+        try other.sendText("42[\"connectUser\",\"olga\"]")
+        _ = try other.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
+        #expect(lurker.nothingArrives(within: 0.3))
+        lurker.abort()
+        #expect(other.nothingArrives(within: 0.3))
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import ParleyCore
+import ParleyServer
+import ParleyTestSupport
+
+/// One raw HTTP response.
+struct RawHTTPResponse {
+    let status: Int
+    let headers: [(String, String)]
+    let body: String
+
+    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
+}
+
+/// Sends one request with `Connection: close` and reads the whole response (5 s at most).
+func rawHTTP(port: Int, _ method: String, _ target: String, body: [UInt8]? = nil,
+             headers: [(String, String)] = [], timeout: Double = 5) throws -> RawHTTPResponse {
+    let socket = try TestSocket(port: port)
+    var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+    for (name, value) in headers { text += "\(name): \(value)\r\n" }
+    if let body { text += "Content-Length: \(body.count)\r\n" }
+    try socket.send(Array((text + "\r\n").utf8) + (body ?? []))
+    let deadline = Date().addingTimeInterval(timeout)
+    while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: min(0.2, deadline.timeIntervalSinceNow)) {}
+    let response = String(decoding: socket.buffered, as: UTF8.self)
+    guard let split = response.range(of: "\r\n\r\n") else { throw TestSocket.Failure("no complete response: \(response.debugDescription)") }
+    var lines = response[..<split.lowerBound].components(separatedBy: "\r\n")
+    let statusParts = lines.removeFirst().split(separator: " ")
+    let parsed = lines.compactMap { line -> (String, String)? in
+        guard let colon = line.firstIndex(of: ":") else { return nil }
+        return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+    }
+    return RawHTTPResponse(status: statusParts.count > 1 ? Int(statusParts[1]) ?? 0 : 0, headers: parsed,
+                           body: String(response[split.upperBound...]))
+}
+
+/// A raw Engine.IO long-polling client. Keeps the packets a poll brought but nobody asked
+/// for yet.
+final class PollingClient {
+    let port: Int
+    let version: Int?
+    let sid: String
+    let open: JSONValue
+    /// Packets that came with the open packet (EIO3 sends `40` there).
+    let rest: [String]
+    private var unread: [String] = []
+
+    init(port: Int, version: Int?, sid: String, open: JSONValue, rest: [String]) {
+        self.port = port
+        self.version = version
+        self.sid = sid
+        self.open = open
+        self.rest = rest
+    }
+
+    var query: String { (version.map { "EIO=\($0)&" } ?? "") + "transport=polling&sid=\(sid)" }
+
+    static func open(port: Int, version: Int?) throws -> PollingClient {
+        let response = try rawHTTP(port: port, "GET", "/socket.io/?" + (version.map { "EIO=\($0)&" } ?? "") + "transport=polling&t=x")
+        guard response.status == 200 else { throw TestSocket.Failure("open: \(response.status) \(response.body)") }
+        let packets = version == 4 ? response.body.components(separatedBy: "\u{1e}") : splitV3(response.body)
+        guard let first = packets.first, first.hasPrefix("0") else { throw TestSocket.Failure("no open packet in \(response.body)") }
+        let open = try JSONParser.parse(String(first.dropFirst()))
+        return PollingClient(port: port, version: version, sid: open["sid"]?.stringValue ?? "", open: open, rest: Array(packets.dropFirst()))
+    }
+
+    /// `<len>:<packet>...`, lengths in UTF-16 units.
+    static func splitV3(_ body: String) -> [String] {
+        var packets: [String] = []
+        var units = Substring(body).utf16[...]
+        while let colon = units.firstIndex(of: UInt16(UInt8(ascii: ":"))) {
+            let length = Int(String(decoding: units[..<colon], as: UTF16.self)) ?? 0
+            let start = units.index(after: colon)
+            let end = units.index(start, offsetBy: length)
+            packets.append(String(decoding: units[start..<end], as: UTF16.self))
+            units = units[end...]
+        }
+        return packets
+    }
+
+    func get(timeout: Double = 5) throws -> RawHTTPResponse {
+        try rawHTTP(port: port, "GET", "/socket.io/?\(query)", timeout: timeout)
+    }
+
+    /// The packets of the next GET.
+    func poll(timeout: Double = 5) throws -> [String] {
+        let response = try get(timeout: timeout)
+        guard response.status == 200 else { throw TestSocket.Failure("poll: \(response.status) \(response.body)") }
+        return version == 4 ? response.body.components(separatedBy: "\u{1e}") : PollingClient.splitV3(response.body)
+    }
+
+    /// Polls until a packet satisfies `predicate`.
+    func poll(until predicate: (String) -> Bool, timeout: Double = 5) throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let index = unread.firstIndex(where: predicate) {
+                let hit = unread[index]
+                unread.removeSubrange(...index)
+                return hit
+            }
+            unread = []
+            guard deadline.timeIntervalSinceNow > 0 else { break }
+            unread = try poll(timeout: max(0.1, deadline.timeIntervalSinceNow))
+        }
+        throw TestSocket.Failure("no matching packet within \(timeout) s")
+    }
+
+    @discardableResult
+    func post(_ packets: [String]) throws -> RawHTTPResponse {
+        let body = version == 4 ? packets.joined(separator: "\u{1e}") : packets.map { "\($0.utf16.count):\($0)" }.joined()
+        return try rawHTTP(port: port, "POST", "/socket.io/?\(query)", body: Array(body.utf8),
+                           headers: [("Content-Type", "text/plain;charset=UTF-8")])
+    }
+}
+
+/// The JSON arguments of an event packet `42["name",...]`, when `text` is event `name`.
+func eventArguments(_ text: String, _ name: String) -> [JSONValue]? {
+    guard text.hasPrefix("42"), let array = (try? JSONParser.parse(String(text.dropFirst(2))))?.arrayValue,
+          array.first?.stringValue == name else { return nil }
+    return Array(array.dropFirst())
+}

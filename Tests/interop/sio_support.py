@@ -1,0 +1,180 @@
+"""Shared helpers for the Socket.IO interop tests, importable by both python-socketio 5.x
+(Engine.IO 4, Tests/interop/test_socketio.py) and 4.x (Engine.IO 3, Tests/interop/eio3/).
+
+Every process is started here and killed by its own pid; every wait has a timeout.
+"""
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+
+TIMEOUT = 5
+SOCKETCHAT_EVENTS = ["userList", "userConnectUpdate", "userExitUpdate", "userTypingUpdate", "newChatMessage", "error"]
+
+
+def parley_server(extra_args=()):
+    """Starts `parley serve` on 127.0.0.1 with OS-chosen ports; yields {http, line, pid}."""
+    binary = os.environ.get("PARLEY_BIN", ".build/debug/parley")
+    proc = subprocess.Popen(
+        [binary, "serve", "--http-port", "0", "--line-port", "0", "--host", "127.0.0.1", "--loops", "2", *extra_args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        ports = {}
+        deadline = time.time() + 10
+        buffered = b""
+        while len(ports) < 2:
+            left = deadline - time.time()
+            assert left > 0, "server did not print its ports: %r" % buffered
+            ready, _, _ = select.select([proc.stdout], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            assert chunk, "server exited: %r" % buffered
+            buffered += chunk
+            for line in buffered.decode().splitlines():
+                parts = line.split()
+                if len(parts) == 4 and parts[1:3] == ["listening", "on"]:
+                    ports[parts[0]] = int(parts[3].rsplit(":", 1)[1])
+        yield {"http": ports["http"], "line": ports["line"], "pid": proc.pid}
+    finally:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+
+class ChatClient:
+    """A python-socketio client that records every SocketChat event it receives."""
+
+    def __init__(self, socketio_module, url, transports):
+        self.events = []
+        self.cond = threading.Condition()
+        self.sio = socketio_module.Client(reconnection=False)
+        for name in SOCKETCHAT_EVENTS:
+            self.sio.on(name, self._recorder(name))
+        self.sio.connect(url, transports=transports)
+        deadline = time.time() + TIMEOUT
+        while not self.sio.connected or not self.sio.sid:
+            assert time.time() < deadline, "not connected"
+            time.sleep(0.01)
+
+    def _recorder(self, name):
+        def record(*args):
+            with self.cond:
+                self.events.append((name, args))
+                self.cond.notify_all()
+        return record
+
+    def wait_for(self, name, predicate=lambda args: True, timeout=TIMEOUT):
+        """Returns (and consumes up to) the first `name` event whose args satisfy `predicate`."""
+        deadline = time.time() + timeout
+        with self.cond:
+            while True:
+                for index, (event, args) in enumerate(self.events):
+                    if event == name and predicate(args):
+                        del self.events[:index + 1]
+                        return args
+                left = deadline - time.time()
+                assert left > 0, "no %s event; got %r" % (name, self.events)
+                self.cond.wait(left)
+
+    def quiet_for(self, seconds, name=None):
+        time.sleep(seconds)
+        with self.cond:
+            return [e for e in self.events if name is None or e[0] == name]
+
+    def emit(self, event, *args):
+        self.sio.emit(event, args if len(args) != 1 else args[0])
+
+    def call(self, event, *args):
+        return self.sio.call(event, args if len(args) != 1 else args[0], timeout=TIMEOUT)
+
+    def transport(self):
+        return self.sio.transport()
+
+    def disconnect(self):
+        self.sio.disconnect()
+
+
+def nicknames(user_list):
+    return [u["nickname"] for u in user_list]
+
+
+def check_user_list(args):
+    """The client crash traps: an array of objects with a Bool isConnected."""
+    assert len(args) == 1 and isinstance(args[0], list)
+    for user in args[0]:
+        assert isinstance(user["id"], str) and isinstance(user["nickname"], str)
+        assert isinstance(user["isConnected"], bool)
+    return args[0]
+
+
+def run_socketchat_sequence(socketio_module, url, transports, expected_transport):
+    """The classic SocketChat flow with three clients."""
+    suffix = str(time.time_ns())[-6:]
+    alice_name, bob_name, carol_name = "alice" + suffix, "bob" + suffix, "carol" + suffix
+    alice = ChatClient(socketio_module, url, transports)
+    bob = ChatClient(socketio_module, url, transports)
+    carol = ChatClient(socketio_module, url, transports)
+    try:
+        assert alice.transport() == expected_transport
+        # connectUser: userList, then userConnectUpdate, to everybody in the lobby.
+        alice.emit("connectUser", alice_name)
+        users = check_user_list(alice.wait_for("userList", lambda a: alice_name in nicknames(a[0])))
+        assert {"nickname": alice_name, "isConnected": True}.items() <= next(u for u in users if u["nickname"] == alice_name).items()
+        update = alice.wait_for("userConnectUpdate")
+        assert update[0]["nickname"] == alice_name and update[0]["isConnected"] is True
+        bob.emit("connectUser", bob_name)
+        for client in (alice, bob):
+            users = check_user_list(client.wait_for("userList", lambda a: bob_name in nicknames(a[0])))
+            assert alice_name in nicknames(users)
+            assert client.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == bob_name)
+        assert carol.call("connectUser", carol_name) is None  # acked, no data
+        alice.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == carol_name)
+        # Typing.
+        bob.emit("startType", bob_name)
+        assert alice.wait_for("userTypingUpdate", lambda a: bob_name in a[0])[0][bob_name] == 1
+        # chatMessage: typing cleared, then three strings.
+        bob.emit("chatMessage", bob_name, "hello there")
+        alice.wait_for("userTypingUpdate", lambda a: bob_name not in a[0])
+        for client in (alice, bob, carol):
+            message = client.wait_for("newChatMessage", lambda a: a[1] == "hello there")
+            assert len(message) == 3 and all(isinstance(x, str) for x in message)
+            assert message[0] == bob_name and message[2]
+        # An acked event gets its ack.
+        assert alice.call("chatMessage", alice_name, "with ack ✓") is None
+        carol.wait_for("newChatMessage", lambda a: a[1] == "with ack ✓")
+        bob.emit("stopType", bob_name)
+        alice.wait_for("userTypingUpdate", lambda a: bob_name not in a[0])
+        # exitUser: everybody hears the exit; the list forgets the user.
+        carol.emit("exitUser", carol_name)
+        check_user_list(alice.wait_for("userList", lambda a: carol_name not in nicknames(a[0])))
+        for client in (alice, bob, carol):
+            exit_args = client.wait_for("userExitUpdate", lambda a: a[0] == carol_name)
+            assert isinstance(exit_args[0], str)
+        # Disconnect: the user stays listed, disconnected; userExitUpdate(name).
+        bob.disconnect()
+        users = check_user_list(alice.wait_for("userList", lambda a: any(
+            u["nickname"] == bob_name and u["isConnected"] is False for u in a[0])))
+        assert alice.wait_for("userExitUpdate", lambda a: a[0] == bob_name)
+        alice.wait_for("userTypingUpdate")
+        # carol, never identified again, disconnecting sends nobody anything.
+        carol.disconnect()
+        assert alice.quiet_for(0.5, "userExitUpdate") == []
+        # bob comes back: connected again, listed once.
+        bob2 = ChatClient(socketio_module, url, transports)
+        try:
+            bob2.emit("connectUser", bob_name)
+            users = check_user_list(bob2.wait_for("userList", lambda a: bob_name in nicknames(a[0])))
+            assert [u["isConnected"] for u in users if u["nickname"] == bob_name] == [True]
+        finally:
+            bob2.disconnect()
+    finally:
+        for client in (alice, bob, carol):
+            try:
+                client.disconnect()
+            except Exception:
+                pass

@@ -1,0 +1,153 @@
+"""Interop: python-socketio 5.x (Engine.IO 4) against Parley's Socket.IO door, plus
+cross-door chat with a Scaledrone-protocol client (websockets) and a line-protocol client.
+
+Run: PARLEY_BIN=.build/debug/parley .venv-interop/bin/pytest -q Tests/interop/test_socketio.py
+"""
+import asyncio
+import json
+import socket
+import time
+
+import pytest
+import requests
+import socketio
+from websockets.asyncio.client import connect
+
+from sio_support import TIMEOUT, ChatClient, check_user_list, nicknames, parley_server, run_socketchat_sequence
+
+
+@pytest.fixture(scope="module")
+def server():
+    yield from parley_server()
+
+
+def base(server):
+    return "http://127.0.0.1:%d" % server["http"]
+
+
+def test_socketchat_over_websocket(server):
+    run_socketchat_sequence(socketio, base(server), ["polling", "websocket"], "websocket")
+
+
+def test_socketchat_over_websocket_only(server):
+    run_socketchat_sequence(socketio, base(server), ["websocket"], "websocket")
+
+
+def test_socketchat_polling_only(server):
+    run_socketchat_sequence(socketio, base(server), ["polling"], "polling")
+
+
+def test_open_packet_and_cors_with_requests(server):
+    origin = "http://elsewhere.example"
+    r = requests.get(base(server) + "/socket.io/", params={"EIO": "4", "transport": "polling"},
+                     headers={"Origin": origin}, timeout=TIMEOUT)
+    assert r.status_code == 200
+    assert r.headers["Access-Control-Allow-Origin"] == origin
+    assert r.headers["Access-Control-Allow-Credentials"] == "true"
+    assert r.text[0] == "0"
+    open_packet = json.loads(r.text[1:])
+    assert open_packet["upgrades"] == ["websocket"] and open_packet["maxPayload"] == 1000000
+    assert open_packet["pingInterval"] == 25000 and open_packet["pingTimeout"] == 20000
+    r = requests.options(base(server) + "/socket.io/?EIO=4&transport=polling", timeout=TIMEOUT,
+                         headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+    assert r.status_code == 204 and r.headers["Access-Control-Allow-Origin"] == origin
+    r = requests.get(base(server) + "/socket.io/?EIO=4&transport=polling&sid=unknown", timeout=TIMEOUT)
+    assert r.status_code == 400
+    big = requests.post(base(server) + "/socket.io/?EIO=4&transport=polling&sid=" + open_packet["sid"],
+                        data=b"4" + b"x" * (10 << 20), timeout=30)
+    assert big.status_code in (400, 413) and big.text
+
+
+class LineClient:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        self.buffer = b""
+
+    def send(self, text):
+        self.sock.sendall(text.encode())
+
+    def read_until(self, predicate):
+        deadline = time.time() + TIMEOUT
+        while True:
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                if predicate(line.decode()):
+                    return line.decode()
+            left = deadline - time.time()
+            assert left > 0, "no matching line"
+            self.sock.settimeout(max(0.01, left))
+            chunk = self.sock.recv(4096)
+            assert chunk, "line connection closed"
+            self.buffer += chunk
+
+    def close(self):
+        self.sock.close()
+
+
+def test_cross_door_chat_typing_and_presence(server):
+    async def go():
+        sam = await asyncio.to_thread(ChatClient, socketio, base(server), ["polling", "websocket"])
+        line = LineClient(server["line"])
+        try:
+            await asyncio.to_thread(sam.emit, "connectUser", "sam")
+            await asyncio.to_thread(sam.wait_for, "userConnectUpdate", lambda a: a[0]["nickname"] == "sam")
+            async with connect("ws://127.0.0.1:%d/v3/websocket" % server["http"]) as ws:
+                async def recv_until(predicate):
+                    deadline = time.monotonic() + TIMEOUT
+                    while True:
+                        m = json.loads(await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic())))
+                        if predicate(m):
+                            return m
+                await ws.send(json.dumps({"type": "handshake", "channel": "demo", "callback": 0,
+                                          "client_data": {"name": "nina", "color": "#00AA00"}}))
+                await recv_until(lambda m: m.get("callback") == 0)
+                await ws.send(json.dumps({"type": "subscribe", "room": "observable-room", "callback": 1}))
+                members = await recv_until(lambda m: m.get("type") == "observable_members")
+                assert "sam" in [m.get("clientData", {}).get("name") for m in members["data"]]
+                # A native join shows up in userConnectUpdate and userList.
+                await asyncio.to_thread(sam.wait_for, "userConnectUpdate", lambda a: a[0]["nickname"] == "nina")
+                line.send("iam:lou\n")
+                line.read_until(lambda l: l == "lou has joined")
+                users = await asyncio.to_thread(sam.wait_for, "userList", lambda a: "lou" in nicknames(a[0]))
+                assert {"sam", "nina", "lou"} <= set(nicknames(check_user_list(users)))
+                # Socket.IO → native and line: typing and text.
+                await asyncio.to_thread(sam.emit, "startType", "sam")
+                typing = await recv_until(lambda m: m.get("type") == "publish")
+                assert typing["message"] == {"typing": True}
+                await asyncio.to_thread(sam.emit, "chatMessage", "sam", "hi from socket.io")
+                published = await recv_until(lambda m: m.get("type") == "publish" and isinstance(m["message"], str))
+                assert published["message"] == "hi from socket.io"
+                assert line.read_until(lambda l: l.startswith("sam:")) == "sam:hi from socket.io"
+                # Native → Socket.IO: typing and text.
+                await ws.send(json.dumps({"type": "publish", "room": "observable-room", "message": {"typing": True}}))
+                update = await asyncio.to_thread(sam.wait_for, "userTypingUpdate", lambda a: "nina" in a[0])
+                assert update[0]["nina"] == 1
+                await ws.send(json.dumps({"type": "publish", "room": "observable-room", "message": "hi from native"}))
+                message = await asyncio.to_thread(sam.wait_for, "newChatMessage", lambda a: a[1] == "hi from native")
+                assert message[0] == "nina"
+                # Line → Socket.IO.
+                line.send("msg:hi from line\n")
+                message = await asyncio.to_thread(sam.wait_for, "newChatMessage", lambda a: a[1] == "hi from line")
+                assert message[0] == "lou"
+                # Leaving crosses doors.
+                line.close()
+                await asyncio.to_thread(sam.wait_for, "userExitUpdate", lambda a: a[0] == "lou")
+            await asyncio.to_thread(sam.wait_for, "userExitUpdate", lambda a: a[0] == "nina")
+        finally:
+            await asyncio.to_thread(sam.disconnect)
+    asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_unidentified_client_gets_nothing(server):
+    lurker = ChatClient(socketio, base(server), ["websocket"])
+    other = ChatClient(socketio, base(server), ["polling"])
+    try:
+        other.emit("connectUser", "olga")
+        other.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == "olga")
+        other.emit("chatMessage", "olga", "anyone?")
+        other.wait_for("newChatMessage")
+        assert lurker.quiet_for(0.3) == []
+        lurker.disconnect()
+        assert [e for e in other.quiet_for(0.3, "userExitUpdate")] == []
+    finally:
+        other.disconnect()
