@@ -235,7 +235,7 @@ import Testing
         #expect(try quiet.get().status == 400)
     }
 
-    @Test func crossDoorChatTypingAndPresence() throws {
+    @Test func crossDoorChatTypingAndPresence() async throws {
         let server = try startTestServer()
         defer { server.shutdown() }
         let sio = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
@@ -243,9 +243,9 @@ import Testing
         try sio.sendText("40")
         try sio.sendText("42[\"connectUser\",\"sam\"]")
         _ = try sio.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
-        let native = try NativeClient.connect(server, clientData: ["name": "nina", "color": "#00FF00"])
-        try native.subscribe(server.configuration.lobby.room)
-        let members = try native.next { $0["type"] == "observable_members" }
+        let native = try await NativeClient.connect(server, clientData: ["name": "nina", "color": "#00FF00"])
+        try await native.subscribe(server.configuration.lobby.room)
+        let members = try await native.next { $0["type"] == "observable_members" }
         #expect(members["data"]?.arrayValue?.first?["clientData"]?["name"] == "sam")
         let connect = try sio.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
         #expect(eventArguments(connect, "userConnectUpdate")?.first?["nickname"] == "nina")
@@ -255,16 +255,17 @@ import Testing
         _ = try sio.receiveText(until: { eventArguments($0, "userConnectUpdate")?.first?["nickname"] == "lou" })
         // Socket.IO → line and native.
         try sio.sendText("42[\"startType\",\"sam\"]")
-        let typing = try native.next { $0["type"] == "publish" }
+        let typing = try await native.next { $0["type"] == "publish" }
         #expect(typing["message"] == ["typing": true])
         try sio.sendText("42[\"chatMessage\",\"sam\",\"hi all\"]")
         #expect(try line.readLine(until: { $0.hasPrefix("sam") }) == "sam:hi all")
-        #expect(try native.next { $0["type"] == "publish" && $0["message"]?.stringValue != nil }["message"] == "hi all")
+        let chatToNative = try await native.next { $0["type"] == "publish" && $0["message"]?.stringValue != nil }
+        #expect(chatToNative["message"] == "hi all")
         // Native typing and messages → Socket.IO.
-        try native.publish(["typing": true], to: server.configuration.lobby.room)
+        try await native.publish(["typing": true], to: server.configuration.lobby.room)
         let update = try sio.receiveText(until: { eventArguments($0, "userTypingUpdate")?.first?["nina"] != nil })
         #expect(eventArguments(update, "userTypingUpdate") == [["nina": 1]])
-        try native.publish("from native", to: server.configuration.lobby.room)
+        try await native.publish("from native", to: server.configuration.lobby.room)
         let chat = try sio.receiveText(until: { eventArguments($0, "newChatMessage") != nil })
         #expect(eventArguments(chat, "newChatMessage")?.prefix(2) == ["nina", "from native"])
         try line.send("msg:from line\n")
@@ -277,7 +278,7 @@ import Testing
         // exitUser: the others see it, the leaver hears its own exit, and the list forgets it.
         try sio.sendText("42[\"exitUser\",\"sam\"]")
         #expect(eventArguments(try sio.receiveText(until: { eventArguments($0, "userExitUpdate") != nil }), "userExitUpdate") == ["sam"])
-        let leave = try native.next { $0["type"] == "observable_member_leave" && $0["data"]?["clientData"]?["name"] == "sam" }
+        let leave = try await native.next { $0["type"] == "observable_member_leave" && $0["data"]?["clientData"]?["name"] == "sam" }
         #expect(leave["data"]?["clientData"]?["name"] == "sam")
     }
 
