@@ -3,7 +3,7 @@
 # nothing is missing), so they work on a fresh Debian 12 machine.
 
 SWIFT       ?= swift
-APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd
+APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd chromium chromium-driver
 INTEROP_VENV = .venv-interop
 ARGS        ?=
 

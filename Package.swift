@@ -22,7 +22,8 @@ let package = Package(
         .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
         .target(name: "ParleyServer",
-                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"],
+                resources: [.copy("Web")]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),
