@@ -105,7 +105,7 @@ class Browser:
         return self.driver.find_element(By.ID, "status-text").text
 
     def error_text(self):
-        return self.js("const e = document.getElementById('error'); return e.hidden ? '' : e.textContent.trim();")
+        return self.js("const e = document.getElementById('error'); return e.hidden ? '' : document.getElementById('error-text').textContent.trim();")
 
     def say(self, text):
         """Types `text` (Shift+Enter between lines) and sends it with Enter."""
@@ -255,8 +255,14 @@ def test_line_protocol_user_and_browser(server, browsers):
         assert carol.read_line() == "carol has joined"
         dora.wait(lambda d: "carol" in dora.members(), message=str(dora.members()))
         dora.wait(lambda d: "carol joined" in dora.notices())
+        # The tab is in the background: unread messages count up in the title.
+        dora.js("Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});"
+                "document.dispatchEvent(new Event('visibilitychange'));")
         carol.send("msg:hi from the terminal: <b>plain</b>\n")
         dora.wait_bubble("hi from the terminal: <b>plain</b>")
+        dora.wait(lambda d: d.title == "(1) #observable-room · Parley", message=dora.driver.title)
+        dora.js("delete document.hidden; document.dispatchEvent(new Event('visibilitychange'));")
+        dora.wait(lambda d: d.title == "#observable-room · Parley", message=dora.driver.title)
         assert ["carol", "hi from the terminal: <b>plain</b>", False] in dora.messages()
         assert dora.js("return document.querySelectorAll('#messages .bubble b').length") == 0
         dora.say("hello carol")
@@ -311,6 +317,15 @@ def test_html_is_rendered_as_text_and_links_are_safe(server, browsers):
     assert links[0][:2] == ["https://example.com/a?b=1", "https://example.com/a?b=1"]
     assert links[1][:2] == ["http://x.test/(y)", "http://x.test/(y)"]
     assert all("noopener" in link[2] and link[3] == "_blank" for link in links)
+
+    # Too long: said in plain words, and the text stays in the box.
+    frank.js("document.getElementById('composer').value = 'x'.repeat(10001)")
+    frank.driver.find_element(By.ID, "composer").send_keys(Keys.ENTER)
+    frank.wait(lambda d: "too long" in frank.error_text(), message=frank.error_text())
+    assert len(frank.driver.find_element(By.ID, "composer").get_attribute("value")) == 10001
+    frank.js("document.getElementById('composer').value = ''")
+    frank.driver.find_element(By.ID, "error-close").click()
+    assert frank.error_text() == ""
 
     # Bodies from other clients: non-string JSON as compact JSON, typing never shown.
     rest_publish(server["base"], "observable-xss", {"kind": "card", "n": [1, 2]})
@@ -380,6 +395,7 @@ def test_reconnect_after_server_restart_and_plain_error(browsers):
                   message=hana.status())
         hana.wait(lambda d: "server" in hana.error_text().lower() or "connection" in hana.error_text().lower(),
                   message=hana.error_text())
+        assert hana.members() == []  # not known while offline
         hana.screenshot("reconnecting-desktop.png")
         # Typed while offline: kept in the box, with a plain explanation.
         hana.say("while offline")
@@ -389,6 +405,8 @@ def test_reconnect_after_server_restart_and_plain_error(browsers):
         proc, _ = start(port)
         hana.wait(lambda d: hana.status() == "Connected", timeout=30, message=hana.status())
         hana.wait(lambda d: "Reconnected" in hana.notices())
+        hana.wait(lambda d: hana.members() == ["hana"])
+        assert hana.error_text() == ""  # the connection error goes away by itself
         assert hana.bubbles().count("first") == 1  # de-duplicated whatever the server replays
         hana.say("second")
         hana.wait_bubble("second")

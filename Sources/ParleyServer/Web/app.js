@@ -88,6 +88,7 @@
     attempt: 0,               // reconnect attempts since the last good handshake
     reconnectTimer: null,
     reconnectAt: 0,
+    countdownTimer: null,
     members: new Map(),       // client id -> clientData (current room)
     observable: false,
     known: new Map(Object.entries(load(STORAGE.known, {}))), // client id -> {name, color}
@@ -114,7 +115,7 @@
     typing: $("typing"), composer: $("composer"), composerForm: $("composer-form"), send: $("send"),
     status: $("status"), statusText: $("status-text"), roomName: $("room-name"),
     members: $("members"), onlineCount: $("online-count"), membersNote: $("members-note"),
-    membersToggle: $("members-toggle"), membersToggleCount: $("members-toggle-count"), sidebar: $("sidebar"),
+    membersToggle: $("members-toggle"), scrim: $("scrim"), sidebarClose: $("sidebar-close"), membersToggleCount: $("members-toggle-count"), sidebar: $("sidebar"),
     roomForm: $("room-form"), roomInput: $("room-input"), recentRooms: $("recent-rooms"),
     identityButton: $("identity-button"), identityAvatar: $("identity-avatar"), identityName: $("identity-name"),
     dialog: $("identity-dialog"), identityForm: $("identity-form"), nameInput: $("name-input"),
@@ -256,8 +257,7 @@
       return;
     }
     ui.roomInput.value = "";
-    ui.sidebar.classList.remove("open");
-    ui.membersToggle.setAttribute("aria-expanded", "false");
+    setDrawer(false, false);
     location.hash = hashFor(state.channel, name);
   });
   window.addEventListener("hashchange", () => {
@@ -309,6 +309,7 @@
 
   function connect() {
     clearTimeout(state.reconnectTimer);
+    clearTimeout(state.countdownTimer);
     state.reconnectTimer = null;
     if (!state.identity || state.fatal) return;
     let ws;
@@ -360,12 +361,23 @@
     state.reconnectAt = Date.now() + delay;
     state.reconnectTimer = setTimeout(connect, delay);
     const seconds = Math.max(1, Math.round(delay / 1000));
-    setStatus("offline", "Offline, retrying in " + seconds + " s");
+    countdown();
+    // Who is online is unknown while we are not: the fresh list comes with the next subscribe.
+    state.members.clear();
+    renderMembers();
     if (!wasOpen) {
       showError("Can't reach the Parley server at " + location.host + ". Retrying in " + seconds + " s…", { retry: true });
     } else if (!(event && (event.code === 1009 || event.code === 1008))) {
       showError("Lost the connection to the server. Reconnecting…", { retry: true });
     }
+  }
+
+  function countdown() {
+    clearTimeout(state.countdownTimer);
+    if (!state.reconnectTimer) return;
+    const left = Math.max(1, Math.ceil((state.reconnectAt - Date.now()) / 1000));
+    setStatus("offline", "Offline, retrying in " + left + " s");
+    state.countdownTimer = setTimeout(countdown, 1000);
   }
 
   function reconnectNow() {
@@ -411,7 +423,7 @@
     state.handshaken = true;
     const resumed = state.attempt > 0;
     state.attempt = 0;
-    if (!ui.error.hidden && /connection|reach/i.test(ui.errorText.textContent)) clearError();
+    if (!ui.error.hidden && /connect|reach/i.test(ui.errorText.textContent)) clearError();
     subscribe(resumed);
   }
 
@@ -680,17 +692,20 @@
     ui.membersToggleCount.textContent = state.observable ? String(count) : "–";
     ui.membersNote.hidden = state.observable;
   }
-  ui.membersToggle.addEventListener("click", () => {
-    const open = ui.sidebar.classList.toggle("open");
+  /** The members/rooms drawer at phone width (always visible on wider screens). */
+  function setDrawer(open, returnFocus) {
+    ui.sidebar.classList.toggle("open", open);
+    ui.scrim.hidden = !open;
     ui.membersToggle.setAttribute("aria-expanded", String(open));
-    if (open) ui.roomInput.focus();
-  });
+    if (open) ui.sidebarClose.focus();
+    else if (returnFocus) ui.membersToggle.focus();
+  }
+  ui.membersToggle.addEventListener("click", () => setDrawer(!ui.sidebar.classList.contains("open"), false));
+  ui.sidebarClose.addEventListener("click", () => setDrawer(false, true));
+  ui.scrim.addEventListener("click", () => setDrawer(false, false));
+  ui.recentRooms.addEventListener("click", (event) => { if (event.target.closest("a")) setDrawer(false, false); });
   document.addEventListener("keydown", (event) => {
-    if (event.key === "Escape" && ui.sidebar.classList.contains("open")) {
-      ui.sidebar.classList.remove("open");
-      ui.membersToggle.setAttribute("aria-expanded", "false");
-      ui.membersToggle.focus();
-    }
+    if (event.key === "Escape" && ui.sidebar.classList.contains("open")) setDrawer(false, true);
   });
 
   // ---------------------------------------------------------------- typing
