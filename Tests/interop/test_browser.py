@@ -83,7 +83,7 @@ class Browser:
     def js(self, script, *args):
         return self.driver.execute_script(script, *args)
 
-    def open(self, base, name, color="#d81b60", room=None):
+    def open(self, base, name, color="#d81b60", room=None, dialog_screenshot=None):
         """First visit: the identity dialog, then connected to the room."""
         self.driver.get(base + "/" + ("#" + room if room else ""))
         name_input = self.wait(lambda d: d.find_element(By.ID, "name-input").is_displayed() and d.find_element(By.ID, "name-input"),
@@ -94,6 +94,8 @@ class Browser:
         name_input.send_keys(name)
         self.js("const c = document.getElementById('color-input'); c.value = arguments[0];"
                 "c.dispatchEvent(new Event('input'));", color)
+        if dialog_screenshot:
+            self.screenshot(dialog_screenshot)
         self.driver.find_element(By.ID, "identity-save").click()
         self.wait_connected()
 
@@ -438,7 +440,7 @@ def test_screenshots_desktop_phone_and_dark(server, browsers):
     ivy.screenshot("desktop-1280x800.png")
 
     phone = browsers(width=390, height=844, mobile=True)
-    phone.open(server["base"], "wildfrost", "#2f9e44", room=room)
+    phone.open(server["base"], "wildfrost", "#2f9e44", room=room, dialog_screenshot="phone-welcome-390x844.png")
     phone.wait_bubble(script[-1][1])
     time.sleep(2.6)  # typing is re-announced every 2.5 s while it goes on, so late joiners see it
     jay.driver.find_element(By.ID, "composer").send_keys(" great")

@@ -171,8 +171,8 @@
     remember(id, state.identity);
   }
   function renderIdentity() {
-    const who = state.identity || { name: "you" };
-    ui.identityName.textContent = who.name;
+    const who = state.identity || { name: "?", color: "#8892a6" };
+    ui.identityName.textContent = state.identity ? who.name : "Pick a name";
     paintAvatar(ui.identityAvatar, who.name, who.color);
   }
   function openIdentityDialog(first) {
@@ -604,7 +604,10 @@
     const meta = el("div", "meta");
     meta.appendChild(el("span", "name", who.own ? who.name + " (you)" : who.name));
     const when = new Date((Number(data.timestamp) || Date.now() / 1000) * 1000);
-    const time = el("time", "time", when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
+    const today = when.toDateString() === new Date().toDateString();
+    const time = el("time", "time", today
+      ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+      : when.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }));
     time.dateTime = when.toISOString();
     time.title = when.toLocaleString();
     meta.appendChild(time);
@@ -622,12 +625,6 @@
     if (typeof message === "string") {
       bubble.classList.add("text");
       appendLinkified(bubble, message);
-      return;
-    }
-    if (message && typeof message === "object" && !Array.isArray(message) && typeof message.text === "string" &&
-        Object.keys(message).length === 1) {
-      bubble.classList.add("text");
-      appendLinkified(bubble, message.text);
       return;
     }
     bubble.classList.add("text", "json");
