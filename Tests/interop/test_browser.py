@@ -62,6 +62,7 @@ class Browser:
                     "--window-size=%d,%d" % (width, height), "--lang=en-US", "--hide-scrollbars",
                     "--no-first-run", "--disable-extensions"]:
             options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         self.closed = False
         self.service = Service(CHROMEDRIVER)
         self.driver = webdriver.Chrome(service=self.service, options=options)
@@ -239,6 +240,11 @@ def test_two_browsers_chat_with_members_typing_and_notices(server, browsers):
     bob.driver.find_element(By.ID, "composer").send_keys("y")
     carol.wait(lambda d: d.find_element(By.ID, "typing").text in ("alice, bob are typing…", "bob, alice are typing…"),
                message=carol.driver.find_element(By.ID, "typing").text)
+
+    # No script errors, no CSP violations, no failed requests.
+    for b in (alice, bob):
+        severe = [e for e in b.driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert severe == [], severe
 
     # Leaving: the others get a notice and the panel shrinks.
     bob.quit()

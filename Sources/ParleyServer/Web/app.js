@@ -52,6 +52,7 @@
   const load = (key, fallback) => {
     try { const v = JSON.parse(localStorage.getItem(key)); return v === null ? fallback : v; } catch (e) { return fallback; }
   };
+  const objectOr = (value) => (value && typeof value === "object" && !Array.isArray(value) ? value : {});
   const save = (key, value) => { try { localStorage.setItem(key, JSON.stringify(value)); } catch (e) { /* private mode */ } };
 
   /** A stable color for a name or id without one (same hash as the server's NameColor). */
@@ -91,8 +92,8 @@
     countdownTimer: null,
     members: new Map(),       // client id -> clientData (current room)
     observable: false,
-    known: new Map(Object.entries(load(STORAGE.known, {}))), // client id -> {name, color}
-    myIds: new Set(load(STORAGE.myIds, [])),
+    known: new Map(Object.entries(objectOr(load(STORAGE.known, {})))), // client id -> {name, color}
+    myIds: new Set(Array.isArray(load(STORAGE.myIds, [])) ? load(STORAGE.myIds, []) : []),
     seenIds: new Set(),       // message ids shown in this room
     seenOffsets: new Set(),
     lastOffset: {},           // room key -> highest offset seen (for resume with `since`)
@@ -107,6 +108,7 @@
     unread: 0,
     fatal: null,              // an error that stops reconnecting (e.g. auth required)
   };
+  if (state.identity && (typeof state.identity !== "object" || typeof state.identity.name !== "string")) state.identity = null;
   const roomKey = () => state.channel + "/" + state.room;
 
   // ---------------------------------------------------------------- DOM
@@ -230,7 +232,10 @@
   function hashFor(channel, room) {
     return "#" + (channel === DEFAULT_CHANNEL ? "" : encodeURIComponent(channel) + "/") + encodeURIComponent(room);
   }
-  function recentRooms() { return load(STORAGE.rooms, []); }
+  function recentRooms() {
+    const rooms = load(STORAGE.rooms, []);
+    return Array.isArray(rooms) ? rooms.filter((r) => r && typeof r.channel === "string" && typeof r.room === "string") : [];
+  }
   function renderRecentRooms() {
     const rooms = recentRooms();
     ui.recentRooms.replaceChildren();
