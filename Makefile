@@ -3,7 +3,9 @@
 # nothing is missing), so they work on a fresh Debian 12 machine.
 
 SWIFT       ?= swift
-APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd chromium chromium-driver
+APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd
+# The browser client's tests (Tests/interop/test_browser.py): headless chromium + its driver.
+APT_PACKAGES += chromium chromium-driver
 INTEROP_VENV = .venv-interop
 ARGS        ?=
 

@@ -345,6 +345,16 @@ def test_html_is_rendered_as_text_and_links_are_safe(server, browsers):
     assert not any("typing" in b for b in bubbles)
 
 
+def test_rate_limit_is_explained(server, browsers):
+    kim = browsers()
+    kim.open(server["base"], "kim", "#c2255c", room="observable-flood")
+    # Far past the native door's burst, in one go: the server refuses the excess.
+    kim.js("""const box = document.getElementById('composer'), form = document.getElementById('composer-form');
+        for (let i = 0; i < 150; i++) { box.value = 'flood ' + i; form.requestSubmit(); }""")
+    kim.wait(lambda d: "too fast" in kim.error_text(), message=kim.error_text())
+    kim.wait_bubble("flood 0")
+
+
 def test_history_paging_feature_detected(server, browsers):
     room = "observable-paging"
     for i in range(70):
