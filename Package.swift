@@ -23,7 +23,8 @@ let package = Package(
         .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
         .target(name: "ParleyServer",
-                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "COpenSSL"]),
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "COpenSSL"],
+                resources: [.copy("Web")]),
         .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient"]),
 

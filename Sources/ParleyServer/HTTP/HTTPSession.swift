@@ -93,6 +93,12 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             return
         }
         var response: HTTPResponse
+        if let asset = WebClient.response(for: head) {
+            // The browser client; HEAD is already answered with the file's length.
+            connection.write(asset.encoded(keepAlive: keepAlive))
+            if !keepAlive { connection.close() }
+            return
+        }
         if head.path == HTTPDoor.nativePath {
             response = .text(426, "this endpoint speaks WebSocket only\n")
             response.headers.set("Upgrade", "websocket")

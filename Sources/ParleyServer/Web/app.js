@@ -1,0 +1,853 @@
+// Parley browser client: speaks the native protocol (Scaledrone API v3 + Parley extensions)
+// to /v3/websocket on the page's own origin. Plain JavaScript, no build step, no framework.
+// User data is only ever put into the page with textContent / createTextNode.
+"use strict";
+
+(function () {
+  const HISTORY_COUNT = 50;       // messages shown on join
+  const PAGE_SIZE = 50;           // messages per "history" page when scrolling back
+  const TYPING_IDLE_MS = 3000;    // send {typing:false} after this long without a keystroke
+  const TYPING_REPEAT_MS = 2500;  // repeat {typing:true} this often while still typing
+  const TYPING_SHOW_MS = 6000;    // forget someone's typing if no update arrives
+  const MAX_MESSAGE_CHARS = 10000;
+  const GROUP_WINDOW_S = 180;     // consecutive messages by one sender within this are grouped
+  const DEFAULT_CHANNEL = "demo";
+  const DEFAULT_ROOM = "observable-room";
+  const STORAGE = {
+    identity: "parley.identity",
+    known: "parley.known-members",
+    myIds: "parley.my-client-ids",
+    rooms: "parley.recent-rooms",
+  };
+
+  // Tutorial-style random identities ("hiddensun", "#3FA2C1").
+  const ADJECTIVES = ["autumn", "hidden", "bitter", "misty", "silent", "empty", "dry", "dark",
+    "summer", "icy", "delicate", "quiet", "white", "cool", "spring", "winter", "patient",
+    "twilight", "dawn", "crimson", "wispy", "weathered", "blue", "billowing", "broken", "cold",
+    "damp", "falling", "frosty", "green", "long", "late", "lingering", "bold", "little",
+    "morning", "muddy", "old", "red", "rough", "still", "small", "sparkling", "shy",
+    "wandering", "withered", "wild", "black", "young", "holy", "solitary", "fragrant",
+    "aged", "snowy", "proud", "floral", "restless", "divine", "polished", "ancient",
+    "purple", "lively", "nameless"];
+  const NOUNS = ["waterfall", "river", "breeze", "moon", "rain", "wind", "sea", "morning",
+    "snow", "lake", "sunset", "pine", "shadow", "leaf", "dawn", "glitter", "forest", "hill",
+    "cloud", "meadow", "sun", "glade", "bird", "brook", "butterfly", "bush", "dew", "dust",
+    "field", "fire", "flower", "firefly", "feather", "grass", "haze", "mountain", "night",
+    "pond", "darkness", "snowflake", "silence", "sound", "sky", "shape", "surf", "thunder",
+    "violet", "water", "wildflower", "wave", "resonance", "wood", "dream", "cherry", "tree",
+    "fog", "frost", "voice", "paper", "frog", "smoke", "star"];
+
+  // ---------------------------------------------------------------- small helpers
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, className, text) => {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+  const pick = (list) => list[Math.floor(Math.random() * list.length)];
+  const randomName = () => pick(ADJECTIVES) + pick(NOUNS);
+  const randomColor = () => "#" + Math.floor(Math.random() * 0x1000000).toString(16).padStart(6, "0");
+  const isColor = (value) => typeof value === "string" && /^#[0-9a-fA-F]{6}$/.test(value);
+  const load = (key, fallback) => {
+    try { const v = JSON.parse(localStorage.getItem(key)); return v === null ? fallback : v; } catch (e) { return fallback; }
+  };
+  const objectOr = (value) => (value && typeof value === "object" && !Array.isArray(value) ? value : {});
+  const save = (key, value) => { try { localStorage.setItem(key, JSON.stringify(value)); } catch (e) { /* private mode */ } };
+
+  /** A stable color for a name or id without one (same hash as the server's NameColor). */
+  function colorFor(text) {
+    let hash = 2166136261;
+    const bytes = new TextEncoder().encode(String(text));
+    for (const b of bytes) hash = Math.imul(hash ^ b, 16777619) >>> 0;
+    return "hsl(" + (hash % 360) + " 65% 45%)";
+  }
+  function luminance(hex) {
+    if (!isColor(hex)) return 0.3;
+    const c = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16) / 255)
+      .map((v) => (v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4)));
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+  }
+  function paintAvatar(node, name, color) {
+    node.textContent = (Array.from(String(name || "?").trim())[0] || "?");
+    node.style.backgroundColor = isColor(color) ? color : colorFor(name);
+    node.classList.toggle("dark-text", isColor(color) && luminance(color) > 0.45);
+  }
+
+  // ---------------------------------------------------------------- state
+  const state = {
+    identity: load(STORAGE.identity, null),
+    channel: DEFAULT_CHANNEL,
+    room: DEFAULT_ROOM,
+    ws: null,
+    opened: false,            // the current socket reached "open"
+    clientId: null,
+    handshaken: false,
+    subscribed: false,
+    nextCallback: 1,
+    callbacks: new Map(),     // callback number -> function(reply)
+    attempt: 0,               // reconnect attempts since the last good handshake
+    reconnectTimer: null,
+    reconnectAt: 0,
+    countdownTimer: null,
+    members: new Map(),       // client id -> clientData (current room)
+    observable: false,
+    known: new Map(Object.entries(objectOr(load(STORAGE.known, {})))), // client id -> {name, color}
+    myIds: new Set(Array.isArray(load(STORAGE.myIds, [])) ? load(STORAGE.myIds, []) : []),
+    seenIds: new Set(),       // message ids shown in this room
+    seenOffsets: new Set(),
+    lastOffset: {},           // room key -> highest offset seen (for resume with `since`)
+    oldestOffset: null,       // lowest offset shown (for paging back)
+    historySupported: true,   // cleared when the server does not know {type:"history"}
+    hasMore: true,
+    loadingHistory: false,
+    typingPeople: new Map(),  // client id -> timeout
+    typingSent: false,
+    typingSentAt: 0,
+    typingIdleTimer: null,
+    unread: 0,
+    fatal: null,              // an error that stops reconnecting (e.g. auth required)
+  };
+  if (state.identity && (typeof state.identity !== "object" || typeof state.identity.name !== "string")) state.identity = null;
+  const roomKey = () => state.channel + "/" + state.room;
+
+  // ---------------------------------------------------------------- DOM
+  const ui = {
+    log: $("log"), messages: $("messages"), historyTop: $("history-top"), jump: $("jump"),
+    typing: $("typing"), composer: $("composer"), composerForm: $("composer-form"), send: $("send"),
+    status: $("status"), statusText: $("status-text"), roomName: $("room-name"),
+    members: $("members"), onlineCount: $("online-count"), membersNote: $("members-note"),
+    membersToggle: $("members-toggle"), scrim: $("scrim"), sidebarClose: $("sidebar-close"), membersToggleCount: $("members-toggle-count"), sidebar: $("sidebar"),
+    roomForm: $("room-form"), roomInput: $("room-input"), recentRooms: $("recent-rooms"),
+    identityButton: $("identity-button"), identityAvatar: $("identity-avatar"), identityName: $("identity-name"),
+    dialog: $("identity-dialog"), identityForm: $("identity-form"), nameInput: $("name-input"),
+    colorInput: $("color-input"), shuffle: $("shuffle"), previewAvatar: $("preview-avatar"),
+    identityError: $("identity-error"), identityCancel: $("identity-cancel"), identityTitle: $("identity-title"),
+    identitySave: $("identity-save"),
+    error: $("error"), errorText: $("error-text"), errorClose: $("error-close"), errorRetry: $("error-retry"),
+  };
+
+  // ---------------------------------------------------------------- errors and status
+  function showError(text, options) {
+    ui.errorText.textContent = text;
+    ui.errorRetry.hidden = !(options && options.retry);
+    ui.error.hidden = false;
+  }
+  function clearError() { ui.error.hidden = true; ui.errorText.textContent = ""; }
+  function setStatus(kind, text) {
+    ui.status.classList.remove("online", "offline", "connecting");
+    ui.status.classList.add(kind);
+    ui.statusText.textContent = text;
+  }
+  /** Server error texts in plain words. */
+  function plainError(error, what) {
+    const text = String(error || "");
+    if (/rate limit/i.test(text)) return "You're sending messages too fast. Wait a moment, then try again.";
+    if (/too (long|large|big)|exceed/i.test(text)) return "That message is too long to send.";
+    if (/auth/i.test(text)) return "This channel requires signing in, which the browser client can't do yet.";
+    if (/too many rooms/i.test(text)) return "You have joined too many rooms at once. Reload the page to start fresh.";
+    if (/invalid room name/i.test(text)) return "That room name isn't allowed: use 1–128 characters without “/”.";
+    return (what ? what + ": " : "") + text;
+  }
+
+  // ---------------------------------------------------------------- identity
+  function knownMember(id) {
+    if (state.members.has(id)) return state.members.get(id) || {};
+    return state.known.get(id) || null;
+  }
+  function remember(id, clientData) {
+    if (!id || !clientData || typeof clientData !== "object") return;
+    const entry = { name: typeof clientData.name === "string" ? clientData.name : undefined,
+      color: isColor(clientData.color) ? clientData.color : undefined };
+    state.known.delete(id);
+    state.known.set(id, entry);
+    while (state.known.size > 500) state.known.delete(state.known.keys().next().value);
+    save(STORAGE.known, Object.fromEntries(state.known));
+  }
+  function rememberMyId(id) {
+    state.myIds.delete(id);
+    state.myIds.add(id);
+    const ids = Array.from(state.myIds).slice(-100);
+    state.myIds = new Set(ids);
+    save(STORAGE.myIds, ids);
+    remember(id, state.identity);
+  }
+  function renderIdentity() {
+    const who = state.identity || { name: "?", color: "#8892a6" };
+    ui.identityName.textContent = state.identity ? who.name : "Pick a name";
+    paintAvatar(ui.identityAvatar, who.name, who.color);
+  }
+  function openIdentityDialog(first) {
+    const current = state.identity || { name: randomName(), color: randomColor() };
+    ui.nameInput.value = current.name;
+    ui.colorInput.value = isColor(current.color) ? current.color.toLowerCase() : "#3a86ff";
+    ui.identityTitle.textContent = first ? "Welcome to Parley" : "Your name and color";
+    ui.identitySave.textContent = first ? "Start chatting" : "Save";
+    ui.identityCancel.hidden = !!first;
+    ui.identityError.textContent = "";
+    updatePreview();
+    if (typeof ui.dialog.showModal === "function") ui.dialog.showModal(); else ui.dialog.setAttribute("open", "");
+    ui.nameInput.focus();
+    ui.nameInput.select();
+  }
+  function updatePreview() { paintAvatar(ui.previewAvatar, ui.nameInput.value || "?", ui.colorInput.value); }
+  function closeDialog() { if (ui.dialog.open) ui.dialog.close(); }
+
+  ui.nameInput.addEventListener("input", updatePreview);
+  ui.colorInput.addEventListener("input", updatePreview);
+  ui.shuffle.addEventListener("click", () => {
+    ui.nameInput.value = randomName();
+    ui.colorInput.value = randomColor();
+    updatePreview();
+  });
+  ui.identityCancel.addEventListener("click", closeDialog);
+  ui.dialog.addEventListener("cancel", (event) => { if (!state.identity) event.preventDefault(); });
+  ui.identityForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const name = ui.nameInput.value.trim();
+    if (!name) { ui.identityError.textContent = "Please enter a name."; return; }
+    if (name.length > 40) { ui.identityError.textContent = "Names can be at most 40 characters."; return; }
+    const first = !state.identity;
+    const changed = !state.identity || state.identity.name !== name || state.identity.color !== ui.colorInput.value;
+    state.identity = { name: name, color: ui.colorInput.value };
+    save(STORAGE.identity, state.identity);
+    renderIdentity();
+    closeDialog();
+    ui.composer.focus();
+    if (first) connect();
+    else if (changed) reconnectNow(); // client_data is fixed per connection: handshake again
+  });
+  ui.identityButton.addEventListener("click", () => openIdentityDialog(false));
+
+  // ---------------------------------------------------------------- room from the URL hash
+  // "#room" (channel "demo") or "#channel/room".
+  function parseHash() {
+    let hash = location.hash.replace(/^#\/?/, "");
+    try { hash = decodeURIComponent(hash); } catch (e) { /* keep it raw */ }
+    if (!hash) return { channel: DEFAULT_CHANNEL, room: DEFAULT_ROOM };
+    const slash = hash.indexOf("/");
+    if (slash > 0 && slash < hash.length - 1) return { channel: hash.slice(0, slash), room: hash.slice(slash + 1) };
+    return { channel: DEFAULT_CHANNEL, room: hash.replace(/\//g, "") || DEFAULT_ROOM };
+  }
+  function hashFor(channel, room) {
+    return "#" + (channel === DEFAULT_CHANNEL ? "" : encodeURIComponent(channel) + "/") + encodeURIComponent(room);
+  }
+  function recentRooms() {
+    const rooms = load(STORAGE.rooms, []);
+    return Array.isArray(rooms) ? rooms.filter((r) => r && typeof r.channel === "string" && typeof r.room === "string") : [];
+  }
+  function renderRecentRooms() {
+    const rooms = recentRooms();
+    ui.recentRooms.replaceChildren();
+    for (const entry of rooms) {
+      const li = el("li");
+      const a = el("a", null, (entry.channel === DEFAULT_CHANNEL ? "" : entry.channel + " / ") + "#" + entry.room);
+      a.href = hashFor(entry.channel, entry.room);
+      if (entry.channel === state.channel && entry.room === state.room) a.setAttribute("aria-current", "page");
+      li.appendChild(a);
+      ui.recentRooms.appendChild(li);
+    }
+  }
+  function addRecentRoom(channel, room) {
+    const rooms = recentRooms().filter((r) => !(r.channel === channel && r.room === room));
+    rooms.unshift({ channel: channel, room: room });
+    save(STORAGE.rooms, rooms.slice(0, 8));
+  }
+  ui.roomForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const name = ui.roomInput.value.trim();
+    if (!name) return;
+    if (name.includes("/") || new TextEncoder().encode(name).length > 128) {
+      showError("That room name isn't allowed: use 1–128 characters without “/”.");
+      return;
+    }
+    ui.roomInput.value = "";
+    setDrawer(false, false);
+    location.hash = hashFor(state.channel, name);
+  });
+  window.addEventListener("hashchange", () => {
+    const target = parseHash();
+    if (target.channel === state.channel && target.room === state.room) return;
+    switchRoom(target.channel, target.room);
+  });
+
+  function switchRoom(channel, room) {
+    const channelChanged = channel !== state.channel;
+    if (state.ws && state.handshaken && state.subscribed && !channelChanged) {
+      send({ type: "unsubscribe", room: state.room }, () => {});
+    }
+    stopTyping();
+    state.channel = channel;
+    state.room = room;
+    resetRoomView();
+    if (channelChanged) { reconnectNow(); return; }
+    if (state.ws && state.handshaken) subscribe(false);
+  }
+
+  function resetRoomView() {
+    ui.messages.replaceChildren();
+    state.seenIds.clear();
+    state.seenOffsets.clear();
+    state.oldestOffset = null;
+    state.hasMore = true;
+    state.loadingHistory = false;
+    state.subscribed = false;
+    state.members.clear();
+    state.observable = state.room.startsWith("observable-");
+    for (const timer of state.typingPeople.values()) clearTimeout(timer);
+    state.typingPeople.clear();
+    renderTyping();
+    renderMembers();
+    ui.historyTop.textContent = "";
+    ui.roomName.textContent = (state.channel === DEFAULT_CHANNEL ? "" : state.channel + " / ") + "#" + state.room;
+    ui.composer.placeholder = "Message #" + state.room;
+    state.unread = 0;
+    updateTitle();
+    addRecentRoom(state.channel, state.room);
+    renderRecentRooms();
+  }
+
+  // ---------------------------------------------------------------- connection
+  function socketURL() {
+    return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v3/websocket";
+  }
+
+  function connect() {
+    clearTimeout(state.reconnectTimer);
+    clearTimeout(state.countdownTimer);
+    state.reconnectTimer = null;
+    if (!state.identity || state.fatal) return;
+    let ws;
+    try {
+      ws = new WebSocket(socketURL());
+    } catch (e) {
+      showError("Can't open a connection to the Parley server (" + e.message + ").");
+      return;
+    }
+    state.ws = ws;
+    state.opened = false;
+    state.handshaken = false;
+    state.subscribed = false;
+    state.callbacks.clear();
+    setStatus("connecting", state.attempt ? "Reconnecting…" : "Connecting…");
+    ws.onopen = () => {
+      if (ws !== state.ws) return;
+      state.opened = true;
+      send({ type: "handshake", channel: state.channel, version: 2,
+        client_data: { name: state.identity.name, color: state.identity.color } }, onHandshake);
+    };
+    ws.onmessage = (event) => {
+      if (ws !== state.ws) return;
+      let data;
+      try { data = JSON.parse(event.data); } catch (e) { return; }
+      if (data && typeof data === "object") receive(data);
+    };
+    ws.onclose = (event) => {
+      if (ws !== state.ws) return;
+      onDisconnect(event);
+    };
+    ws.onerror = () => { /* onclose follows with the details */ };
+  }
+
+  function onDisconnect(event) {
+    const wasOpen = state.opened;
+    state.ws = null;
+    state.handshaken = false;
+    state.subscribed = false;
+    state.typingSent = false;
+    for (const timer of state.typingPeople.values()) clearTimeout(timer);
+    state.typingPeople.clear();
+    renderTyping();
+    if (event && event.code === 1009) showError("That message is too long to send. The connection was reset; reconnecting…");
+    else if (event && event.code === 1008) showError("The server closed the connection: " + (event.reason || "policy violation") + ".");
+    if (state.fatal) { setStatus("offline", "Disconnected"); return; }
+    state.attempt += 1;
+    const delay = Math.min(15000, 500 * Math.pow(2, state.attempt - 1)) * (0.75 + Math.random() * 0.5);
+    state.reconnectAt = Date.now() + delay;
+    state.reconnectTimer = setTimeout(connect, delay);
+    const seconds = Math.max(1, Math.round(delay / 1000));
+    countdown();
+    // Who is online is unknown while we are not: the fresh list comes with the next subscribe.
+    state.members.clear();
+    renderMembers();
+    if (!wasOpen) {
+      showError("Can't reach the Parley server at " + location.host + ". Retrying in " + seconds + " s…", { retry: true });
+    } else if (!(event && (event.code === 1009 || event.code === 1008))) {
+      showError("Lost the connection to the server. Reconnecting…", { retry: true });
+    }
+  }
+
+  function countdown() {
+    clearTimeout(state.countdownTimer);
+    if (!state.reconnectTimer) return;
+    const left = Math.max(1, Math.ceil((state.reconnectAt - Date.now()) / 1000));
+    setStatus("offline", "Offline, retrying in " + left + " s");
+    state.countdownTimer = setTimeout(countdown, 1000);
+  }
+
+  function reconnectNow() {
+    clearTimeout(state.reconnectTimer);
+    state.reconnectTimer = null;
+    state.fatal = null;
+    const old = state.ws;
+    state.ws = null;
+    if (old) { old.onclose = null; try { old.close(1000, "reconnecting"); } catch (e) { /* gone */ } }
+    state.handshaken = false;
+    connect();
+  }
+  ui.errorRetry.addEventListener("click", () => { clearError(); state.attempt = 0; reconnectNow(); });
+  ui.errorClose.addEventListener("click", clearError);
+  window.addEventListener("online", () => { if (!state.ws) { state.attempt = 0; reconnectNow(); } });
+
+  function send(command, onReply) {
+    const ws = state.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+    if (onReply) {
+      command.callback = state.nextCallback++;
+      state.callbacks.set(command.callback, onReply);
+    }
+    ws.send(JSON.stringify(command));
+    return true;
+  }
+
+  function onHandshake(reply) {
+    if (reply.client_id) { state.clientId = String(reply.client_id); rememberMyId(state.clientId); }
+    if (reply.error) {
+      const text = plainError(reply.error, "The server refused the connection");
+      if (/auth/i.test(reply.error)) state.fatal = text;
+      showError(text);
+      setStatus("offline", "Not connected");
+      return;
+    }
+    if (reply.require_auth) {
+      state.fatal = "This channel requires signing in (a token), which the browser client can't do yet.";
+      showError(state.fatal);
+      setStatus("offline", "Sign-in required");
+      return;
+    }
+    state.handshaken = true;
+    const resumed = state.attempt > 0;
+    state.attempt = 0;
+    if (!ui.error.hidden && /connect|reach/i.test(ui.errorText.textContent)) clearError();
+    subscribe(resumed);
+  }
+
+  function subscribe(resume) {
+    const room = state.room, key = roomKey();
+    const command = { type: "subscribe", room: room, history_count: HISTORY_COUNT };
+    // Parley's resume extension: replay what was missed after this offset. Servers without
+    // it send the latest history instead; messages already shown are skipped by id/offset.
+    if (resume && state.lastOffset[key]) command.since = state.lastOffset[key];
+    setStatus("connecting", "Joining #" + room + "…");
+    send(command, (reply) => {
+      if (room !== state.room) return;
+      if (reply.error) {
+        const text = plainError(reply.error, "Couldn't join #" + room);
+        showError(text);
+        setStatus("offline", "Not in #" + room);
+        if (/auth/i.test(reply.error)) state.fatal = text;
+        return;
+      }
+      state.subscribed = true;
+      setStatus("online", "Connected");
+      ui.membersNote.hidden = state.observable;
+      if (resume) addNotice("Reconnected");
+      setTimeout(maybeLoadMore, 300);
+    });
+  }
+
+  // ---------------------------------------------------------------- incoming
+  function receive(data) {
+    if (typeof data.callback === "number" && data.type === undefined) {
+      const handler = state.callbacks.get(data.callback);
+      state.callbacks.delete(data.callback);
+      if (handler) handler(data);
+      return;
+    }
+    if (data.error && !data.type) { showError(plainError(data.error, "Server error")); return; }
+    if (data.room !== undefined && data.room !== state.room) return;
+    switch (data.type) {
+      case "publish": onPublish(data, true); break;
+      case "history_message": onPublish(data, false); break;
+      case "observable_members": onMembers(data.data); break;
+      case "observable_member_join": onJoin(data.data); break;
+      case "observable_member_leave": onLeave(data.data); break;
+      default: break;
+    }
+  }
+
+  function isTypingBody(body) {
+    return body !== null && typeof body === "object" && !Array.isArray(body) &&
+      typeof body.typing === "boolean" && Object.keys(body).length === 1;
+  }
+
+  function onPublish(data, live) {
+    const body = data.message;
+    const sender = data.client_id;
+    if (isTypingBody(body)) {
+      if (live && sender && sender !== state.clientId) setTyping(sender, body.typing);
+      return;
+    }
+    if (sender && state.typingPeople.has(sender)) setTyping(sender, false);
+    const added = addMessage(data, { live: live });
+    if (added && live && !state.myIds.has(sender) && document.hidden) {
+      state.unread += 1;
+      updateTitle();
+    }
+  }
+
+  function onMembers(list) {
+    state.members.clear();
+    for (const m of Array.isArray(list) ? list : []) {
+      if (!m || typeof m.id !== "string") continue;
+      state.members.set(m.id, m.clientData);
+      remember(m.id, m.clientData);
+    }
+    state.observable = true;
+    ui.membersNote.hidden = true;
+    renderMembers();
+  }
+  function onJoin(member) {
+    if (!member || typeof member.id !== "string") return;
+    const fresh = !state.members.has(member.id);
+    state.members.set(member.id, member.clientData);
+    remember(member.id, member.clientData);
+    renderMembers();
+    if (fresh && member.id !== state.clientId) addNotice(displayName(member.id, member.clientData) + " joined");
+  }
+  function onLeave(member) {
+    if (!member || typeof member.id !== "string") return;
+    const known = state.members.has(member.id);
+    state.members.delete(member.id);
+    setTyping(member.id, false);
+    renderMembers();
+    if (member.id !== state.clientId && (known || member.clientData)) {
+      addNotice(displayName(member.id, member.clientData || knownMember(member.id)) + " left");
+    }
+  }
+
+  function displayName(id, clientData) {
+    if (clientData && typeof clientData === "object" && typeof clientData.name === "string" && clientData.name.trim()) {
+      return clientData.name.trim().slice(0, 60);
+    }
+    if (typeof clientData === "string" && clientData.trim()) return clientData.trim().slice(0, 60);
+    if (!id) return "Parley";
+    return "guest-" + String(id).slice(0, 4);
+  }
+  function senderInfo(id) {
+    const data = id ? knownMember(id) : null;
+    const own = !!id && state.myIds.has(id);
+    if (own && (!data || !data.name)) return { name: state.identity.name, color: state.identity.color, own: true };
+    return { name: displayName(id, data), color: data && isColor(data.color) ? data.color : null, own: own };
+  }
+
+  // ---------------------------------------------------------------- rendering messages
+  function nearBottom() { return ui.log.scrollHeight - ui.log.scrollTop - ui.log.clientHeight < 80; }
+  function scrollToBottom() { ui.log.scrollTop = ui.log.scrollHeight; ui.jump.hidden = true; }
+
+  /** Adds a message in offset order; false when it was already shown (resume, history overlap). */
+  function addMessage(data, options) {
+    const id = typeof data.id === "string" ? data.id : null;
+    const offset = Number.isInteger(data.offset) && data.offset > 0 ? data.offset : null;
+    // Ids are unique and survive replays; offsets are the fallback for id-less messages (a
+    // server that lost its in-memory history restarts offsets, so they are not trusted alone).
+    if (id ? state.seenIds.has(id) : (offset && state.seenOffsets.has(offset))) return false;
+    if (id) state.seenIds.add(id);
+    if (offset) {
+      state.seenOffsets.add(offset);
+      const key = roomKey();
+      if (!state.lastOffset[key] || offset > state.lastOffset[key]) state.lastOffset[key] = offset;
+      if (state.oldestOffset === null || offset < state.oldestOffset) state.oldestOffset = offset;
+    }
+    const stick = nearBottom();
+    const node = renderMessage(data, offset);
+    // Live messages are the newest: appended. History (join, resume, paging) goes in offset
+    // order: before the first message with a larger offset.
+    let before = null;
+    if (offset && !(options && options.live)) {
+      for (const child of ui.messages.children) {
+        const o = Number(child.dataset.offset || 0);
+        if (o > offset) { before = child; break; }
+      }
+    }
+    const keepTop = options && options.prepend;
+    const previousHeight = ui.log.scrollHeight, previousTop = ui.log.scrollTop;
+    ui.messages.insertBefore(node, before);
+    regroup(node);
+    if (node.nextElementSibling) regroup(node.nextElementSibling);
+    if (keepTop) {
+      ui.log.scrollTop = previousTop + (ui.log.scrollHeight - previousHeight);
+    } else if (stick || node.classList.contains("own")) {
+      scrollToBottom();
+    } else if (!before) {
+      ui.jump.hidden = false;
+    }
+    return true;
+  }
+
+  function regroup(node) {
+    if (!node.classList.contains("message")) return;
+    const prev = node.previousElementSibling;
+    const grouped = !!prev && prev.classList.contains("message") && prev.dataset.sender === node.dataset.sender &&
+      Math.abs(Number(node.dataset.time) - Number(prev.dataset.time)) <= GROUP_WINDOW_S;
+    node.classList.toggle("continued", grouped);
+  }
+
+  function renderMessage(data, offset) {
+    const sender = typeof data.client_id === "string" ? data.client_id : "";
+    const who = senderInfo(sender);
+    const row = el("div", "message" + (who.own ? " own" : ""));
+    row.dataset.sender = sender || "-";
+    row.dataset.time = String(Number(data.timestamp) || 0);
+    if (offset) row.dataset.offset = String(offset);
+    if (typeof data.id === "string") row.dataset.id = data.id;
+
+    const avatar = el("span", "avatar");
+    avatar.setAttribute("aria-hidden", "true");
+    paintAvatar(avatar, who.name, who.color);
+    const body = el("div", "body");
+    const meta = el("div", "meta");
+    meta.appendChild(el("span", "name", who.own ? who.name + " (you)" : who.name));
+    const when = new Date((Number(data.timestamp) || Date.now() / 1000) * 1000);
+    const today = when.toDateString() === new Date().toDateString();
+    const time = el("time", "time", today
+      ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+      : when.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }));
+    time.dateTime = when.toISOString();
+    time.title = when.toLocaleString();
+    meta.appendChild(time);
+    const bubble = el("div", "bubble");
+    fillBubble(bubble, data.message);
+    // Read out as "name: text" by screen readers, even when the header is hidden by grouping.
+    const spoken = el("span", "visually-hidden", who.name + " said: ");
+    body.append(meta, spoken, bubble);
+    row.append(avatar, body);
+    return row;
+  }
+
+  /** Plain strings as text with http/https links; anything else as compact JSON. */
+  function fillBubble(bubble, message) {
+    if (typeof message === "string") {
+      bubble.classList.add("text");
+      appendLinkified(bubble, message);
+      return;
+    }
+    bubble.classList.add("text", "json");
+    let json;
+    try { json = JSON.stringify(message); } catch (e) { json = String(message); }
+    bubble.textContent = json === undefined ? "null" : json;
+  }
+
+  const URL_PATTERN = /\bhttps?:\/\/[^\s<>"'`]+/gi;
+  function appendLinkified(parent, text) {
+    let last = 0;
+    for (const match of text.matchAll(URL_PATTERN)) {
+      let url = match[0];
+      // Trailing punctuation usually ends the sentence, not the link.
+      while (/[.,;:!?)\]}]$/.test(url)) {
+        if (url.endsWith(")") && (url.match(/\(/g) || []).length >= (url.match(/\)/g) || []).length) break;
+        url = url.slice(0, -1);
+      }
+      let parsed = null;
+      try { parsed = new URL(url); } catch (e) { parsed = null; }
+      if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) continue;
+      if (match.index > last) parent.appendChild(document.createTextNode(text.slice(last, match.index)));
+      const a = document.createElement("a");
+      a.href = parsed.href;
+      a.textContent = url;
+      a.target = "_blank";
+      a.rel = "noopener noreferrer nofollow";
+      parent.appendChild(a);
+      last = match.index + url.length;
+    }
+    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
+  }
+
+  function addNotice(text) {
+    const stick = nearBottom();
+    const notice = el("div", "notice", text);
+    ui.messages.appendChild(notice);
+    if (stick) scrollToBottom();
+  }
+
+  // ---------------------------------------------------------------- members
+  function renderMembers() {
+    ui.members.replaceChildren();
+    const entries = Array.from(state.members.entries()).sort((a, b) => {
+      if (a[0] === state.clientId) return -1;
+      if (b[0] === state.clientId) return 1;
+      return displayName(a[0], a[1]).localeCompare(displayName(b[0], b[1]));
+    });
+    for (const [id, data] of entries) {
+      const li = el("li", "member");
+      li.dataset.id = id;
+      const avatar = el("span", "avatar small");
+      avatar.setAttribute("aria-hidden", "true");
+      const name = displayName(id, data);
+      paintAvatar(avatar, name, data && data.color);
+      li.append(avatar, el("span", "member-name", name));
+      if (id === state.clientId) li.appendChild(el("span", "you", "(you)"));
+      ui.members.appendChild(li);
+    }
+    const count = state.members.size;
+    ui.onlineCount.textContent = String(count);
+    ui.membersToggleCount.textContent = state.observable ? String(count) : "–";
+    ui.membersNote.hidden = state.observable;
+  }
+  /** The members/rooms drawer at phone width (always visible on wider screens). */
+  function setDrawer(open, returnFocus) {
+    ui.sidebar.classList.toggle("open", open);
+    ui.scrim.hidden = !open;
+    ui.membersToggle.setAttribute("aria-expanded", String(open));
+    if (open) ui.sidebarClose.focus();
+    else if (returnFocus) ui.membersToggle.focus();
+  }
+  ui.membersToggle.addEventListener("click", () => setDrawer(!ui.sidebar.classList.contains("open"), false));
+  ui.sidebarClose.addEventListener("click", () => setDrawer(false, true));
+  ui.scrim.addEventListener("click", () => setDrawer(false, false));
+  ui.recentRooms.addEventListener("click", (event) => { if (event.target.closest("a")) setDrawer(false, false); });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && ui.sidebar.classList.contains("open")) setDrawer(false, true);
+  });
+
+  // ---------------------------------------------------------------- typing
+  function setTyping(id, typing) {
+    const timer = state.typingPeople.get(id);
+    if (timer) clearTimeout(timer);
+    if (typing) {
+      state.typingPeople.set(id, setTimeout(() => { state.typingPeople.delete(id); renderTyping(); }, TYPING_SHOW_MS));
+    } else {
+      state.typingPeople.delete(id);
+    }
+    renderTyping();
+  }
+  function renderTyping() {
+    const names = Array.from(state.typingPeople.keys()).map((id) => senderInfo(id).name);
+    let text = "";
+    if (names.length === 1) text = names[0] + " is typing…";
+    else if (names.length > 1 && names.length <= 3) text = names.join(", ") + " are typing…";
+    else if (names.length > 3) text = names.slice(0, 2).join(", ") + " and " + (names.length - 2) + " others are typing…";
+    ui.typing.textContent = text;
+  }
+  function noteTyping() {
+    if (!state.subscribed) return;
+    // Re-announced every TYPING_REPEAT_MS while typing goes on, so people who join meanwhile
+    // see it too and nobody's indicator expires mid-sentence.
+    if (!state.typingSent || Date.now() - state.typingSentAt > TYPING_REPEAT_MS) {
+      state.typingSent = true;
+      state.typingSentAt = Date.now();
+      send({ type: "publish", room: state.room, message: { typing: true } }, () => {});
+    }
+    clearTimeout(state.typingIdleTimer);
+    state.typingIdleTimer = setTimeout(stopTyping, TYPING_IDLE_MS);
+  }
+  function stopTyping() {
+    clearTimeout(state.typingIdleTimer);
+    if (!state.typingSent) return;
+    state.typingSent = false;
+    if (state.subscribed) send({ type: "publish", room: state.room, message: { typing: false } }, () => {});
+  }
+
+  // ---------------------------------------------------------------- composing
+  function autosize() {
+    ui.composer.style.height = "auto";
+    ui.composer.style.height = Math.min(ui.composer.scrollHeight + 2, 160) + "px";
+  }
+  ui.composer.addEventListener("input", () => {
+    autosize();
+    if (ui.composer.value.trim()) noteTyping(); else stopTyping();
+  });
+  ui.composer.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
+      event.preventDefault();
+      sendComposer();
+    }
+  });
+  ui.composerForm.addEventListener("submit", (event) => { event.preventDefault(); sendComposer(); });
+
+  function sendComposer() {
+    const text = ui.composer.value.replace(/\s+$/, "");
+    if (!text.trim()) return;
+    if (text.length > MAX_MESSAGE_CHARS) {
+      showError("That message is too long (" + text.length.toLocaleString() + " characters; the limit is " +
+        MAX_MESSAGE_CHARS.toLocaleString() + "). Shorten it or split it up.");
+      return;
+    }
+    if (!state.subscribed) {
+      showError("Not connected right now. Your message is kept in the box; send it again once reconnected.");
+      return;
+    }
+    stopTyping();
+    const sent = send({ type: "publish", room: state.room, message: text }, (reply) => {
+      if (reply.error) {
+        showError(plainError(reply.error, "Your message was not sent"));
+        if (!ui.composer.value) { ui.composer.value = text; autosize(); }
+      }
+    });
+    if (!sent) { showError("Not connected right now. Your message is kept in the box."); return; }
+    ui.composer.value = "";
+    autosize();
+    ui.composer.focus();
+  }
+
+  // ---------------------------------------------------------------- scrolling back through history
+  function maybeLoadMore() {
+    if (!state.subscribed || !state.historySupported || !state.hasMore || state.loadingHistory) return;
+    if (state.oldestOffset !== null && state.oldestOffset <= 1) { state.hasMore = false; markStart(); return; }
+    if (ui.log.scrollTop > 120 && ui.log.scrollHeight > ui.log.clientHeight) return;
+    if (state.oldestOffset === null) return; // nothing shown yet: nothing older to ask for
+    state.loadingHistory = true;
+    ui.historyTop.textContent = "Loading older messages…";
+    const room = state.room;
+    const sent = send({ type: "history", room: room, before: state.oldestOffset, limit: PAGE_SIZE }, (reply) => {
+      state.loadingHistory = false;
+      if (room !== state.room) return;
+      ui.historyTop.textContent = "";
+      if (reply.error || !Array.isArray(reply.messages)) {
+        state.historySupported = false; // an older server: no paging, no fuss
+        return;
+      }
+      const messages = reply.messages.slice().sort((a, b) => (b.offset || 0) - (a.offset || 0));
+      for (const m of messages) {
+        if (!m || isTypingBody(m.message)) continue;
+        addMessage(m, { prepend: true });
+      }
+      state.hasMore = reply.has_more === true && messages.length > 0;
+      if (!state.hasMore) markStart();
+      else setTimeout(maybeLoadMore, 50);
+    });
+    if (!sent) state.loadingHistory = false;
+  }
+  function markStart() { ui.historyTop.textContent = "This is the beginning of #" + state.room + "."; }
+  ui.log.addEventListener("scroll", () => {
+    if (nearBottom()) ui.jump.hidden = true;
+    if (ui.log.scrollTop < 120) maybeLoadMore();
+  }, { passive: true });
+  ui.jump.addEventListener("click", () => { scrollToBottom(); ui.composer.focus(); });
+
+  // ---------------------------------------------------------------- unread count in the title
+  function updateTitle() {
+    const base = "#" + state.room + " · Parley";
+    document.title = state.unread > 0 ? "(" + state.unread + ") " + base : base;
+  }
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) { state.unread = 0; updateTitle(); }
+  });
+
+  // ---------------------------------------------------------------- start
+  const start = parseHash();
+  state.channel = start.channel;
+  state.room = start.room;
+  resetRoomView();
+  renderIdentity();
+  if (!state.identity || typeof state.identity.name !== "string" || !state.identity.name) {
+    state.identity = null;
+    setStatus("connecting", "Pick a name to join");
+    openIdentityDialog(true);
+  } else {
+    if (!isColor(state.identity.color)) state.identity.color = randomColor();
+    connect();
+  }
+  // For tests and debugging in the console; never used by the page itself.
+  window.parley = { state: state };
+})();

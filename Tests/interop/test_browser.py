@@ -1,0 +1,479 @@
+"""Browser tests: the web client served at / by Parley, driven in Debian's headless chromium.
+
+Needs `chromium chromium-driver` (Debian) and selenium (requirements.txt); `make test` installs
+both. Screenshots land in Tests/interop/artifacts/ (git-ignored).
+Run alone: PARLEY_BIN=.build/release/parley .venv-interop/bin/pytest -q Tests/interop/test_browser.py
+"""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from test_native import LineClient, server as native_server  # noqa: F401  (the shared fixture)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+WAIT = 15
+ARTIFACTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "artifacts")
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+                                reason="needs Debian's chromium and chromium-driver")
+
+
+@pytest.fixture(scope="module")
+def server(request):
+    """test_native's server fixture, started from an unrelated working directory: the binary
+    must find its embedded web client wherever it is run from."""
+    if not os.environ.get("PARLEY_BIN"):
+        release = os.path.join(REPO, ".build", "release", "parley")
+        os.environ["PARLEY_BIN"] = release if os.path.exists(release) else os.path.join(REPO, ".build", "debug", "parley")
+    os.environ["PARLEY_BIN"] = os.path.abspath(os.environ["PARLEY_BIN"])
+    previous = os.getcwd()
+    os.chdir(tempfile.gettempdir())
+    try:
+        info = request.getfixturevalue("native_server")
+    finally:
+        os.chdir(previous)
+    info["base"] = "http://127.0.0.1:%d" % info["http"]
+    return info
+
+
+class Browser:
+    """One headless chromium (its own profile, so its own localStorage)."""
+
+    def __init__(self, width=1280, height=800, mobile=False, dark=False):
+        options = Options()
+        options.binary_location = CHROMIUM
+        for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                    "--window-size=%d,%d" % (width, height), "--lang=en-US", "--hide-scrollbars",
+                    "--no-first-run", "--disable-extensions"]:
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self.closed = False
+        self.service = Service(CHROMEDRIVER)
+        self.driver = webdriver.Chrome(service=self.service, options=options)
+        self.driver.set_page_load_timeout(WAIT)
+        self.driver.set_script_timeout(WAIT)
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 2 if mobile else 1, "mobile": mobile})
+        self.driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+            "features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]})
+
+    def wait(self, condition, timeout=WAIT, message=""):
+        def safe(driver):
+            try:
+                return condition(driver)
+            except StaleElementReferenceException:
+                return False
+        return WebDriverWait(self.driver, timeout, poll_frequency=0.1).until(safe, message)
+
+    def js(self, script, *args):
+        return self.driver.execute_script(script, *args)
+
+    def open(self, base, name, color="#d81b60", room=None, dialog_screenshot=None):
+        """First visit: the identity dialog, then connected to the room."""
+        self.driver.get(base + "/" + ("#" + room if room else ""))
+        name_input = self.wait(lambda d: d.find_element(By.ID, "name-input").is_displayed() and d.find_element(By.ID, "name-input"),
+                               message="identity dialog not shown")
+        suggested = name_input.get_attribute("value")
+        assert suggested and suggested.islower() and suggested.isalpha(), suggested
+        name_input.clear()
+        name_input.send_keys(name)
+        self.js("const c = document.getElementById('color-input'); c.value = arguments[0];"
+                "c.dispatchEvent(new Event('input'));", color)
+        if dialog_screenshot:
+            self.screenshot(dialog_screenshot)
+        self.driver.find_element(By.ID, "identity-save").click()
+        self.wait_connected()
+
+    def wait_connected(self):
+        self.wait(lambda d: d.find_element(By.ID, "status-text").text == "Connected",
+                  message="never connected: %s / %s" % (self.status(), self.error_text()))
+
+    def status(self):
+        return self.driver.find_element(By.ID, "status-text").text
+
+    def error_text(self):
+        return self.js("const e = document.getElementById('error'); return e.hidden ? '' : document.getElementById('error-text').textContent.trim();")
+
+    def say(self, text):
+        """Types `text` (Shift+Enter between lines) and sends it with Enter."""
+        box = self.driver.find_element(By.ID, "composer")
+        for index, line in enumerate(text.split("\n")):
+            if index:
+                ActionChains(self.driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+            box.send_keys(line)
+        box.send_keys(Keys.ENTER)
+
+    def bubbles(self):
+        return self.js("return Array.from(document.querySelectorAll('#messages .bubble')).map(b => b.textContent);")
+
+    def messages(self):
+        """[(sender name, text, own)] for every message shown."""
+        return self.js("""return Array.from(document.querySelectorAll('#messages .message')).map(m =>
+            [m.querySelector('.meta .name').textContent, m.querySelector('.bubble').textContent,
+             m.classList.contains('own')]);""")
+
+    def notices(self):
+        return self.js("return Array.from(document.querySelectorAll('#messages .notice')).map(n => n.textContent);")
+
+    def members(self):
+        return self.js("return Array.from(document.querySelectorAll('#members .member-name')).map(n => n.textContent);")
+
+    def wait_bubble(self, text):
+        return self.wait(lambda d: text in self.bubbles(), message="no bubble %r in %r" % (text, self.bubbles()))
+
+    def screenshot(self, name):
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        path = os.path.join(ARTIFACTS, name)
+        self.driver.save_screenshot(path)
+        return path
+
+    def quit(self):
+        if self.closed:
+            return
+        self.closed = True
+        pid = self.service.process.pid if self.service.process else None
+        try:
+            self.driver.quit()
+        except WebDriverException:
+            pass
+        if pid:  # chromedriver, by its own pid, in case quit did not end it
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+@pytest.fixture
+def browsers():
+    opened = []
+
+    def make(**kwargs):
+        b = Browser(**kwargs)
+        opened.append(b)
+        return b
+    yield make
+    for b in opened:
+        b.quit()
+
+
+def http_get(base, path):
+    with urllib.request.urlopen(base + path, timeout=WAIT) as response:
+        return response.status, response.headers, response.read()
+
+
+def rest_publish(base, room, body):
+    data = json.dumps(body).encode()
+    request = urllib.request.Request("%s/demo/%s/publish" % (base, room), data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=WAIT) as response:
+        assert response.status == 200
+
+
+def test_assets_served_with_content_types(server):
+    status, headers, body = http_get(server["base"], "/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert b'id="composer"' in body and b"app.js" in body
+    assert http_get(server["base"], "/app.js")[1]["Content-Type"].startswith("text/javascript")
+    assert http_get(server["base"], "/style.css")[1]["Content-Type"].startswith("text/css")
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        http_get(server["base"], "/no-such-file.js")
+    assert missing.value.code == 404
+
+
+def test_two_browsers_chat_with_members_typing_and_notices(server, browsers):
+    room = "observable-browsers"
+    alice = browsers()
+    alice.open(server["base"], "alice", "#e53935", room=room)
+    alice.wait(lambda d: alice.members() == ["alice"])
+    bob = browsers()
+    bob.open(server["base"], "bob", "#1e88e5", room=room)
+
+    # Both see both in the members panel, with the online count.
+    alice.wait(lambda d: sorted(alice.members()) == ["alice", "bob"], message=str(alice.members()))
+    bob.wait(lambda d: sorted(bob.members()) == ["alice", "bob"], message=str(bob.members()))
+    assert alice.driver.find_element(By.ID, "online-count").text == "2"
+    alice.wait(lambda d: "bob joined" in alice.notices(), message=str(alice.notices()))
+
+    # Typing indicator, then it goes away when the message arrives.
+    bob.driver.find_element(By.ID, "composer").send_keys("hel")
+    alice.wait(lambda d: d.find_element(By.ID, "typing").text == "bob is typing…",
+               message="typing: %r" % alice.driver.find_element(By.ID, "typing").text)
+    assert bob.driver.find_element(By.ID, "typing").text == ""  # never your own
+    bob.driver.find_element(By.ID, "composer").send_keys("lo alice", Keys.ENTER)
+    alice.wait_bubble("hello alice")
+    alice.wait(lambda d: d.find_element(By.ID, "typing").text == "")
+    assert ["bob", "hello alice", False] in alice.messages()
+
+    # And back, with Shift+Enter for a second line; the sender sees it on the right.
+    box = alice.driver.find_element(By.ID, "composer")
+    box.send_keys("hi bob")
+    ActionChains(alice.driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    box.send_keys("how are you?", Keys.ENTER)
+    bob.wait_bubble("hi bob\nhow are you?")
+    alice.wait(lambda d: ["alice (you)", "hi bob\nhow are you?", True] in alice.messages(), message=str(alice.messages()))
+    assert box.get_attribute("value") == ""
+
+    # Both typing at once.
+    carol = browsers()
+    carol.open(server["base"], "carol", "#43a047", room=room)
+    alice.driver.find_element(By.ID, "composer").send_keys("x")
+    bob.driver.find_element(By.ID, "composer").send_keys("y")
+    carol.wait(lambda d: d.find_element(By.ID, "typing").text in ("alice, bob are typing…", "bob, alice are typing…"),
+               message=carol.driver.find_element(By.ID, "typing").text)
+
+    # No script errors, no CSP violations, no failed requests.
+    for b in (alice, bob):
+        severe = [e for e in b.driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert severe == [], severe
+
+    # Leaving: the others get a notice and the panel shrinks.
+    bob.quit()
+    alice.wait(lambda d: "bob left" in alice.notices(), message=str(alice.notices()))
+    alice.wait(lambda d: sorted(alice.members()) == ["alice", "carol"])
+    carol.wait(lambda d: carol.driver.find_element(By.ID, "typing").text in ("alice is typing…", ""))
+
+
+def test_line_protocol_user_and_browser(server, browsers):
+    dora = browsers()
+    dora.open(server["base"], "dora", "#8e24aa")  # default room: the line door's lobby
+    assert dora.driver.find_element(By.ID, "room-name").text == "#observable-room"
+    carol = LineClient(server["line"])
+    try:
+        carol.send("iam:carol\n")
+        assert carol.read_line() == "carol has joined"
+        dora.wait(lambda d: "carol" in dora.members(), message=str(dora.members()))
+        dora.wait(lambda d: "carol joined" in dora.notices())
+        # The tab is in the background: unread messages count up in the title.
+        dora.js("Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});"
+                "document.dispatchEvent(new Event('visibilitychange'));")
+        carol.send("msg:hi from the terminal: <b>plain</b>\n")
+        dora.wait_bubble("hi from the terminal: <b>plain</b>")
+        dora.wait(lambda d: d.title == "(1) #observable-room · Parley", message=dora.driver.title)
+        dora.js("delete document.hidden; document.dispatchEvent(new Event('visibilitychange'));")
+        dora.wait(lambda d: d.title == "#observable-room · Parley", message=dora.driver.title)
+        assert ["carol", "hi from the terminal: <b>plain</b>", False] in dora.messages()
+        assert dora.js("return document.querySelectorAll('#messages .bubble b').length") == 0
+        dora.say("hello carol")
+        assert carol.read_until(lambda line: line.startswith("dora:")) == "dora:hello carol"
+    finally:
+        carol.close()
+    dora.wait(lambda d: "carol left" in dora.notices(), message=str(dora.notices()))
+
+
+def test_reload_keeps_identity_and_shows_history(server, browsers):
+    erin = browsers()
+    erin.open(server["base"], "erin", "#00897b", room="observable-reload")
+    erin.say("before the reload")
+    erin.say('{"not": "json, just text"}')
+    erin.wait_bubble("before the reload")
+    erin.driver.refresh()
+    erin.wait_connected()  # no identity dialog this time
+    assert not erin.driver.find_element(By.ID, "identity-dialog").is_displayed()
+    assert erin.driver.find_element(By.ID, "identity-name").text == "erin"
+    erin.wait(lambda d: ["erin (you)", "before the reload", True] in erin.messages(), message=str(erin.messages()))
+    assert erin.bubbles().count("before the reload") == 1
+    assert '{"not": "json, just text"}' in erin.bubbles()
+    assert erin.driver.find_element(By.ID, "room-name").text == "#observable-reload"
+
+    # Switching rooms by name updates the hash and starts with that room's history.
+    room_input = erin.driver.find_element(By.ID, "room-input")
+    room_input.send_keys("elsewhere", Keys.ENTER)
+    erin.wait(lambda d: d.current_url.endswith("#elsewhere"))
+    erin.wait(lambda d: d.find_element(By.ID, "room-name").text == "#elsewhere")
+    erin.wait_connected()
+    assert erin.bubbles() == []
+    erin.say("in another room")
+    erin.wait_bubble("in another room")
+    erin.driver.back()
+    erin.wait(lambda d: d.find_element(By.ID, "room-name").text == "#observable-reload")
+    erin.wait_bubble("before the reload")
+    assert "in another room" not in erin.bubbles()
+
+
+def test_html_is_rendered_as_text_and_links_are_safe(server, browsers):
+    frank = browsers()
+    frank.open(server["base"], "frank", "#f4511e", room="observable-xss")
+    attack = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+    frank.say(attack)
+    frank.say("docs at https://example.com/a?b=1. and javascript:alert(1) and http://x.test/(y)")
+    frank.wait_bubble(attack)
+    assert frank.js("return window.pwned === undefined")
+    assert frank.js("return document.querySelectorAll('#messages script, #messages img').length") == 0
+    frank.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages .bubble a")) == 2)
+    links = frank.js("""return Array.from(document.querySelectorAll('#messages .bubble a')).map(a =>
+        [a.getAttribute('href'), a.textContent, a.rel, a.target]);""")
+    assert links[0][:2] == ["https://example.com/a?b=1", "https://example.com/a?b=1"]
+    assert links[1][:2] == ["http://x.test/(y)", "http://x.test/(y)"]
+    assert all("noopener" in link[2] and link[3] == "_blank" for link in links)
+
+    # Too long: said in plain words, and the text stays in the box.
+    frank.js("document.getElementById('composer').value = 'x'.repeat(10001)")
+    frank.driver.find_element(By.ID, "composer").send_keys(Keys.ENTER)
+    frank.wait(lambda d: "too long" in frank.error_text(), message=frank.error_text())
+    assert len(frank.driver.find_element(By.ID, "composer").get_attribute("value")) == 10001
+    frank.js("document.getElementById('composer').value = ''")
+    frank.driver.find_element(By.ID, "error-close").click()
+    assert frank.error_text() == ""
+
+    # Bodies from other clients: non-string JSON as compact JSON, typing never shown.
+    rest_publish(server["base"], "observable-xss", {"kind": "card", "n": [1, 2]})
+    rest_publish(server["base"], "observable-xss", {"typing": True})
+    rest_publish(server["base"], "observable-xss", "<i>rest</i>")
+    frank.wait_bubble("<i>rest</i>")
+    bubbles = frank.bubbles()
+    assert '{"kind":"card","n":[1,2]}' in bubbles
+    assert not any("typing" in b for b in bubbles)
+
+
+def test_rate_limit_is_explained(server, browsers):
+    kim = browsers()
+    kim.open(server["base"], "kim", "#c2255c", room="observable-flood")
+    # Far past the native door's burst, in one go: the server refuses the excess.
+    kim.js("""const box = document.getElementById('composer'), form = document.getElementById('composer-form');
+        for (let i = 0; i < 150; i++) { box.value = 'flood ' + i; form.requestSubmit(); }""")
+    kim.wait(lambda d: "too fast" in kim.error_text(), message=kim.error_text())
+    kim.wait_bubble("flood 0")
+
+
+def test_history_paging_feature_detected(server, browsers):
+    room = "observable-paging"
+    for i in range(70):
+        rest_publish(server["base"], room, "old message %d" % i)
+    grace = browsers(width=1280, height=800)
+    grace.open(server["base"], "grace", "#6d4c41", room=room)
+    grace.wait_bubble("old message 69")
+    grace.wait(lambda d: len(grace.bubbles()) >= 50)
+    grace.js("document.getElementById('log').scrollTop = 0;")
+    # With the durability extension the client pages back to the very first message; without
+    # it, the server's error switches paging off and the 50 newest stay shown.
+    grace.wait(lambda d: "old message 0" in grace.bubbles() or grace.js("return window.parley.state.historySupported === false"),
+               message="paging neither worked nor was switched off")
+    if "old message 0" in grace.bubbles():
+        assert grace.bubbles()[:3] == ["old message 0", "old message 1", "old message 2"]
+        assert len(grace.bubbles()) == 70
+    else:
+        assert len(grace.bubbles()) == 50
+        assert grace.error_text() == ""  # an unknown-type reply is not the person's problem
+    grace.say("still works")
+    grace.wait_bubble("still works")
+
+
+def test_reconnect_after_server_restart_and_plain_error(browsers):
+    """A server of its own: killed (by pid) and restarted on the same port."""
+    binary = os.path.abspath(os.environ.get("PARLEY_BIN") or os.path.join(REPO, ".build", "release", "parley"))
+
+    def start(port):
+        proc = subprocess.Popen([binary, "serve", "--http-port", str(port), "--line-port", "0",
+                                 "--host", "127.0.0.1", "--loops", "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
+        deadline = time.time() + 10
+        line = b""
+        while b"http listening" not in line:
+            assert time.time() < deadline, "server did not start"
+            line = proc.stdout.readline()
+            assert line, "server exited: %r" % proc.stderr.read()
+        return proc, int(line.split()[-1].rsplit(b":", 1)[1])
+
+    def stop(proc):
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+    proc, port = start(0)
+    try:
+        base = "http://127.0.0.1:%d" % port
+        hana = browsers()
+        hana.open(base, "hana", "#3949ab", room="observable-reconnect")
+        hana.say("first")
+        hana.wait_bubble("first")
+        stop(proc)
+        hana.wait(lambda d: d.find_element(By.ID, "status-text").text.startswith("Offline"),
+                  message=hana.status())
+        hana.wait(lambda d: "server" in hana.error_text().lower() or "connection" in hana.error_text().lower(),
+                  message=hana.error_text())
+        assert hana.members() == []  # not known while offline
+        hana.screenshot("reconnecting-desktop.png")
+        # Typed while offline: kept in the box, with a plain explanation.
+        hana.say("while offline")
+        hana.wait(lambda d: "Not connected" in hana.error_text())
+        assert hana.driver.find_element(By.ID, "composer").get_attribute("value").startswith("while offline")
+        hana.js("document.getElementById('composer').value = ''")
+        proc, _ = start(port)
+        hana.wait(lambda d: hana.status() == "Connected", timeout=30, message=hana.status())
+        hana.wait(lambda d: "Reconnected" in hana.notices())
+        hana.wait(lambda d: hana.members() == ["hana"])
+        assert hana.error_text() == ""  # the connection error goes away by itself
+        assert hana.bubbles().count("first") == 1  # de-duplicated whatever the server replays
+        hana.say("second")
+        hana.wait_bubble("second")
+    finally:
+        stop(proc)
+
+
+def test_screenshots_desktop_phone_and_dark(server, browsers):
+    room = "observable-showcase"
+    ivy = browsers(width=1280, height=800)
+    ivy.open(server["base"], "hiddensun", "#e8590c", room=room)
+    jay = browsers(width=1280, height=800)
+    jay.open(server["base"], "mistyriver", "#1c7ed6", room=room)
+    ivy.wait(lambda d: len(ivy.members()) == 2)
+    script = [
+        (jay, "Hey! Is the new Parley build up yet?"),
+        (ivy, "Yes, just deployed it. Open http://127.0.0.1:8080/ and pick a name."),
+        (ivy, "Rooms are in the URL hash, so you can share a link to one."),
+        (jay, "Nice. The typing indicator works across tabs too."),
+        (jay, "And the telnet folks show up in the same room?"),
+        (ivy, "They do: line users land in observable-room.\nEven multi-line messages work."),
+    ]
+    for who, text in script:
+        who.say(text)
+        ivy.wait_bubble(text)
+    jay.wait_bubble(script[-1][1])
+    jay.driver.find_element(By.ID, "composer").send_keys("Sounds")
+    ivy.wait(lambda d: d.find_element(By.ID, "typing").text == "mistyriver is typing…")
+    ivy.screenshot("desktop-1280x800.png")
+
+    phone = browsers(width=390, height=844, mobile=True)
+    phone.open(server["base"], "wildfrost", "#2f9e44", room=room, dialog_screenshot="phone-welcome-390x844.png")
+    phone.wait_bubble(script[-1][1])
+    time.sleep(2.6)  # typing is re-announced every 2.5 s while it goes on, so late joiners see it
+    jay.driver.find_element(By.ID, "composer").send_keys(" great")
+    phone.wait(lambda d: d.find_element(By.ID, "typing").text == "mistyriver is typing…")
+    phone.say("Reading along on my phone, café wifi")
+    phone.wait_bubble("Reading along on my phone, café wifi")
+    phone.screenshot("phone-390x844.png")
+    phone.driver.find_element(By.ID, "members-toggle").click()
+    phone.wait(lambda d: sorted(phone.members()) == ["hiddensun", "mistyriver", "wildfrost"])
+    time.sleep(0.4)  # the drawer's slide-in transition
+    phone.screenshot("phone-members-390x844.png")
+
+    dark = browsers(width=1280, height=800, dark=True)
+    dark.open(server["base"], "darkstar", "#ffd43b", room=room)
+    dark.wait_bubble("Reading along on my phone, café wifi")
+    dark.say("Dark mode here.")
+    dark.wait_bubble("Dark mode here.")
+    dark.screenshot("desktop-dark-1280x800.png")
+    for name in ["desktop-1280x800.png", "phone-390x844.png", "desktop-dark-1280x800.png"]:
+        assert os.path.getsize(os.path.join(ARTIFACTS, name)) > 10000
