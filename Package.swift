@@ -25,7 +25,7 @@ let package = Package(
         .target(name: "ParleyCore"),
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
         .target(name: "ParleyServer",
-                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite"]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
 
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),

@@ -29,6 +29,7 @@ public final class SQLiteMessageStore: MessageStore {
     private let writer: WorkerThread<WriteJob>
     private let reader: WorkerThread<ReadJob>
     private let clockMillis: @Sendable () -> Int64
+    private let closed = Atomic<Bool>(false)
 
     enum WriteJob: Sendable {
         case append(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)
@@ -79,6 +80,7 @@ public final class SQLiteMessageStore: MessageStore {
 
     /// Commits what is queued, then stops both threads and closes the database.
     public func close() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
         writer.stop()
         reader.stop()
     }

@@ -10,6 +10,7 @@ func startTestServer(_ configure: (inout ServerConfiguration) -> Void = { _ in }
     configuration.httpPort = 0
     configuration.linePort = 0
     configuration.loops = .fixed(2)
+    configuration.dataDirectory = NSTemporaryDirectory() + "parley-test-\(UUID().uuidString)"
     configure(&configuration)
     return try ParleyServer(configuration: configuration)
 }
