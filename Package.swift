@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyIO", "ParleyWebSocket"]),
 
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),

@@ -6,6 +6,7 @@ usage: parley <command> [options]
 
 commands:
   serve     run the chat server (parley serve --help for its options)
+  bench     load generators: bench publish-durable --url ws://HOST:PORT/v3/websocket
   help      show this help
 """
 
@@ -44,6 +45,17 @@ case "serve":
         for line in server.listeningLines { say(line) }
     }
     say("parley stopped")
+    exit(0)
+case "bench":
+    guard arguments.first == "publish-durable" else {
+        fail("parley bench: the only scenario so far is publish-durable\n\n\(DurablePublishBench.usage)")
+    }
+    do {
+        let options = try DurablePublishBench.parse(Array(arguments.dropFirst()))
+        say(DurablePublishBench.run(options))
+    } catch {
+        fail("parley bench: \(error)")
+    }
     exit(0)
 case "help", "--help", "-h":
     say(usage)
