@@ -59,7 +59,8 @@ public final class SQLiteMessageStore: MessageStore {
             try write.exec("PRAGMA synchronous = \(options.synchronousFull ? "FULL" : "NORMAL")")
             try Self.migrate(write)
             if let pages = options.maxPageCount { try write.exec("PRAGMA max_page_count = \(pages)") }
-            state = try WriterState(connection: write, retention: options.retention)
+            state = try WriterState(connection: write, retention: options.retention,
+                                    retentionIntervalMillis: Int64(options.retentionIntervalMillis))
         } catch {
             throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
         }
@@ -252,10 +253,14 @@ private final class WriterState: @unchecked Sendable {
     let retention: StoreRetention
     var rooms: [RoomKey: (id: Int64, last: Int64)] = [:]
     let maxBatch = 8_192
+    let retentionIntervalMillis: Int64
+    /// When retention runs next (also under constant load, when the thread is never idle).
+    var nextRetentionMillis: Int64 = 0
 
-    init(connection: SQLiteConnection, retention: StoreRetention) throws(ParleyError) {
+    init(connection: SQLiteConnection, retention: StoreRetention, retentionIntervalMillis: Int64) throws(ParleyError) {
         self.connection = connection
         self.retention = retention
+        self.retentionIntervalMillis = retentionIntervalMillis
         let statement = try connection.statement("SELECT id, channel, name, last_offset FROM rooms")
         while try statement.step() {
             rooms[RoomKey(channel: statement.string(1) ?? "", room: statement.string(2) ?? "")] = (statement.int64(0), statement.int64(3))
@@ -288,6 +293,7 @@ private final class WriterState: @unchecked Sendable {
             }
         }
         flush()
+        if nowMillis >= nextRetentionMillis { enforceRetention(nowMillis: nowMillis) }
     }
 
     /// One transaction for the whole batch: all of it is durable, or none of it.
@@ -347,6 +353,7 @@ private final class WriterState: @unchecked Sendable {
     }
 
     func enforceRetention(nowMillis: Int64, completion: (@Sendable (Result<Void, ParleyError>) -> Void)? = nil) {
+        nextRetentionMillis = nowMillis + retentionIntervalMillis
         guard retention.maxMessagesPerRoom != nil || retention.maxAgeMillis != nil else {
             completion?(.success(()))
             return

@@ -17,7 +17,9 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
             var options = SQLiteStoreOptions()
             options.retention = retention
             options.synchronousFull = false
-            return try SQLiteMessageStore(path: path ?? temporaryDatabase(), options: options)
+            // Background retention runs at "time 0", so only the explicit calls with the
+            // tests' made-up timestamps drop anything.
+            return try SQLiteMessageStore(path: path ?? temporaryDatabase(), options: options, clockMillis: { 0 })
         }
     }
 }
@@ -131,6 +133,29 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         try await again.append(message(4))
         #expect(try await again.messages(in: room, after: 0, limit: 10).map(\.offset) == [1, 2, 3, 4])
         again.close()
+    }
+
+    @Test func retentionRunsInTheBackgroundEvenUnderLoad() async throws {
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = false
+        options.retention = StoreRetention(maxMessagesPerRoom: 5)
+        options.retentionIntervalMillis = 1
+        let store = try SQLiteMessageStore(path: temporaryDatabase(), options: options)
+        defer { store.close() }
+        for offset in Int64(1)...20 {
+            try await store.append(message(offset))
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        try await Task.sleep(for: .milliseconds(5))
+        try await store.append(message(21))
+        // Retention runs right after that commit; give the writer a moment to finish it.
+        var kept: [Int64] = []
+        for _ in 0..<200 {
+            kept = try await store.messages(in: room, after: 0, limit: 100).map(\.offset)
+            if kept.count <= 5 { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(kept == Array(17...21))
     }
 
     @Test func corruptFileIsRefusedNamingThePath() throws {

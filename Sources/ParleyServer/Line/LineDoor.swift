@@ -78,8 +78,12 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 return
             }
             guard !text.isEmpty else { return }
+            let me = LoopBound(self, on: connection.loop)
             do {
-                try core.hub.publish(.string(text), to: lobby, from: member)
+                try core.hub.publish(.string(text), to: lobby, from: member) { result in
+                    guard case .failure(let error) = result else { return }
+                    me.run { $0.reply("error: \(error.message); message not sent") }
+                }
             } catch {
                 reply("error: \(error.message)")
             }
