@@ -14,7 +14,7 @@ enum DurablePublishBench {
         var path = "/v3/websocket"
         var publishers = 100
         var durationSeconds = 10.0
-        var window = 16
+        var window = 32
         var rooms = 1
         var loops = 1
         var payloadBytes = 64
@@ -25,7 +25,7 @@ enum DurablePublishBench {
 
       --publishers N   concurrent connections publishing (default 100)
       --duration S     seconds to measure after all are connected (default 10)
-      --window N       publishes in flight per connection (default 16)
+      --window N       publishes in flight per connection (default 32)
       --rooms N        rooms the publishers spread over (default 1: one room, strictest order)
       --loops N        client event loops (default 1)
       --payload BYTES  message text size (default 64)
