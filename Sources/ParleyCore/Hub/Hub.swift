@@ -156,8 +156,16 @@ public final class Hub: Sendable {
     private func readHistory(room: Room, key: RoomKey, session: SessionID, inbox: any Inbox, token: UInt64,
                              historyCount: Int, stored: Int64, from: Int64) {
         let store = self.store
-        store.messages(in: key, before: stored + 1, limit: historyCount) { historyResult in
-            store.messages(in: key, after: from, limit: Int(stored - from)) { replayResult in
+        func history(_ done: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+            if historyCount == 0 { done(.success(MessagePage(messages: [], hasMore: false))); return }
+            store.messages(in: key, before: stored + 1, limit: historyCount, completion: done)
+        }
+        history { historyResult in
+            let replay: (@escaping @Sendable (Result<[Message], ParleyError>) -> Void) -> Void = { done in
+                if stored <= from { done(.success([])); return }
+                store.messages(in: key, after: from, limit: Int(stored - from), completion: done)
+            }
+            replay { replayResult in
                 switch (historyResult, replayResult) {
                 case (.success(let history), .success(let replay)):
                     self.catchUp(room: room, key: key, session: session, inbox: inbox, token: token,
