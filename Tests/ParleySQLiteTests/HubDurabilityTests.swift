@@ -107,3 +107,92 @@ func publishAndWait(_ hub: Hub, _ body: JSONValue, messageID: String? = nil) -> 
         #expect(snapshot?.history.map(\.offset) == [48, 49, 50])
     }
 }
+
+/// An in-memory store whose appends complete only when the test says so.
+final class GatedStore: MessageStore {
+    let inner = InMemoryMessageStore()
+    private let held = Mutex<[(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)]>([])
+
+    func append(_ message: Message, clientMessageID: String?, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        held.withLock { $0.append((message, clientMessageID, completion)) }
+    }
+    /// Completes the first `count` held appends, in order, on this thread.
+    func release(_ count: Int = .max) {
+        let batch = held.withLock { held in
+            let batch = Array(held.prefix(count))
+            held.removeFirst(batch.count)
+            return batch
+        }
+        for (message, id, completion) in batch { inner.append(message, clientMessageID: id, completion: completion) }
+    }
+    func messages(in room: RoomKey, after offset: Int64, limit: Int, completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        inner.messages(in: room, after: offset, limit: limit, completion: completion)
+    }
+    func messages(in room: RoomKey, before: Int64?, limit: Int, completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        inner.messages(in: room, before: before, limit: limit, completion: completion)
+    }
+    func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        inner.enforceRetention(nowMillis: nowMillis, completion: completion)
+    }
+    func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery {
+        try inner.recover(clientMessageIDsSince: clientMessageIDsSince)
+    }
+}
+
+@Suite struct HubSeamTests {
+    private let key = RoomKey(channel: "demo", room: "seam")
+
+    @Test func nothingIsDeliveredBeforeItIsStoredAndSubscribeSeesEarlierPublishes() throws {
+        let store = GatedStore()
+        let hub = try Hub(store: store)
+        let early = RecordingInbox()
+        try hub.subscribe(1, as: Member(id: "early"), to: key, inbox: early)
+        try hub.publish("one", to: key, from: nil)
+        try hub.publish("two", to: key, from: nil)
+        #expect(early.messages.isEmpty)
+        // Subscribes while both are in flight: it waits for them (read-your-writes)…
+        let late = RecordingInbox()
+        try hub.subscribe(2, as: Member(id: "late"), to: key, inbox: late, historyCount: 5)
+        #expect(!late.subscribed)
+        try hub.publish("three", to: key, from: nil)
+        store.release(2)
+        #expect(early.messages.map(\.offset) == [1, 2])
+        // …and gets them as history; "three", published after it subscribed, arrives live.
+        #expect(late.subscribed)
+        let snapshot = late.log.withLock { $0 }.compactMap { if case .subscribed(_, let s) = $0 { s } else { nil } }.first
+        #expect(snapshot?.history.map(\.offset) == [1, 2])
+        store.release()
+        #expect(late.messages.map(\.offset) == [3])
+        #expect(early.messages.map(\.offset) == [1, 2, 3])
+    }
+
+    @Test func aPublishStoredWhileASubscribeWaitsIsNotSkipped() throws {
+        let store = GatedStore()
+        let hub = try Hub(store: store)
+        try hub.publish("one", to: key, from: nil)
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: Member(id: "s"), to: key, inbox: inbox)
+        try hub.publish("two", to: key, from: nil)
+        try hub.publish("three", to: key, from: nil)
+        store.release()
+        #expect(inbox.messages.map(\.offset) == [2, 3])
+    }
+
+    @Test func retriesWaitForTheOriginalAndGetItsReceipt() throws {
+        let store = GatedStore()
+        let hub = try Hub(store: store)
+        let receipts = Mutex<[Message]>([])
+        for _ in 0..<3 {
+            try hub.publish("once", to: key, from: nil, messageID: "x") { result in
+                if case .success(let message) = result { receipts.withLock { $0.append(message) } }
+            }
+        }
+        #expect(receipts.withLock { $0 }.isEmpty)
+        store.release()
+        let got = receipts.withLock { $0 }
+        #expect(got.count == 3)
+        #expect(Set(got.map(\.id)).count == 1)
+        #expect(got.map(\.offset) == [1, 1, 1])
+        #expect(try store.inner.recover(clientMessageIDsSince: 0).lastOffsets[key] == 1)
+    }
+}

@@ -106,6 +106,9 @@ public final class Hub: Sendable {
             // Read-your-writes: what was published before this subscribe is in its snapshot,
             // so wait for messages still on their way to the store.
             let published = locked.state.lastOffset
+            // Without `since`, the subscriber starts at this instant: whatever is stored after
+            // `published` while it waits is delivered to it (as replay), not skipped.
+            let since = since ?? published
             if published > locked.storedOffset {
                 locked.storeWaiters.append((published, { [self] in
                     let next = room.lock.withLock { locked -> SubscribeOutcome in
