@@ -72,7 +72,11 @@ final class SQLiteConnection: @unchecked Sendable {
     func integer(_ sql: String) throws(ParleyError) -> Int64 {
         let statement = try statement(sql)
         guard try statement.step() else { return 0 }
-        return statement.int64(0)
+        let value = statement.int64(0)
+        // A statement left mid-result keeps a read transaction open, which would stop WAL
+        // checkpoints from ever reaching past it.
+        try statement.run()
+        return value
     }
 }
 

@@ -30,6 +30,7 @@ public final class SQLiteMessageStore: MessageStore {
     private let reader: WorkerThread<ReadJob>
     private let clockMillis: @Sendable () -> Int64
     private let closed = Atomic<Bool>(false)
+    private let connections: [SQLiteConnection]
 
     enum WriteJob: Sendable {
         case append(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)
@@ -71,6 +72,7 @@ public final class SQLiteMessageStore: MessageStore {
         } catch {
             throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
         }
+        connections = [write, read]
         writer = WorkerThread(name: "parley-sqlite-w", idleMillis: options.retentionIntervalMillis,
                               handle: { jobs in state.handle(jobs, nowMillis: clockMillis()) },
                               idle: { state.enforceRetention(nowMillis: clockMillis()) })
@@ -84,6 +86,9 @@ public final class SQLiteMessageStore: MessageStore {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
         writer.stop()
         reader.stop()
+        // Both threads have ended: nothing else can touch the connections now. Closing the
+        // last one checkpoints the WAL into the database file.
+        for connection in connections.reversed() { connection.close() }
     }
 
     // MARK: schema

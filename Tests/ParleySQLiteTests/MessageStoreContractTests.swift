@@ -158,6 +158,17 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         #expect(kept == Array(17...21))
     }
 
+    @Test func walIsCheckpointedWhileRunningAndOnClose() async throws {
+        let path = temporaryDatabase()
+        let store = try StoreKind.sqlite.make(path: path) as! SQLiteMessageStore
+        let big = JSONValue.string(String(repeating: "y", count: 2_000))
+        for offset in Int64(1)...5_000 { try await store.append(message(offset, body: big)) }
+        let wal = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
+        #expect(wal < 8 << 20, "the WAL grew to \(wal) bytes: checkpoints are not running")
+        store.close()
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+    }
+
     @Test func corruptFileIsRefusedNamingThePath() throws {
         let path = temporaryDatabase()
         try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: path))
