@@ -104,3 +104,43 @@ final class ServerProcess {
         print("crash test: \(acked.count) acknowledged, \(history.count) stored before SIGKILL")
     }
 }
+
+/// A real full disk: a 2 MB tmpfs (needs root and mount; skipped otherwise).
+@Suite(.serialized) struct FullDiskTests {
+    static func sh(_ arguments: [String]) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+
+    @Test(.enabled(if: getuid() == 0)) func fullDiskGivesErrorRepliesAndRecoversWhenSpaceReturns() throws {
+        let mountPoint = NSTemporaryDirectory() + "parley-tmpfs-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        guard Self.sh(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mountPoint]) else { return }
+        defer { _ = Self.sh(["umount", mountPoint]) }
+        let server = try startTestServer {
+            $0.dataDirectory = mountPoint + "/data"
+            $0.nativeRatePerSecond = 1_000_000
+            $0.nativeBurst = 1_000_000
+        }
+        defer { server.shutdown() }
+        let client = try NativeClient.connect(server)
+        let big = JSONValue.string(String(repeating: "z", count: 20_000))
+        var stored = 0, failure: String?
+        for n in 1...400 where failure == nil {
+            let reply = try client.request(["type": "publish", "room": "full", "message": big], callback: n)
+            if let error = reply["error"]?.stringValue { failure = error } else { stored += 1 }
+        }
+        #expect(failure?.contains("disk full") == true)
+        #expect(stored > 0)
+        #expect(Self.sh(["mount", "-o", "remount,size=64m", mountPoint]))
+        let reply = try client.request(["type": "publish", "room": "full", "message": "space is back"], callback: 1_000)
+        #expect(reply["offset"]?.intValue == stored + 1)
+        let offsets = try client.allHistory("full", pageSize: 20).map { $0["offset"]?.intValue ?? 0 }
+        #expect(offsets == Array(1...(stored + 1)))
+    }
+}
