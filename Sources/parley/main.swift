@@ -8,6 +8,7 @@ commands:
   serve     run the chat server (parley serve --help for its options)
   token     mint a development token (parley token --help)
   chat      terminal chat client (parley chat --help for its options)
+  bench     load generators: bench publish-durable --url ws://HOST:PORT/v3/websocket
   help      show this help
 """
 
@@ -52,6 +53,17 @@ case "token":
     do { say(try TokenCommand.run(arguments: arguments)) } catch { fail("parley token: \(error.description)") }
 case "chat":
     ChatCommand.run(arguments)
+case "bench":
+    guard arguments.first == "publish-durable" else {
+        fail("parley bench: the only scenario so far is publish-durable\n\n\(DurablePublishBench.usage)")
+    }
+    do {
+        let options = try DurablePublishBench.parse(Array(arguments.dropFirst()))
+        say(DurablePublishBench.run(options))
+    } catch {
+        fail("parley bench: \(error)")
+    }
+    exit(0)
 case "help", "--help", "-h":
     say(usage)
 default:

@@ -10,6 +10,7 @@ func startTestServer(_ configure: (inout ServerConfiguration) -> Void = { _ in }
     configuration.httpPort = 0
     configuration.linePort = 0
     configuration.loops = .fixed(2)
+    configuration.dataDirectory = NSTemporaryDirectory() + "parley-test-\(UUID().uuidString)"
     configure(&configuration)
     return try ParleyServer(configuration: configuration)
 }
@@ -19,7 +20,7 @@ func json(_ text: String) throws -> JSONValue { try JSONParser.parse(text) }
 /// A Scaledrone v3 client over ``TestWebSocket`` that speaks JSON values.
 final class NativeClient {
     let ws: TestWebSocket
-    private(set) var clientID = ""
+    var clientID = ""
     private var nextCallback = 1
 
     init(port: Int, deflate: Bool = false) throws {
@@ -54,9 +55,13 @@ final class NativeClient {
 
     /// Subscribes and returns the reply (the next frames are the room's snapshot).
     @discardableResult
+    func takeCallback() -> Int {
+        defer { nextCallback += 1 }
+        return nextCallback
+    }
+
     func subscribe(_ room: String, historyCount: Int? = nil) async throws -> JSONValue {
-        let callback = nextCallback
-        nextCallback += 1
+        let callback = takeCallback()
         var command: JSONObject = ["type": "subscribe", "room": .string(room), "callback": .number(JSONNumber(callback))]
         if let historyCount { command = JSONObject(Array(command) + [("history_count", .number(JSONNumber(historyCount)))]) }
         try send(.object(command))
@@ -80,9 +85,66 @@ func httpRequest(port: Int, _ method: String, _ target: String, body: String? = 
         try socket.send(text)
     }
     _ = await socket.closed(within: 5)
-    let response = String(decoding: socket.buffered, as: UTF8.self)
+    return try parseHTTPResponse(socket.buffered)
+}
+
+/// Status and body of a complete HTTP/1.1 response.
+func parseHTTPResponse(_ bytes: [UInt8]) throws -> (status: Int, body: String) {
+    let response = String(decoding: bytes, as: UTF8.self)
     guard let split = response.range(of: "\r\n\r\n") else { throw TestSocket.Failure("no complete response: \(response.debugDescription)") }
     let statusLine = response[..<split.lowerBound].prefix { $0 != "\r" }
     let parts = statusLine.split(separator: " ")
     return (parts.count > 1 ? Int(parts[1]) ?? 0 : 0, String(response[split.upperBound...]))
+}
+
+// Blocking overloads, for tests that drive clients from their own threads (the crash test's
+// publishers) or from synchronous test functions. In async code the async versions above are
+// chosen, which never block a thread of the small concurrency pool.
+extension NativeClient {
+    static func connect(_ server: ParleyServer, clientData: JSONValue? = nil, channel: String = "demo") throws -> NativeClient {
+        let client = try NativeClient(port: server.httpPort)
+        var handshake: JSONObject = ["type": "handshake", "channel": .string(channel), "callback": 0]
+        if let clientData { handshake = JSONObject(Array(handshake) + [("client_data", clientData)]) }
+        try client.send(.object(handshake))
+        let reply = try client.next()
+        guard let id = reply["client_id"]?.stringValue, reply["callback"]?.intValue == 0 else {
+            throw TestSocket.Failure("bad handshake reply \(reply)")
+        }
+        client.clientID = id
+        return client
+    }
+
+    func next(timeout: Double = 5) throws -> JSONValue { try json(ws.receiveText(timeout: timeout)) }
+
+    func next(timeout: Double = 5, where predicate: (JSONValue) -> Bool) throws -> JSONValue {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let value = try next(timeout: max(0.01, deadline.timeIntervalSinceNow))
+            if predicate(value) { return value }
+        }
+    }
+
+    func subscribe(_ room: String, historyCount: Int? = nil) throws -> JSONValue {
+        let callback = takeCallback()
+        var command: JSONObject = ["type": "subscribe", "room": .string(room), "callback": .number(JSONNumber(callback))]
+        if let historyCount { command = JSONObject(Array(command) + [("history_count", .number(JSONNumber(historyCount)))]) }
+        try send(.object(command))
+        return try next { $0["callback"]?.intValue == callback }
+    }
+}
+
+/// Blocking variant of `httpRequest`.
+func httpRequest(port: Int, _ method: String, _ target: String, body: String? = nil, raw: String? = nil) throws -> (status: Int, body: String) {
+    let socket = try TestSocket(port: port)
+    if let raw {
+        try socket.send(raw)
+    } else {
+        var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+        if let body { text += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" }
+        text += "\r\n" + (body ?? "")
+        try socket.send(text)
+    }
+    let deadline = Date().addingTimeInterval(5)
+    while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: 0.2) {}
+    return try parseHTTPResponse(socket.buffered)
 }

@@ -100,24 +100,6 @@ private func client(_ port: Int, name: String, channel: String = "demo",
         await bob.disconnect()
     }
 
-    /// The server in this branch has no `history` command yet: the client says so with a typed error.
-    @Test func historyCommandOnAServerWithoutItIsUnsupported() async throws {
-        let server = try startClientTestServer()
-        defer { server.shutdown(timeout: .seconds(1)) }
-        let alice = client(server.httpPort, name: "alice")
-        try await alice.connect()
-        let room = try await alice.subscribe("r")
-        do {
-            _ = try await room.history(before: nil, limit: 10)
-            Issue.record("history worked on a server without the command: enable historyPaging")
-        } catch {
-            #expect(error.code == .unsupported)
-        }
-        await alice.disconnect()
-    }
-
-    /// WAITING FOR THE SERVER FEATURE (wip-durable: `{type:"history", room, before, limit,
-    /// callback}` → `{callback, messages, has_more}`). Enable once the server has it.
     @Test(.disabled("waiting for the server's history command (durability extensions)"))
     func historyPaging() async throws {
         let server = try startClientTestServer()

@@ -11,6 +11,7 @@ import select
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -25,7 +26,8 @@ LOBBY_CHANNEL, LOBBY_ROOM = "demo", "observable-room"
 def server():
     binary = os.environ.get("PARLEY_BIN", ".build/debug/parley")
     proc = subprocess.Popen(
-        [binary, "serve", "--http-port", "0", "--line-port", "0", "--host", "127.0.0.1", "--loops", "2"],
+        [binary, "serve", "--http-port", "0", "--line-port", "0", "--host", "127.0.0.1", "--loops", "2",
+         "--data", tempfile.mkdtemp(prefix="parley-interop-")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         ports = {}

@@ -15,6 +15,12 @@ public struct SubscribeSnapshot: Sendable, Equatable {
     public let history: [Message]
     /// The offset of the newest stored message when it joined (0 when none).
     public let lastOffset: Int64
+    /// Stored messages after the `since` offset the subscriber asked for (and any stored while
+    /// its history was being read), oldest first, ending at `lastOffset`: deliver them as
+    /// ordinary room messages before anything live.
+    public internal(set) var replay: [Message] = []
+    /// Set when the history could not be read: the subscription did not happen.
+    public internal(set) var failure: ParleyError? = nil
 }
 
 /// A unit of work the hub sends to an ``Inbox``.

@@ -28,6 +28,9 @@ public struct Message: Hashable, Sendable {
     /// A `{"typing": bool}` body: delivered live, never stored.
     public var isEphemeral: Bool { Message.typingState(of: body) != nil }
 
+    /// Whether a body is ephemeral (a typing signal): delivered, never stored.
+    public static func isEphemeral(_ body: JSONValue) -> Bool { typingState(of: body) != nil }
+
     /// The typing flag when `body` is exactly `{"typing": true|false}`.
     public static func typingState(of body: JSONValue) -> Bool? {
         guard case .object(let object) = body, object.count == 1, let flag = object["typing"]?.boolValue else {

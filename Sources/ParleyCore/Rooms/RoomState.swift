@@ -9,8 +9,9 @@ public struct RoomState: Sendable {
     /// The offset the next stored message gets.
     public private(set) var nextOffset: Int64 = 1
 
-    public init(key: RoomKey, historyCapacity: Int, typingTimeoutMillis: Int64) {
+    public init(key: RoomKey, historyCapacity: Int, typingTimeoutMillis: Int64, lastOffset: Int64 = 0) {
         self.key = key
+        self.nextOffset = lastOffset + 1
         self.history = MessageHistory(capacity: historyCapacity)
         self.typing = TypingTracker(timeoutMillis: typingTimeoutMillis)
     }
@@ -41,6 +42,14 @@ public struct RoomState: Sendable {
     /// Turns a publish into a message: stored messages get the next offset and enter the
     /// history; a typing signal updates the typing state and gets offset 0.
     public mutating func accept(body: JSONValue, from sender: Member?, id: String, nowMillis: Int64) -> Message {
+        let message = assign(body: body, from: sender, id: id, nowMillis: nowMillis)
+        if message.offset > 0 { commit(message) }
+        return message
+    }
+
+    /// Like ``accept(body:from:id:nowMillis:)`` but a stored message only gets its offset: it
+    /// enters the history with ``commit(_:)`` once the store has it.
+    public mutating func assign(body: JSONValue, from sender: Member?, id: String, nowMillis: Int64) -> Message {
         if let flag = Message.typingState(of: body) {
             if let sender { _ = typing.set(sender, typing: flag, nowMillis: nowMillis) }
             return Message(id: id, offset: 0, timestampMillis: nowMillis, room: key, sender: sender, body: body)
@@ -48,7 +57,12 @@ public struct RoomState: Sendable {
         let message = Message(id: id, offset: nextOffset, timestampMillis: nowMillis, room: key, sender: sender, body: body)
         nextOffset += 1
         if let sender { _ = typing.clear(sender.id) }
-        history.append(message)
         return message
     }
+
+    /// A stored message joins the in-memory history (the recent tail of the store).
+    public mutating func commit(_ message: Message) { history.append(message) }
+
+    /// After a failed write: the next message reuses `offset`, so stored offsets stay 1…n.
+    public mutating func rewind(to offset: Int64) { nextOffset = min(nextOffset, offset) }
 }

@@ -17,8 +17,19 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var lineBurst = 40.0
     /// Bytes that may wait to be written to one connection before it is cut off.
     public var writeQueueLimit = 4 << 20
-    /// Messages kept in memory per room.
+    /// Recent messages cached in memory per room (all of history is in the store).
     public var historyCapacity = 1_000
+    /// Stored messages kept per room; nil keeps everything.
+    public var retentionCount: Int?
+    /// Days a stored message is kept; nil keeps everything.
+    public var retentionDays: Int?
+    /// Lobby messages a newly joined line user gets first.
+    public var joinHistory = 20
+    /// Most messages one `history` request returns (`limit` is capped to it).
+    public var historyPageLimit = 1_000
+    /// Fsync the store at every group commit (true) or let the OS write it back (false:
+    /// acknowledged messages survive a killed process, not a power loss).
+    public var syncFull = true
     /// Quiet period that ends an unframed line-door message, in milliseconds.
     public var lineQuietMillis: UInt64 = 50
     /// Largest HTTP request body (REST publish), in bytes.
@@ -106,12 +117,28 @@ public struct ServerConfiguration: Sendable, Equatable {
             c.nativeMaxRooms = try integer(v, "--max-rooms", 1...100_000)
         },
         Option(flag: "--publish-rate", env: "PARLEY_PUBLISH_RATE", value: "N", help: "native publishes per second per connection (default 50, burst 2x)") { c, v throws(UsageError) in
-            let rate = try integer(v, "--publish-rate", 1...1_000_000)
+            let rate = try integer(v, "--publish-rate", 1...10_000_000)
             c.nativeRatePerSecond = Double(rate)
             c.nativeBurst = Double(rate * 2)
         },
-        Option(flag: "--history", env: "PARLEY_HISTORY", value: "N", help: "messages kept per room (default 1000)") { c, v throws(UsageError) in
+        Option(flag: "--history", env: "PARLEY_HISTORY", value: "N", help: "recent messages cached in memory per room (default 1000)") { c, v throws(UsageError) in
             c.historyCapacity = try integer(v, "--history", 0...1_000_000)
+        },
+        Option(flag: "--retention-count", env: "PARLEY_RETENTION_COUNT", value: "N", help: "stored messages kept per room (default: all)") { c, v throws(UsageError) in
+            c.retentionCount = try integer(v, "--retention-count", 1...Int(Int32.max))
+        },
+        Option(flag: "--retention-days", env: "PARLEY_RETENTION_DAYS", value: "D", help: "days a stored message is kept (default: forever)") { c, v throws(UsageError) in
+            c.retentionDays = try integer(v, "--retention-days", 1...100_000)
+        },
+        Option(flag: "--join-history", env: "PARLEY_JOIN_HISTORY", value: "N", help: "lobby messages a line user gets on joining (default 20)") { c, v throws(UsageError) in
+            c.joinHistory = try integer(v, "--join-history", 0...1_000)
+        },
+        Option(flag: "--max-history-count", env: "PARLEY_MAX_HISTORY_COUNT", value: "N", help: "most history_count one subscribe may ask for (default 1000)") { c, v throws(UsageError) in
+            c.nativeMaxHistoryCount = try integer(v, "--max-history-count", 0...1_000_000)
+        },
+        Option(flag: "--sync", env: "PARLEY_SYNC", value: "full|normal", help: "fsync each group commit (full, default) or not (normal)") { c, v throws(UsageError) in
+            guard v == "full" || v == "normal" else { throw UsageError(description: "--sync must be full or normal, got \"\(v)\"") }
+            c.syncFull = v == "full"
         },
     ]
 

@@ -78,8 +78,12 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 return
             }
             guard !text.isEmpty else { return }
+            let me = LoopBound(self, on: connection.loop)
             do {
-                try core.hub.publish(.string(text), to: lobby, from: member)
+                try core.hub.publish(.string(text), to: lobby, from: member) { result in
+                    guard case .failure(let error) = result else { return }
+                    me.run { $0.reply("error: \(error.message); message not sent") }
+                }
             } catch {
                 reply("error: \(error.message)")
             }
@@ -109,7 +113,8 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                             clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]))
         self.member = member
         do {
-            try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: connection.loop))
+            try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: connection.loop),
+                                   historyCount: core.configuration.joinHistory)
         } catch {
             self.member = nil
             reply("error: \(error.message)")
@@ -127,6 +132,16 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
+        if let failure = snapshot.failure {
+            member = nil
+            reply("error: \(failure.message)")
+            return
+        }
+        // The lobby's recent messages first, as ordinary `NAME:TEXT` lines (the protocol has
+        // no way to mark them), then the joiner's own join, which ends the history.
+        for message in snapshot.history + snapshot.replay {
+            if let frame = LineEncoding.encode(.message(message)) { connection.write(frame) }
+        }
         // The joiner sees its own join like everybody else.
         if let member, let frame = LineEncoding.encode(.memberJoined(member)) { connection.write(frame) }
     }

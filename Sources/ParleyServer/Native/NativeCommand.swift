@@ -4,9 +4,16 @@ import ParleyCore
 enum NativeCommand: Equatable, Sendable {
     case handshake(channel: String, clientData: JSONValue?, callback: Int?)
     case authenticate(token: String, callback: Int?)
-    case subscribe(room: String, historyCount: Int, callback: Int?)
+    case subscribe(room: String, historyCount: Int, callback: Int?, since: Int64? = nil)
     case unsubscribe(room: String, callback: Int?)
-    case publish(room: String, message: JSONValue, callback: Int?)
+    case publish(room: String, message: JSONValue, callback: Int?, messageID: String? = nil)
+    /// Parley's extension: a page of stored history, `before` an offset (newest when nil).
+    case history(room: String, before: Int64?, limit: Int, callback: Int?)
+
+    /// Longest accepted `message_id`, in bytes.
+    static let maxMessageIDLength = 128
+    /// `limit` of a `history` request when none is given.
+    static let defaultHistoryLimit = 100
 
     /// Why a frame was refused: the error reply's text, the callback to echo when one could be
     /// read, and whether it was a handshake (whose reply must carry a `client_id`).
@@ -18,8 +25,8 @@ enum NativeCommand: Equatable, Sendable {
 
     var callback: Int? {
         switch self {
-        case .handshake(_, _, let callback), .authenticate(_, let callback), .subscribe(_, _, let callback),
-             .unsubscribe(_, let callback), .publish(_, _, let callback):
+        case .handshake(_, _, let callback), .authenticate(_, let callback), .subscribe(_, _, let callback, _),
+             .unsubscribe(_, let callback), .publish(_, _, let callback, _), .history(_, _, _, let callback):
             callback
         }
     }
@@ -86,7 +93,12 @@ enum NativeCommand: Equatable, Sendable {
                 guard let n = raw.intValue, n >= 0 else { return fail("\(key) must be a non-negative integer") }
                 count = max(count, n)
             }
-            return .success(.subscribe(room: name, historyCount: count, callback: callback))
+            var since: Int64?
+            if let raw = fields["since"], !raw.isNull {
+                guard let n = raw.intValue, n >= 0 else { return fail("since must be a non-negative integer (an offset)") }
+                since = Int64(n)
+            }
+            return .success(.subscribe(room: name, historyCount: count, callback: callback, since: since))
         case "unsubscribe":
             switch room() {
             case .success(let name): return .success(.unsubscribe(room: name, callback: callback))
@@ -99,7 +111,31 @@ enum NativeCommand: Equatable, Sendable {
             case .failure(let failure): return .failure(failure)
             }
             guard let message = fields["message"] else { return fail("missing message") }
-            return .success(.publish(room: name, message: message, callback: callback))
+            var messageID: String?
+            if let raw = fields["message_id"], !raw.isNull {
+                guard let id = raw.stringValue, !id.isEmpty, id.utf8.count <= maxMessageIDLength else {
+                    return fail("message_id must be a string of 1-\(maxMessageIDLength) bytes")
+                }
+                messageID = id
+            }
+            return .success(.publish(room: name, message: message, callback: callback, messageID: messageID))
+        case "history":
+            let name: String
+            switch room() {
+            case .success(let value): name = value
+            case .failure(let failure): return .failure(failure)
+            }
+            var before: Int64?
+            if let raw = fields["before"], !raw.isNull {
+                guard let n = raw.intValue, n >= 0 else { return fail("before must be a non-negative integer (an offset)") }
+                before = Int64(n)
+            }
+            var limit = defaultHistoryLimit
+            if let raw = fields["limit"], !raw.isNull {
+                guard let n = raw.intValue, n >= 0 else { return fail("limit must be a non-negative integer") }
+                limit = n
+            }
+            return .success(.history(room: name, before: before, limit: limit, callback: callback))
         default:
             return fail("unknown type \"\(type.prefix(40))\"")
         }

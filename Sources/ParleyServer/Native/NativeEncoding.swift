@@ -44,6 +44,25 @@ enum NativeEncoding {
         w.endObject()
     }
 
+    /// A replayed message (subscribe `since`): exactly the live `publish` push.
+    static func replayMessage(_ message: Message) -> [UInt8] {
+        var w = JSONWriter()
+        writeMessage(message, type: "publish", index: nil, into: &w)
+        return w.bytes
+    }
+
+    /// `{callback, messages: [...], has_more}`: a page of history, oldest first; each message
+    /// as in `history_message`, without `index`.
+    static func historyPage(callback: Int?, _ page: MessagePage) -> [UInt8] {
+        reply(callback: callback) { w in
+            w.key("messages")
+            w.beginArray()
+            for message in page.messages { writeMessage(message, type: "history_message", index: nil, into: &w) }
+            w.endArray()
+            w.key("has_more"); w.writeBool(page.hasMore)
+        }
+    }
+
     static func historyMessage(_ message: Message, index: Int) -> [UInt8] {
         var w = JSONWriter()
         writeMessage(message, type: "history_message", index: index, into: &w)

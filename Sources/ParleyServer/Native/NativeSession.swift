@@ -117,7 +117,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             break
         case .authenticate(_, let callback):
             sendJSON(NativeEncoding.reply(callback: callback, error: "this channel does not use authentication"))
-        case .subscribe(let room, let historyCount, let callback):
+        case .subscribe(let room, let historyCount, let callback, let since):
             let key = RoomKey(channel: channel, room: room)
             if !rooms.contains(key) && rooms.count >= core.configuration.nativeMaxRooms {
                 sendJSON(NativeEncoding.reply(callback: callback,
@@ -127,7 +127,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             pendingSubscribes[key, default: []].append(callback)
             do {
                 try core.hub.subscribe(sessionID, as: member, to: key, inbox: core.inbox(for: connection.loop),
-                                       historyCount: min(historyCount, core.configuration.nativeMaxHistoryCount))
+                                       historyCount: min(historyCount, core.configuration.nativeMaxHistoryCount), since: since)
                 rooms.insert(key)
             } catch {
                 pendingSubscribes[key]?.removeLast()
@@ -139,21 +139,42 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 core.hub.unsubscribe(sessionID, from: key)
             }
             if let callback { sendJSON(NativeEncoding.reply(callback: callback)) }
-        case .publish(let room, let message, let callback):
+        case .publish(let room, let message, let callback, let messageID):
             guard rate.take(nowMillis: core.hub.clock.nowMillis()) else {
                 sendJSON(NativeEncoding.reply(callback: callback, error: "rate limit exceeded"))
                 return
             }
+            // The receipt (or, with no callback, only an error) is sent once the message is
+            // durable: an acknowledged message is never lost.
+            let me = LoopBound(self, on: connection.loop)
             do {
-                let published = try core.hub.publish(message, to: RoomKey(channel: channel, room: room), from: member)
-                if let callback {
-                    sendJSON(NativeEncoding.reply(callback: callback) { w in
-                        w.key("id"); w.writeString(published.id)
-                        w.key("offset"); w.writeInt(Int(published.offset))
-                    })
+                try core.hub.publish(message, to: RoomKey(channel: channel, room: room), from: member, messageID: messageID) { result in
+                    switch result {
+                    case .success(let published):
+                        guard let callback else { return }
+                        me.run { session in
+                            session.sendJSON(NativeEncoding.reply(callback: callback) { w in
+                                w.key("id"); w.writeString(published.id)
+                                w.key("offset"); w.writeInt(Int(published.offset))
+                            })
+                        }
+                    case .failure(let error):
+                        me.run { $0.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
+                    }
                 }
             } catch {
                 sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
+            }
+        case .history(let room, let before, let limit, let callback):
+            let me = LoopBound(self, on: connection.loop)
+            let limit = min(limit, core.configuration.historyPageLimit)
+            core.hub.storedHistory(of: RoomKey(channel: channel, room: room), before: before, limit: limit) { result in
+                me.run { session in
+                    switch result {
+                    case .success(let page): session.sendJSON(NativeEncoding.historyPage(callback: callback, page))
+                    case .failure(let error): session.sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
+                    }
+                }
             }
         }
     }
@@ -188,6 +209,11 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             ? pendingSubscribes[snapshot.room]!.removeFirst() : nil
         if pendingSubscribes[snapshot.room]?.isEmpty == true { pendingSubscribes[snapshot.room] = nil }
         guard rooms.contains(snapshot.room) else { return }
+        if let failure = snapshot.failure {
+            rooms.remove(snapshot.room)
+            sendJSON(NativeEncoding.reply(callback: callback, error: failure.message))
+            return
+        }
         // The reply first, so the client knows the room before anything arrives for it.
         if let callback { sendJSON(NativeEncoding.reply(callback: callback)) }
         if snapshot.room.isObservable {
@@ -195,6 +221,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
         for (index, message) in snapshot.history.enumerated() {
             sendJSON(NativeEncoding.historyMessage(message, index: index))
+        }
+        // `since`: everything missed, as ordinary pushes, before anything live.
+        for message in snapshot.replay {
+            sendJSON(NativeEncoding.replayMessage(message))
         }
     }
 

@@ -1,7 +1,13 @@
 import Foundation
 import ParleyCore
 import ParleyIO
+import ParleySQLite
 import Synchronization
+
+/// Why the server could not start, naming what to fix.
+public struct StartupError: Error, CustomStringConvertible {
+    public let description: String
+}
 
 /// What every door shares: the hub, the configuration, one inbox per loop.
 final class ServerCore: Sendable {
@@ -26,6 +32,8 @@ final class ServerCore: Sendable {
 public final class ParleyServer: Sendable {
     public let configuration: ServerConfiguration
     public let hub: Hub
+    /// The durable store under `--data`.
+    public let store: SQLiteMessageStore
     let group: EventLoopGroup
     let core: ServerCore
     private let listeners: Mutex<[TCPListener]>
@@ -40,7 +48,13 @@ public final class ParleyServer: Sendable {
         self.configuration = configuration
         var hubConfiguration = HubConfiguration()
         hubConfiguration.historyCapacity = configuration.historyCapacity
-        hub = Hub(configuration: hubConfiguration)
+        store = try Self.openStore(configuration)
+        do {
+            hub = try Hub(configuration: hubConfiguration, store: store)
+        } catch {
+            store.close()
+            throw StartupError(description: "cannot read the data store \(store.path): \(error.message)")
+        }
         let loopCount: Int
         switch configuration.loops {
         case .cores: loopCount = EventLoopGroup.coreCount
@@ -61,6 +75,7 @@ public final class ParleyServer: Sendable {
         } catch {
             for listener in listeners.withLock({ $0 }) { listener.close() }
             group.shutdown()
+            store.close()
             throw error
         }
         // Typing flags that were not refreshed expire on their own.
@@ -68,6 +83,37 @@ public final class ParleyServer: Sendable {
         group.loops[0].execute {
             let timer = LoopTimer(loop: group.loops[0])
             timer.start(after: 1000, repeating: 1000, keepAlive: true) { hub.expireTyping() }
+        }
+    }
+
+    /// Creates the data directory when missing and opens `parley.sqlite3` in it; a directory
+    /// that cannot be created or written, or a file that is not a Parley database, stops
+    /// startup with a message naming the path.
+    static func openStore(_ configuration: ServerConfiguration) throws -> SQLiteMessageStore {
+        let directory = configuration.dataDirectory
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw StartupError(description: "the data directory \(directory) is not a directory")
+            }
+        } else {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw StartupError(description: "cannot create the data directory \(directory): \(error.localizedDescription)")
+            }
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw StartupError(description: "the data directory \(directory) is not writable: \(String(cString: strerror(errno)))")
+        }
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = configuration.syncFull
+        options.retention = StoreRetention(maxMessagesPerRoom: configuration.retentionCount,
+                                           maxAgeMillis: configuration.retentionDays.map { Int64($0) * 86_400_000 })
+        do {
+            return try SQLiteMessageStore(path: directory + "/parley.sqlite3", options: options)
+        } catch {
+            throw StartupError(description: error.message)
         }
     }
 
@@ -98,6 +144,7 @@ public final class ParleyServer: Sendable {
             Thread.sleep(forTimeInterval: 0.01)
         }
         group.shutdown()
+        store.close()
     }
 
     /// Watches SIGINT and SIGTERM, calls `ready` once the watchers are in place (so a signal

@@ -1,0 +1,112 @@
+/// A page of stored messages, oldest first, and whether older ones are kept.
+public struct MessagePage: Sendable, Equatable {
+    public let messages: [Message]
+    public let hasMore: Bool
+    public init(messages: [Message], hasMore: Bool) {
+        self.messages = messages
+        self.hasMore = hasMore
+    }
+}
+
+/// A client-chosen message id (`message_id`) remembered for idempotent retries.
+public struct RememberedPublish: Sendable, Equatable {
+    public let room: RoomKey
+    public let clientMessageID: String
+    public let id: String
+    public let offset: Int64
+    public let timestampMillis: Int64
+    public init(room: RoomKey, clientMessageID: String, id: String, offset: Int64, timestampMillis: Int64) {
+        self.room = room
+        self.clientMessageID = clientMessageID
+        self.id = id
+        self.offset = offset
+        self.timestampMillis = timestampMillis
+    }
+}
+
+/// What the hub needs from a store when it starts: where every room's offsets stand, and
+/// the client message ids it must still recognise.
+public struct StoreRecovery: Sendable, Equatable {
+    public var lastOffsets: [RoomKey: Int64]
+    public var recentPublishes: [RememberedPublish]
+    public init(lastOffsets: [RoomKey: Int64] = [:], recentPublishes: [RememberedPublish] = []) {
+        self.lastOffsets = lastOffsets
+        self.recentPublishes = recentPublishes
+    }
+}
+
+/// How long stored messages are kept, per room. nil keeps everything.
+public struct StoreRetention: Sendable, Equatable {
+    public var maxMessagesPerRoom: Int?
+    public var maxAgeMillis: Int64?
+    public init(maxMessagesPerRoom: Int? = nil, maxAgeMillis: Int64? = nil) {
+        self.maxMessagesPerRoom = maxMessagesPerRoom
+        self.maxAgeMillis = maxAgeMillis
+    }
+    public static let keepEverything = StoreRetention()
+}
+
+/// Where room history lives. Completion-based so an event loop never blocks on it: every
+/// call returns at once, and `completion` runs later on a thread of the store's choosing (or
+/// before the call returns, when the store is in memory).
+///
+/// Contract (proved for every implementation by `MessageStoreContractTests`):
+/// - `append` takes a message whose offset is exactly one more than the room's last stored
+///   offset *counting appends still in flight*; anything else fails with `.conflict`, so a
+///   room's stored offsets are always 1…n with no gap even after a failed write.
+/// - Appends are applied in call order and their completions run in call order; a completion
+///   with `.success` means the message survives a crash of the process.
+/// - Reads see every append whose completion has run.
+public protocol MessageStore: AnyObject, Sendable {
+    /// Stores `message` (never an ephemeral one), remembering `clientMessageID` for retries.
+    func append(_ message: Message, clientMessageID: String?,
+                completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void)
+
+    /// Up to `limit` messages with an offset greater than `offset`, oldest first.
+    func messages(in room: RoomKey, after offset: Int64, limit: Int,
+                  completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void)
+
+    /// The newest `limit` messages with an offset below `before` (the newest of all when
+    /// nil), oldest first, and whether older ones are kept.
+    func messages(in room: RoomKey, before: Int64?, limit: Int,
+                  completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void)
+
+    /// Drops what the retention policy no longer keeps (stores also do it on their own in
+    /// the background); offsets are never reused.
+    func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void)
+
+    /// Each room's last offset and the client message ids published at or after
+    /// `clientMessageIDsSince` (Unix ms). Blocking: the hub calls it once, when it is made,
+    /// never on an event loop.
+    func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery
+}
+
+extension MessageStore {
+    public func append(_ message: Message, clientMessageID: String? = nil) async throws(ParleyError) {
+        let result = await withCheckedContinuation { continuation in
+            append(message, clientMessageID: clientMessageID) { continuation.resume(returning: $0) }
+        }
+        try result.get()
+    }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int) async throws(ParleyError) -> [Message] {
+        let result = await withCheckedContinuation { continuation in
+            messages(in: room, after: offset, limit: limit) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    public func messages(in room: RoomKey, before: Int64?, limit: Int) async throws(ParleyError) -> MessagePage {
+        let result = await withCheckedContinuation { continuation in
+            messages(in: room, before: before, limit: limit) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    public func enforceRetention(nowMillis: Int64) async throws(ParleyError) {
+        let result = await withCheckedContinuation { continuation in
+            enforceRetention(nowMillis: nowMillis) { continuation.resume(returning: $0) }
+        }
+        try result.get()
+    }
+}

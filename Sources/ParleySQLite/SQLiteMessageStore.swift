@@ -1,0 +1,397 @@
+import CSQLite
+import ParleyCore
+import Synchronization
+
+/// Options of the SQLite store.
+public struct SQLiteStoreOptions: Sendable {
+    public var retention = StoreRetention.keepEverything
+    /// `FULL` fsyncs the WAL at every commit (a group commit covers many publishes), so an
+    /// acknowledged message survives power loss too; `NORMAL` survives a killed process only.
+    public var synchronousFull = true
+    /// Most appends committed in one transaction.
+    public var maxBatch = 8_192
+    /// How often retention runs in the background, in milliseconds.
+    public var retentionIntervalMillis = 60_000
+    /// Test hook: caps the database size (SQLite's `max_page_count`) to simulate a full disk.
+    public var maxPageCount: Int?
+    public init() {}
+}
+
+/// The embedded default store: one SQLite file in WAL mode. A dedicated writer thread owns
+/// the only writing connection and commits every append queued since its last commit as one
+/// transaction (group commit); a reader thread with its own connection serves reads, which
+/// WAL lets run while the writer commits. Nothing here ever runs on an event loop.
+public final class SQLiteMessageStore: MessageStore {
+    /// The current schema version (`PRAGMA user_version`).
+    public static let schemaVersion: Int64 = 1
+    public let path: String
+    public let options: SQLiteStoreOptions
+    private let writer: WorkerThread<WriteJob>
+    private let reader: WorkerThread<ReadJob>
+    private let clockMillis: @Sendable () -> Int64
+    private let closed = Atomic<Bool>(false)
+    private let connections: [SQLiteConnection]
+
+    enum WriteJob: Sendable {
+        case append(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)
+        case retention(Int64, @Sendable (Result<Void, ParleyError>) -> Void)
+        case maxPageCount(Int, @Sendable (Result<Void, ParleyError>) -> Void)
+        case lastOffsets(@Sendable ([RoomKey: Int64]) -> Void)
+    }
+    typealias ReadJob = @Sendable (SQLiteConnection) -> Void
+
+    /// Opens (creating when missing) the database at `path` and migrates it. Throws, naming
+    /// the path, when it cannot be opened, written or read as a Parley database.
+    public init(path: String, options: SQLiteStoreOptions = SQLiteStoreOptions(),
+                clockMillis: @escaping @Sendable () -> Int64 = { SystemClock().nowMillis() }) throws(ParleyError) {
+        self.path = path
+        self.options = options
+        self.clockMillis = clockMillis
+        let write = try SQLiteConnection(path: path)
+        let state: WriterState
+        do throws(ParleyError) {
+            try write.exec("PRAGMA busy_timeout = 5000")
+            let mode = try write.statement("PRAGMA journal_mode = WAL")
+            _ = try mode.step()
+            guard mode.string(0)?.lowercased() == "wal" else {
+                throw ParleyError(.internalError, "cannot switch \(path) to WAL mode")
+            }
+            try mode.run()
+            try write.exec("PRAGMA synchronous = \(options.synchronousFull ? "FULL" : "NORMAL")")
+            try Self.migrate(write)
+            if let pages = options.maxPageCount { try write.exec("PRAGMA max_page_count = \(pages)") }
+            state = try WriterState(connection: write, retention: options.retention,
+                                    retentionIntervalMillis: Int64(options.retentionIntervalMillis))
+        } catch {
+            throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
+        }
+        let read: SQLiteConnection
+        do throws(ParleyError) {
+            read = try SQLiteConnection(path: path)
+            try read.exec("PRAGMA busy_timeout = 5000")
+        } catch {
+            throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
+        }
+        connections = [write, read]
+        writer = WorkerThread(name: "parley-sqlite-w", idleMillis: options.retentionIntervalMillis,
+                              handle: { jobs in state.handle(jobs, nowMillis: clockMillis()) },
+                              idle: { state.enforceRetention(nowMillis: clockMillis()) })
+        reader = WorkerThread(name: "parley-sqlite-r", idleMillis: 3_600_000, handle: { jobs in
+            for job in jobs { job(read) }
+        })
+    }
+
+    /// Commits what is queued, then stops both threads and closes the database.
+    public func close() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        writer.stop()
+        reader.stop()
+        // Both threads have ended: nothing else can touch the connections now. Closing the
+        // last one checkpoints the WAL into the database file.
+        for connection in connections.reversed() { connection.close() }
+    }
+
+    // MARK: schema
+
+    /// Each migration takes the schema from version i to i+1; they run in one transaction.
+    static let migrations: [String] = [
+        """
+        CREATE TABLE rooms (
+            id INTEGER PRIMARY KEY,
+            channel TEXT NOT NULL,
+            name TEXT NOT NULL,
+            last_offset INTEGER NOT NULL,
+            UNIQUE (channel, name)
+        );
+        CREATE TABLE messages (
+            room_id INTEGER NOT NULL,
+            offset INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            ts INTEGER NOT NULL,
+            sender_id TEXT,
+            client_data TEXT,
+            auth_data TEXT,
+            body TEXT NOT NULL,
+            client_message_id TEXT,
+            PRIMARY KEY (room_id, offset)
+        ) WITHOUT ROWID;
+        CREATE INDEX messages_client_message_id ON messages (client_message_id) WHERE client_message_id IS NOT NULL;
+        """,
+    ]
+
+    static func migrate(_ connection: SQLiteConnection) throws(ParleyError) {
+        let version = try connection.integer("PRAGMA user_version")
+        guard version <= schemaVersion else {
+            throw ParleyError(.internalError, "schema version \(version) is newer than this build understands (\(schemaVersion))")
+        }
+        guard version < schemaVersion else { return }
+        try connection.exec("BEGIN IMMEDIATE")
+        do {
+            for index in Int(version)..<Int(schemaVersion) { try connection.exec(migrations[index]) }
+            try connection.exec("PRAGMA user_version = \(schemaVersion)")
+            try connection.exec("COMMIT")
+        } catch {
+            try? connection.exec("ROLLBACK")
+            throw error
+        }
+    }
+
+    // MARK: MessageStore
+
+    public func append(_ message: Message, clientMessageID: String?,
+                       completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        writer.submit(.append(message, clientMessageID, completion))
+    }
+
+    public func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        writer.submit(.retention(nowMillis, completion))
+    }
+
+    /// Test hook: changes `max_page_count` (raise it to simulate space coming back).
+    public func setMaxPageCount(_ pages: Int, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        writer.submit(.maxPageCount(pages, completion))
+    }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        reader.submit { connection in
+            completion(Result { () throws(ParleyError) -> [Message] in
+                let statement = try connection.statement("""
+                    SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body FROM messages m
+                    JOIN rooms r ON r.id = m.room_id
+                    WHERE r.channel = ?1 AND r.name = ?2 AND m.offset > ?3 ORDER BY m.offset LIMIT ?4
+                    """)
+                statement.bind(1, room.channel)
+                statement.bind(2, room.room)
+                statement.bind(3, offset)
+                statement.bind(4, Int64(max(0, limit)))
+                return try Self.rows(statement, room: room)
+            })
+        }
+    }
+
+    public func messages(in room: RoomKey, before: Int64?, limit: Int,
+                         completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        reader.submit { connection in
+            completion(Result { () throws(ParleyError) -> MessagePage in
+                let statement = try connection.statement("""
+                    SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body FROM messages m
+                    JOIN rooms r ON r.id = m.room_id
+                    WHERE r.channel = ?1 AND r.name = ?2 AND m.offset < ?3 ORDER BY m.offset DESC LIMIT ?4
+                    """)
+                statement.bind(1, room.channel)
+                statement.bind(2, room.room)
+                statement.bind(3, before ?? Int64.max)
+                statement.bind(4, Int64(max(0, limit)))
+                let page = Array(try Self.rows(statement, room: room).reversed())
+                guard let first = page.first else { return MessagePage(messages: [], hasMore: false) }
+                let older = try connection.statement("""
+                    SELECT EXISTS (SELECT 1 FROM messages m JOIN rooms r ON r.id = m.room_id
+                    WHERE r.channel = ?1 AND r.name = ?2 AND m.offset < ?3)
+                    """)
+                older.bind(1, room.channel)
+                older.bind(2, room.room)
+                older.bind(3, first.offset)
+                _ = try older.step()
+                let hasMore = older.int64(0) != 0
+                try older.run()
+                return MessagePage(messages: page, hasMore: hasMore)
+            })
+        }
+    }
+
+    public func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery {
+        let result = Mutex<Result<[RememberedPublish], ParleyError>?>(nil)
+        let done = Semaphore()
+        reader.submit { connection in
+            let found = Result { () throws(ParleyError) -> [RememberedPublish] in
+                let statement = try connection.statement("""
+                    SELECT r.channel, r.name, m.client_message_id, m.id, m.offset, m.ts FROM messages m
+                    JOIN rooms r ON r.id = m.room_id
+                    WHERE m.client_message_id IS NOT NULL AND m.ts >= ?1 ORDER BY m.room_id, m.offset
+                    """)
+                statement.bind(1, clientMessageIDsSince)
+                var found: [RememberedPublish] = []
+                while try statement.step() {
+                    found.append(RememberedPublish(room: RoomKey(channel: statement.string(0) ?? "", room: statement.string(1) ?? ""),
+                                                   clientMessageID: statement.string(2) ?? "", id: statement.string(3) ?? "",
+                                                   offset: statement.int64(4), timestampMillis: statement.int64(5)))
+                }
+                return found
+            }
+            result.withLock { $0 = found }
+            done.post()
+        }
+        let offsets = Mutex<[RoomKey: Int64]>([:])
+        writer.submit(.lastOffsets { found in
+            offsets.withLock { $0 = found }
+            done.post()
+        })
+        done.wait(timeoutMillis: -1)
+        done.wait(timeoutMillis: -1)
+        return StoreRecovery(lastOffsets: offsets.withLock { $0 }, recentPublishes: try result.withLock { $0! }.get())
+    }
+
+    static func rows(_ statement: Statement, room: RoomKey) throws(ParleyError) -> [Message] {
+        var messages: [Message] = []
+        while try statement.step() {
+            var sender: Member?
+            if let id = statement.string(3) {
+                sender = Member(id: id, clientData: statement.string(4).flatMap { try? JSONParser.parse($0) },
+                                authData: statement.string(5).flatMap { try? JSONParser.parse($0) })
+            }
+            let body = (try? JSONParser.parse(statement.string(6) ?? "null")) ?? .null
+            messages.append(Message(id: statement.string(0) ?? "", offset: statement.int64(1), timestampMillis: statement.int64(2),
+                                    room: room, sender: sender, body: body))
+        }
+        return messages
+    }
+}
+
+/// What only the writer thread touches: its connection and each room's id and last offset.
+///
+/// `@unchecked Sendable` proof: made in `SQLiteMessageStore.init` before the writer thread
+/// starts (which reads `lastOffsets()` once, before the thread exists), then used only from
+/// the writer thread's `handle` and `idle` closures, which run one at a time on that thread.
+private final class WriterState: @unchecked Sendable {
+    let connection: SQLiteConnection
+    let retention: StoreRetention
+    var rooms: [RoomKey: (id: Int64, last: Int64)] = [:]
+    let maxBatch = 8_192
+    let retentionIntervalMillis: Int64
+    /// When retention runs next (also under constant load, when the thread is never idle).
+    var nextRetentionMillis: Int64 = 0
+
+    init(connection: SQLiteConnection, retention: StoreRetention, retentionIntervalMillis: Int64) throws(ParleyError) {
+        self.connection = connection
+        self.retention = retention
+        self.retentionIntervalMillis = retentionIntervalMillis
+        let statement = try connection.statement("SELECT id, channel, name, last_offset FROM rooms")
+        while try statement.step() {
+            rooms[RoomKey(channel: statement.string(1) ?? "", room: statement.string(2) ?? "")] = (statement.int64(0), statement.int64(3))
+        }
+    }
+
+    func lastOffsets() -> [RoomKey: Int64] { rooms.mapValues(\.last) }
+
+    func handle(_ jobs: [SQLiteMessageStore.WriteJob], nowMillis: Int64) {
+        var batch: [(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)] = []
+        func flush() {
+            guard !batch.isEmpty else { return }
+            commit(batch)
+            batch.removeAll(keepingCapacity: true)
+        }
+        for job in jobs {
+            switch job {
+            case .append(let message, let clientID, let completion):
+                batch.append((message, clientID, completion))
+                if batch.count >= maxBatch { flush() }
+            case .retention(let now, let completion):
+                flush()
+                enforceRetention(nowMillis: now, completion: completion)
+            case .lastOffsets(let completion):
+                flush()
+                completion(lastOffsets())
+            case .maxPageCount(let pages, let completion):
+                flush()
+                completion(Result { () throws(ParleyError) in try connection.exec("PRAGMA max_page_count = \(pages)") })
+            }
+        }
+        flush()
+        if nowMillis >= nextRetentionMillis { enforceRetention(nowMillis: nowMillis) }
+    }
+
+    /// One transaction for the whole batch: all of it is durable, or none of it.
+    private func commit(_ batch: [(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)]) {
+        var results = [Result<Void, ParleyError>](repeating: .success(()), count: batch.count)
+        var touched: [RoomKey: (id: Int64, last: Int64)] = [:]
+        do throws(ParleyError) {
+            try connection.exec("BEGIN IMMEDIATE")
+            for (index, (message, clientID, _)) in batch.enumerated() {
+                var room: (id: Int64, last: Int64)
+                if let known = touched[message.room] ?? rooms[message.room] {
+                    room = known
+                } else {
+                    let create = try connection.statement("INSERT INTO rooms (channel, name, last_offset) VALUES (?1, ?2, 0)")
+                    create.bind(1, message.room.channel)
+                    create.bind(2, message.room.room)
+                    try create.run()
+                    room = (sqlite3_last_insert_rowid(connection.handle), 0)
+                }
+                guard message.offset == room.last + 1 else {
+                    results[index] = .failure(ParleyError(.conflict, "offset \(message.offset) does not follow \(room.last) in \(message.room)"))
+                    touched[message.room] = room
+                    continue
+                }
+                let insert = try connection.statement("""
+                    INSERT INTO messages (room_id, offset, id, ts, sender_id, client_data, auth_data, body, client_message_id)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                    """)
+                insert.bind(1, room.id)
+                insert.bind(2, message.offset)
+                insert.bind(3, message.id)
+                insert.bind(4, message.timestampMillis)
+                insert.bind(5, message.sender?.id)
+                insert.bind(6, message.sender?.clientData?.jsonString)
+                insert.bind(7, message.sender?.authData?.jsonString)
+                insert.bind(8, message.body.jsonString)
+                insert.bind(9, clientID)
+                try insert.run()
+                room.last = message.offset
+                touched[message.room] = room
+            }
+            let update = "UPDATE rooms SET last_offset = ?1 WHERE id = ?2"
+            for room in touched.values {
+                let statement = try connection.statement(update)
+                statement.bind(1, room.last)
+                statement.bind(2, room.id)
+                try statement.run()
+            }
+            try connection.exec("COMMIT")
+        } catch {
+            try? connection.exec("ROLLBACK")
+            for (_, _, completion) in batch { completion(.failure(error)) }
+            return
+        }
+        for (key, room) in touched { rooms[key] = room }
+        for (index, (_, _, completion)) in batch.enumerated() { completion(results[index]) }
+    }
+
+    func enforceRetention(nowMillis: Int64, completion: (@Sendable (Result<Void, ParleyError>) -> Void)? = nil) {
+        nextRetentionMillis = nowMillis + retentionIntervalMillis
+        guard retention.maxMessagesPerRoom != nil || retention.maxAgeMillis != nil else {
+            completion?(.success(()))
+            return
+        }
+        let result = Result { () throws(ParleyError) in
+            try connection.exec("BEGIN IMMEDIATE")
+            do throws(ParleyError) {
+                for room in rooms.values {
+                    var floor: Int64 = 0
+                    if let keep = retention.maxMessagesPerRoom { floor = max(floor, room.last - Int64(keep)) }
+                    if let age = retention.maxAgeMillis {
+                        // Offsets grow with time in a room: the first message young enough
+                        // bounds what goes, found without scanning what stays.
+                        let young = try connection.statement(
+                            "SELECT offset FROM messages WHERE room_id = ?1 AND ts >= ?2 ORDER BY offset LIMIT 1")
+                        young.bind(1, room.id)
+                        young.bind(2, nowMillis - age)
+                        let first = try young.step() ? young.int64(0) : room.last + 1
+                        try young.run()
+                        floor = max(floor, first - 1)
+                    }
+                    guard floor > 0 else { continue }
+                    let delete = try connection.statement("DELETE FROM messages WHERE room_id = ?1 AND offset <= ?2")
+                    delete.bind(1, room.id)
+                    delete.bind(2, floor)
+                    try delete.run()
+                }
+                try connection.exec("COMMIT")
+            } catch {
+                try? connection.exec("ROLLBACK")
+                throw error
+            }
+        }
+        completion?(result)
+    }
+}

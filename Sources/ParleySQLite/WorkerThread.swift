@@ -1,0 +1,109 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A dedicated thread that drains a queue of jobs in bulk: `handle` gets every job queued
+/// since the last call, in order, so the writer can commit them as one transaction.
+final class WorkerThread<Job: Sendable>: Sendable {
+    private final class Queue: Sendable {
+        let state = Mutex<(jobs: [Job], stopping: Bool)>(([], false))
+    }
+    private let queue = Queue()
+    private let wakeup: Semaphore
+    private let finished: Semaphore
+    let name: String
+
+    /// `handle` runs on the new thread only; `idle` runs there when `idleMillis` pass with
+    /// nothing queued.
+    init(name: String, idleMillis: Int, handle: @escaping @Sendable ([Job]) -> Void, idle: @escaping @Sendable () -> Void = {}) {
+        self.name = name
+        wakeup = Semaphore()
+        finished = Semaphore()
+        let queue = self.queue, wakeup = self.wakeup, finished = self.finished
+        startThread(name: name) {
+            while true {
+                let signalled = wakeup.wait(timeoutMillis: idleMillis)
+                let (jobs, stopping) = queue.state.withLock { state -> ([Job], Bool) in
+                    let jobs = state.jobs
+                    state.jobs.removeAll(keepingCapacity: true)
+                    return (jobs, state.stopping)
+                }
+                if !jobs.isEmpty { handle(jobs) } else if !signalled { idle() }
+                if stopping && jobs.isEmpty { break }
+            }
+            finished.post()
+        }
+    }
+
+    /// Queues a job; never blocks on the worker.
+    func submit(_ job: Job) {
+        let wasEmpty = queue.state.withLock { state -> Bool in
+            state.jobs.append(job)
+            return state.jobs.count == 1
+        }
+        if wasEmpty { wakeup.post() }
+    }
+
+    /// Runs every queued job, then ends the thread and waits for it.
+    func stop() {
+        queue.state.withLock { $0.stopping = true }
+        wakeup.post()
+        finished.wait(timeoutMillis: -1)
+    }
+}
+
+/// A counting semaphore over `sem_t` (Darwin: a mutex-polled fallback is not needed on Linux).
+final class Semaphore: Sendable {
+    // A heap pointer never moves; sem_* calls are thread-safe by definition.
+    nonisolated(unsafe) private let semaphore: UnsafeMutablePointer<sem_t>
+
+    init() {
+        semaphore = .allocate(capacity: 1)
+        sem_init(semaphore, 0, 0)
+    }
+
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
+    }
+
+    func post() { sem_post(semaphore) }
+
+    /// Waits up to `timeoutMillis` (forever when negative); true when posted.
+    @discardableResult
+    func wait(timeoutMillis: Int) -> Bool {
+        if timeoutMillis < 0 {
+            while sem_wait(semaphore) != 0 {}
+            return true
+        }
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let nanos = Int(deadline.tv_nsec) + (timeoutMillis % 1000) * 1_000_000
+        deadline.tv_sec += timeoutMillis / 1000 + nanos / 1_000_000_000
+        deadline.tv_nsec = nanos % 1_000_000_000
+        while true {
+            if sem_timedwait(semaphore, &deadline) == 0 { return true }
+            if errno != EINTR { return false }
+        }
+    }
+}
+
+private final class ThreadBody {
+    let body: () -> Void
+    init(_ body: @escaping () -> Void) { self.body = body }
+}
+
+private func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
+    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+    var thread = pthread_t()
+    let status = pthread_create(&thread, nil, { raw in
+        let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
+        body.body()
+        return nil
+    }, box)
+    precondition(status == 0, "cannot start thread \(name)")
+    pthread_detach(thread)
+}

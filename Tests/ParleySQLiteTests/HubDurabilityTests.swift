@@ -1,0 +1,198 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import ParleyCore
+import ParleySQLite
+
+/// Records every delivery, in order.
+final class RecordingInbox: Inbox {
+    let log = Mutex<[Delivery]>([])
+    func post(_ delivery: Delivery) { log.withLock { $0.append(delivery) } }
+    var messages: [Message] {
+        log.withLock { $0 }.flatMap { delivery -> [Message] in
+            switch delivery {
+            case .event(_, .message(let message)): [message]
+            case .subscribed(_, let snapshot): snapshot.replay
+            default: []
+            }
+        }
+    }
+    var subscribed: Bool { log.withLock { $0 }.contains { if case .subscribed = $0 { true } else { false } } }
+}
+
+private let room = RoomKey(channel: "demo", room: "disk")
+
+func publishAndWait(_ hub: Hub, _ body: JSONValue, messageID: String? = nil) -> Result<Message, ParleyError> {
+    let result = Mutex<Result<Message, ParleyError>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    do {
+        try hub.publish(body, to: room, from: nil, messageID: messageID) { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+    } catch {
+        return .failure(error)
+    }
+    done.wait()
+    return result.withLock { $0! }
+}
+
+@Suite struct HubDurabilityTests {
+    /// SQLite's max_page_count stands in for a full disk (no tmpfs mount in the test run).
+    @Test func fullDiskTurnsPublishesIntoErrorsAndRecovers() throws {
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = false
+        options.maxPageCount = 64
+        let store = try SQLiteMessageStore(path: temporaryDatabase(), options: options)
+        defer { store.close() }
+        let hub = try Hub(store: store)
+        let watcher = RecordingInbox()
+        try hub.subscribe(1, as: Member(id: "w"), to: room, inbox: watcher)
+        let big = JSONValue.string(String(repeating: "x", count: 2_000))
+        var stored: [Message] = [], failure: ParleyError?
+        // Many in flight at once, so a whole group commit fails and later ones must rewind.
+        while failure == nil {
+            let results = Mutex<[Result<Message, ParleyError>]>([])
+            let group = DispatchGroup()
+            for _ in 0..<20 {
+                group.enter()
+                try hub.publish(big, to: room, from: nil) { result in results.withLock { $0.append(result) }; group.leave() }
+            }
+            group.wait()
+            for result in results.withLock({ $0 }) {
+                switch result {
+                case .success(let message): stored.append(message)
+                case .failure(let error): failure = error
+                }
+            }
+            #expect(stored.count < 10_000)
+        }
+        #expect(failure?.code == .unavailable)
+        #expect(hub.lastOffset(of: room) == Int64(stored.count))
+        // Subscribers saw exactly what was stored, in order.
+        #expect(watcher.messages.map(\.offset) == Array(1...Int64(stored.count)))
+        let raised = DispatchSemaphore(value: 0)
+        store.setMaxPageCount(1 << 20) { _ in raised.signal() }
+        raised.wait()
+        let next = try publishAndWait(hub, "space is back").get()
+        #expect(next.offset == Int64(stored.count) + 1)
+        #expect(watcher.messages.last == next)
+    }
+
+    @Test func subscribeAfterRestartReadsHistoryAndReplayFromTheStore() async throws {
+        let path = temporaryDatabase()
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = false
+        do {
+            let store = try SQLiteMessageStore(path: path, options: options)
+            let hub = try Hub(store: store)
+            for n in 1...50 { _ = try publishAndWait(hub, .number(JSONNumber(n)), messageID: n == 7 ? "seven" : nil).get() }
+            store.close()
+        }
+        let store = try SQLiteMessageStore(path: path, options: options)
+        defer { store.close() }
+        var configuration = HubConfiguration()
+        configuration.historyCapacity = 10
+        let hub = try Hub(configuration: configuration, store: store)
+        #expect(hub.lastOffset(of: room) == 50)
+        #expect(try publishAndWait(hub, "again", messageID: "seven").get().offset == 7)
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: Member(id: "r"), to: room, inbox: inbox, historyCount: 3, since: 20)
+        // Published while the store is being read: must follow the replay, once.
+        for n in 51...80 { try hub.publish(.number(JSONNumber(n)), to: room, from: nil) }
+        let deadline = Date().addingTimeInterval(10)
+        while inbox.messages.last?.offset != 80 && Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(inbox.messages.map(\.offset) == Array(21...80))
+        let snapshot = inbox.log.withLock { $0 }.compactMap { if case .subscribed(_, let s) = $0 { s } else { nil } }.first
+        #expect(snapshot?.history.map(\.offset) == [48, 49, 50])
+    }
+}
+
+/// An in-memory store whose appends complete only when the test says so.
+final class GatedStore: MessageStore {
+    let inner = InMemoryMessageStore()
+    private let held = Mutex<[(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)]>([])
+
+    func append(_ message: Message, clientMessageID: String?, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        held.withLock { $0.append((message, clientMessageID, completion)) }
+    }
+    /// Completes the first `count` held appends, in order, on this thread.
+    func release(_ count: Int = .max) {
+        let batch = held.withLock { held in
+            let batch = Array(held.prefix(count))
+            held.removeFirst(batch.count)
+            return batch
+        }
+        for (message, id, completion) in batch { inner.append(message, clientMessageID: id, completion: completion) }
+    }
+    func messages(in room: RoomKey, after offset: Int64, limit: Int, completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        inner.messages(in: room, after: offset, limit: limit, completion: completion)
+    }
+    func messages(in room: RoomKey, before: Int64?, limit: Int, completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        inner.messages(in: room, before: before, limit: limit, completion: completion)
+    }
+    func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        inner.enforceRetention(nowMillis: nowMillis, completion: completion)
+    }
+    func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery {
+        try inner.recover(clientMessageIDsSince: clientMessageIDsSince)
+    }
+}
+
+@Suite struct HubSeamTests {
+    private let key = RoomKey(channel: "demo", room: "seam")
+
+    @Test func nothingIsDeliveredBeforeItIsStoredAndSubscribeSeesEarlierPublishes() throws {
+        let store = GatedStore()
+        let hub = try Hub(store: store)
+        let early = RecordingInbox()
+        try hub.subscribe(1, as: Member(id: "early"), to: key, inbox: early)
+        try hub.publish("one", to: key, from: nil)
+        try hub.publish("two", to: key, from: nil)
+        #expect(early.messages.isEmpty)
+        // Subscribes while both are in flight: it waits for them (read-your-writes)…
+        let late = RecordingInbox()
+        try hub.subscribe(2, as: Member(id: "late"), to: key, inbox: late, historyCount: 5)
+        #expect(!late.subscribed)
+        try hub.publish("three", to: key, from: nil)
+        store.release(2)
+        #expect(early.messages.map(\.offset) == [1, 2])
+        // …and gets them as history; "three", published after it subscribed, arrives live.
+        #expect(late.subscribed)
+        let snapshot = late.log.withLock { $0 }.compactMap { if case .subscribed(_, let s) = $0 { s } else { nil } }.first
+        #expect(snapshot?.history.map(\.offset) == [1, 2])
+        store.release()
+        #expect(late.messages.map(\.offset) == [3])
+        #expect(early.messages.map(\.offset) == [1, 2, 3])
+    }
+
+    @Test func aPublishStoredWhileASubscribeWaitsIsNotSkipped() throws {
+        let store = GatedStore()
+        let hub = try Hub(store: store)
+        try hub.publish("one", to: key, from: nil)
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: Member(id: "s"), to: key, inbox: inbox)
+        try hub.publish("two", to: key, from: nil)
+        try hub.publish("three", to: key, from: nil)
+        store.release()
+        #expect(inbox.messages.map(\.offset) == [2, 3])
+    }
+
+    @Test func retriesWaitForTheOriginalAndGetItsReceipt() throws {
+        let store = GatedStore()
+        let hub = try Hub(store: store)
+        let receipts = Mutex<[Message]>([])
+        for _ in 0..<3 {
+            try hub.publish("once", to: key, from: nil, messageID: "x") { result in
+                if case .success(let message) = result { receipts.withLock { $0.append(message) } }
+            }
+        }
+        #expect(receipts.withLock { $0 }.isEmpty)
+        store.release()
+        let got = receipts.withLock { $0 }
+        #expect(got.count == 3)
+        #expect(Set(got.map(\.id)).count == 1)
+        #expect(got.map(\.offset) == [1, 1, 1])
+        #expect(try store.inner.recover(clientMessageIDsSince: 0).lastOffsets[key] == 1)
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import Synchronization
+import Testing
+import ParleyCore
+@testable import ParleySQLite
+
+/// One contract, every store: memory and SQLite must pass the same tests.
+enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
+    case memory, sqlite
+    var description: String { rawValue }
+
+    func make(retention: StoreRetention = .keepEverything, path: String? = nil) throws -> any MessageStore {
+        switch self {
+        case .memory:
+            return InMemoryMessageStore(retention: retention)
+        case .sqlite:
+            var options = SQLiteStoreOptions()
+            options.retention = retention
+            options.synchronousFull = false
+            // Background retention runs at "time 0", so only the explicit calls with the
+            // tests' made-up timestamps drop anything.
+            return try SQLiteMessageStore(path: path ?? temporaryDatabase(), options: options, clockMillis: { 0 })
+        }
+    }
+}
+
+func temporaryDatabase() -> String {
+    let directory = NSTemporaryDirectory() + "parley-store-\(UUID().uuidString)"
+    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    return directory + "/parley.sqlite3"
+}
+
+private let room = RoomKey(channel: "demo", room: "r")
+private let other = RoomKey(channel: "demo", room: "other")
+private let alice = Member(id: "a1", clientData: ["name": "alice", "color": "#FF0000"], authData: ["role": "admin"])
+
+func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_000_000_000, body: JSONValue? = nil) -> Message {
+    Message(id: "m\(offset)", offset: offset, timestampMillis: millis, room: key, sender: offset % 2 == 0 ? alice : nil,
+            body: body ?? .string("text \(offset)"))
+}
+
+@Suite struct MessageStoreContractTests {
+    @Test(arguments: StoreKind.allCases)
+    func appendsReadBackExactly(kind: StoreKind) async throws {
+        let store = try kind.make()
+        let body: JSONValue = ["text": "héllo", "n": 3, "list": [1, true, nil]]
+        for offset in Int64(1)...5 { try await store.append(message(offset, body: offset == 3 ? body : nil)) }
+        let all = try await store.messages(in: room, after: 0, limit: 100)
+        #expect(all == (1...5).map { message($0, body: $0 == 3 ? body : nil) })
+        #expect(try await store.messages(in: room, after: 3, limit: 1).map(\.offset) == [4])
+        #expect(try await store.messages(in: other, after: 0, limit: 10).isEmpty)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func offsetsMustFollowWithoutGap(kind: StoreKind) async throws {
+        let store = try kind.make()
+        try await store.append(message(1))
+        await #expect(throws: ParleyError.self) { try await store.append(message(3)) }
+        await #expect(throws: ParleyError.self) { try await store.append(message(1)) }
+        try await store.append(message(2))
+        try await store.append(message(1, in: other))
+        #expect(try store.recover(clientMessageIDsSince: 0).lastOffsets == [room: 2, other: 1])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func pagesBackwardsWithHasMore(kind: StoreKind) async throws {
+        let store = try kind.make()
+        for offset in Int64(1)...25 { try await store.append(message(offset)) }
+        let newest = try await store.messages(in: room, before: nil, limit: 10)
+        #expect(newest.messages.map(\.offset) == Array(16...25))
+        #expect(newest.hasMore)
+        let oldest = try await store.messages(in: room, before: 6, limit: 10)
+        #expect(oldest.messages.map(\.offset) == Array(1...5))
+        #expect(!oldest.hasMore)
+        #expect(try await store.messages(in: room, before: 1, limit: 10) == MessagePage(messages: [], hasMore: false))
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func remembersClientMessageIDs(kind: StoreKind) async throws {
+        let store = try kind.make()
+        try await store.append(message(1, at: 1000), clientMessageID: "old")
+        try await store.append(message(2, at: 5000), clientMessageID: "new")
+        try await store.append(message(3, at: 6000))
+        let recovery = try store.recover(clientMessageIDsSince: 2000)
+        #expect(recovery.recentPublishes == [RememberedPublish(room: room, clientMessageID: "new", id: "m2", offset: 2, timestampMillis: 5000)])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func retentionByCountAndAgeKeepsOffsets(kind: StoreKind) async throws {
+        let byCount = try kind.make(retention: StoreRetention(maxMessagesPerRoom: 3))
+        for offset in Int64(1)...10 { try await byCount.append(message(offset)) }
+        try await byCount.enforceRetention(nowMillis: 0)
+        #expect(try await byCount.messages(in: room, after: 0, limit: 100).map(\.offset) == [8, 9, 10])
+        #expect(try byCount.recover(clientMessageIDsSince: 0).lastOffsets[room] == 10)
+        #expect(try await byCount.messages(in: room, before: nil, limit: 100).hasMore == false)
+
+        let byAge = try kind.make(retention: StoreRetention(maxAgeMillis: 1000))
+        for offset in Int64(1)...10 { try await byAge.append(message(offset, at: offset * 500)) }
+        try await byAge.enforceRetention(nowMillis: 5000)
+        #expect(try await byAge.messages(in: room, after: 0, limit: 100).map(\.offset) == [8, 9, 10])
+        try await byAge.append(message(11, at: 5500))
+        #expect(try await byAge.messages(in: room, after: 9, limit: 100).map(\.offset) == [10, 11])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func concurrentAppendsCompleteInOrder(kind: StoreKind) async throws {
+        let store = try kind.make()
+        let completed = Mutex<[Int64]>([])
+        let done = AsyncStream<Void>.makeStream()
+        for offset in Int64(1)...2_000 {
+            store.append(message(offset), clientMessageID: nil) { result in
+                if case .success = result { completed.withLock { $0.append(offset) } }
+                if offset == 2_000 { done.continuation.yield(()) }
+            }
+        }
+        for await _ in done.stream { break }
+        #expect(completed.withLock { $0 } == Array(1...2_000))
+        #expect(try await store.messages(in: room, after: 0, limit: 5_000).count == 2_000)
+    }
+}
+
+@Suite struct SQLiteStoreTests {
+    @Test func survivesReopen() async throws {
+        let path = temporaryDatabase()
+        do {
+            let store = try StoreKind.sqlite.make(path: path) as! SQLiteMessageStore
+            for offset in Int64(1)...3 { try await store.append(message(offset), clientMessageID: "c\(offset)") }
+            store.close()
+        }
+        let again = try SQLiteMessageStore(path: path)
+        #expect(try again.recover(clientMessageIDsSince: 0).lastOffsets == [room: 3])
+        #expect(try again.recover(clientMessageIDsSince: 0).recentPublishes.map(\.clientMessageID) == ["c1", "c2", "c3"])
+        try await again.append(message(4))
+        #expect(try await again.messages(in: room, after: 0, limit: 10).map(\.offset) == [1, 2, 3, 4])
+        again.close()
+    }
+
+    @Test func retentionRunsInTheBackgroundEvenUnderLoad() async throws {
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = false
+        options.retention = StoreRetention(maxMessagesPerRoom: 5)
+        options.retentionIntervalMillis = 1
+        let store = try SQLiteMessageStore(path: temporaryDatabase(), options: options)
+        defer { store.close() }
+        for offset in Int64(1)...20 {
+            try await store.append(message(offset))
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        try await Task.sleep(for: .milliseconds(5))
+        try await store.append(message(21))
+        // Retention runs right after that commit; give the writer a moment to finish it.
+        var kept: [Int64] = []
+        for _ in 0..<200 {
+            kept = try await store.messages(in: room, after: 0, limit: 100).map(\.offset)
+            if kept.count <= 5 { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(kept == Array(17...21))
+    }
+
+    @Test func walIsCheckpointedWhileRunningAndOnClose() async throws {
+        let path = temporaryDatabase()
+        let store = try StoreKind.sqlite.make(path: path) as! SQLiteMessageStore
+        let big = JSONValue.string(String(repeating: "y", count: 2_000))
+        for offset in Int64(1)...5_000 { try await store.append(message(offset, body: big)) }
+        let wal = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
+        #expect(wal < 8 << 20, "the WAL grew to \(wal) bytes: checkpoints are not running")
+        store.close()
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+    }
+
+    @Test func corruptFileIsRefusedNamingThePath() throws {
+        let path = temporaryDatabase()
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: path))
+        #expect { try SQLiteMessageStore(path: path) } throws: { error in
+            (error as? ParleyError)?.message.contains(path) == true
+        }
+    }
+
+    @Test func fullDiskFailsAppendsThenRecovers() async throws {
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = false
+        options.maxPageCount = 64
+        let store = try SQLiteMessageStore(path: temporaryDatabase(), options: options)
+        let big = JSONValue.string(String(repeating: "x", count: 2_000))
+        var offset: Int64 = 1
+        var failure: ParleyError?
+        while failure == nil && offset < 10_000 {
+            do { try await store.append(message(offset, body: big)); offset += 1 } catch { failure = error }
+        }
+        #expect(failure?.code == .unavailable)
+        #expect(failure?.message.contains("disk full") == true)
+        // Space comes back: the same offset is accepted, and nothing stored was lost.
+        let raised: Result<Void, ParleyError> = await withCheckedContinuation { c in store.setMaxPageCount(1 << 20) { c.resume(returning: $0) } }
+        try raised.get()
+        try await store.append(message(offset, body: big))
+        let all = try await store.messages(in: room, after: 0, limit: 100_000)
+        #expect(all.map(\.offset) == Array(1...offset))
+        store.close()
+    }
+}
