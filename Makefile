@@ -7,7 +7,7 @@ APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat
 INTEROP_VENV = .venv-interop
 ARGS        ?=
 
-.PHONY: all deps build release run test unit interop clean
+.PHONY: all deps build release run test unit interop conformance clean
 
 all: build
 
@@ -49,6 +49,11 @@ $(INTEROP_VENV)/.ready: Tests/interop/requirements.txt
 	python3 -m venv $(INTEROP_VENV)
 	$(INTEROP_VENV)/bin/pip install -q -r Tests/interop/requirements.txt
 	touch $@
+
+# Autobahn|Testsuite against the echo endpoint (server side) and autobahn-client (client
+# side); needs Python 2.7 (~/.pyenv/versions/2.7.18 or PY27=...). Not part of `make test`.
+conformance: deps
+	SWIFT=$(SWIFT) Tests/conformance/run.sh
 
 clean:
 	rm -rf .build $(INTEROP_VENV)

@@ -24,6 +24,9 @@ let package = Package(
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
+        // Autobahn|Testsuite client-side runner for `make conformance` (not part of `parley`).
+        .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
+                          path: "Sources/AutobahnClient"),
 
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),

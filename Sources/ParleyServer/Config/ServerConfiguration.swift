@@ -40,6 +40,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// A native connection silent this long is pinged; one still silent this long after the
     /// ping is closed. Milliseconds.
     public var webSocketPingIntervalMillis: UInt64 = 30_000
+    /// Path of the diagnostic WebSocket echo endpoint (e.g. `/echo`); nil (the default) = off.
+    public var webSocketEchoPath: String?
 
     public enum EventLoopCount: Sendable, Equatable {
         case cores
@@ -95,6 +97,15 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--history", env: "PARLEY_HISTORY", value: "N", help: "messages kept per room (default 1000)") { c, v throws(UsageError) in
             c.historyCapacity = try integer(v, "--history", 0...1_000_000)
+        },
+        Option(flag: "--ws-echo-path", env: "PARLEY_WS_ECHO_PATH", value: "PATH", help: "serve a diagnostic WebSocket echo endpoint at PATH (default off)") { c, v throws(UsageError) in
+            guard v.hasPrefix("/"), !v.contains("?"), !v.contains(" ") else {
+                throw UsageError(description: "--ws-echo-path must be a path starting with /, got \"\(v)\"")
+            }
+            c.webSocketEchoPath = v
+        },
+        Option(flag: "--ws-max-message", env: "PARLEY_WS_MAX_MESSAGE", value: "BYTES", help: "largest WebSocket message and frame (default 1048576)") { c, v throws(UsageError) in
+            c.webSocketMaxMessageSize = try integer(v, "--ws-max-message", 125...(1 << 30))
         },
     ]
 

@@ -89,7 +89,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     private func respond(to head: HTTPRequestHead, body: [UInt8]) {
         let keepAlive = head.keepAlive && !stopping
         var response: HTTPResponse
-        if head.path == HTTPDoor.nativePath {
+        if head.path == HTTPDoor.nativePath || isEchoPath(head.path) {
             response = .text(426, "this endpoint speaks WebSocket only\n")
             response.headers.set("Upgrade", "websocket")
         } else {
@@ -104,7 +104,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     }
 
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
-        guard head.path == HTTPDoor.nativePath else {
+        guard head.path == HTTPDoor.nativePath || isEchoPath(head.path) else {
             connection.write(HTTPResponse.text(404, "not found\n").encoded(keepAlive: false))
             connection.close()
             return
@@ -126,6 +126,14 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             timer?.stop()
             timer = nil
             connection.write(HTTPResponse(status: 101, headers: HTTPHeaders(responseHeaders)).encoded(keepAlive: true))
+            if isEchoPath(head.path) {
+                let echo = EchoSession(connection: connection, core: core, webSocket: configuration, deflate: deflate)
+                connection.handler = echo
+                if !leftover.isEmpty {
+                    leftover.withUnsafeBytes { echo.connection(connection, didRead: $0) }
+                }
+                return
+            }
             let session = NativeSession(connection: connection, core: core, webSocket: configuration, deflate: deflate)
             connection.handler = session
             LoopContext.of(connection.loop).localHub.register(session)
@@ -134,6 +142,12 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 leftover.withUnsafeBytes { session.connection(connection, didRead: $0) }
             }
         }
+    }
+
+    /// The diagnostic echo endpoint (``EchoSession``), when `--ws-echo-path` enables it.
+    private func isEchoPath(_ path: String) -> Bool {
+        guard let echo = core.configuration.webSocketEchoPath else { return false }
+        return path == echo
     }
 
     // MARK: closing
