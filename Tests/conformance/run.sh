@@ -100,7 +100,12 @@ if [[ " $SIDES " == *" server "* ]]; then
   if [ -z "$PORT" ]; then echo "conformance: parley did not start:" >&2; cat "$WORK/parley.log" >&2; exit 1; fi
   echo "conformance: parley (pid $PARLEY_PID) echoing on ws://127.0.0.1:$PORT$ECHO_PATH"
   fill "$DIR/fuzzingclient.template.json" "$DIR/fuzzingclient.json" "$PORT" "$WORK/servers"
-  (cd "$WORK" && "$WSTEST" -m fuzzingclient -s "$DIR/fuzzingclient.json") > "$WORK/fuzzingclient.log" 2>&1 || {
+  # In the background and waited for, so a signal to this script reaches the trap at once.
+  (cd "$WORK" && exec "$WSTEST" -m fuzzingclient -s "$DIR/fuzzingclient.json") > "$WORK/fuzzingclient.log" 2>&1 &
+  FUZZ_PID=$!
+  PIDS+=("$FUZZ_PID")
+  echo "conformance: fuzzing client (pid $FUZZ_PID) running; progress in $WORK/fuzzingclient.log"
+  wait "$FUZZ_PID" || {
     echo "conformance: the fuzzing client failed:" >&2; tail -20 "$WORK/fuzzingclient.log" >&2; exit 1; }
   kill "$PARLEY_PID" 2>/dev/null || true
   wait "$PARLEY_PID" 2>/dev/null || true
@@ -119,7 +124,10 @@ if [[ " $SIDES " == *" client "* ]]; then
     echo "conformance: the fuzzing server did not start:" >&2; tail -20 "$WORK/fuzzingserver.log" >&2; exit 1
   fi
   echo "conformance: fuzzing server (pid $WSTEST_PID) on ws://127.0.0.1:$SPORT"
-  "$BIN/autobahn-client" --host 127.0.0.1 --port "$SPORT" --agent parley
+  "$BIN/autobahn-client" --host 127.0.0.1 --port "$SPORT" --agent parley &
+  CLIENT_PID=$!
+  PIDS+=("$CLIENT_PID")
+  wait "$CLIENT_PID" || { echo "conformance: autobahn-client failed" >&2; exit 1; }
   kill "$WSTEST_PID" 2>/dev/null || true
   wait "$WSTEST_PID" 2>/dev/null || true
   SUMMARY_ARGS+=(client "$WORK/clients/index.json")
