@@ -11,7 +11,7 @@ INTEROP_VENV = .venv-interop
 INTEROP_EIO3_VENV = .venv-interop-eio3
 ARGS        ?=
 
-.PHONY: all deps build release run test unit interop fuzz fuzz-smoke clean
+.PHONY: all deps build release run test unit interop fuzz fuzz-smoke conformance clean
 
 all: build
 
@@ -72,6 +72,11 @@ $(INTEROP_EIO3_VENV)/.ready: Tests/interop/requirements-eio3.txt
 	python3 -m venv $(INTEROP_EIO3_VENV)
 	$(INTEROP_EIO3_VENV)/bin/pip install -q -r Tests/interop/requirements-eio3.txt
 	touch $@
+
+# Autobahn|Testsuite against the echo endpoint (server side) and autobahn-client (client
+# side); needs Python 2.7 (~/.pyenv/versions/2.7.18 or PY27=...). Not part of `make test`.
+conformance: deps
+	SWIFT=$(SWIFT) Tests/conformance/run.sh
 
 clean:
 	rm -rf .build $(INTEROP_VENV) $(INTEROP_EIO3_VENV)

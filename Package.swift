@@ -30,6 +30,9 @@ let package = Package(
                 resources: [.copy("Web")]),
         .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyIO", "ParleyWebSocket"]),
+        // Autobahn|Testsuite client-side runner for `make conformance` (not part of `parley`).
+        .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
+                          path: "Sources/AutobahnClient"),
 
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),

@@ -91,25 +91,53 @@ public final class WebSocketProtocolMachine {
 
     // MARK: Receiving
 
-    /// Feeds received bytes; returns what to do, in order.
-    public func receive(_ bytes: UnsafeRawBufferPointer) -> [WebSocketAction] {
-        guard state != .closed else { return [] }
+    /// Feeds received bytes and hands every resulting action to `perform`, in order, as
+    /// each frame is decoded. A message's reply sent from inside `perform` (``sendText(_:)``,
+    /// ``sendBinary(_:)``) goes out before anything a later frame in the same bytes causes:
+    /// a message followed by a protocol violation is still answered before our close frame
+    /// (Autobahn 3.2, 4.1.3, 5.15), where the array-returning ``receive(_:)-(UnsafeRawBufferPointer)``
+    /// would already have failed the connection.
+    public func receive(_ bytes: UnsafeRawBufferPointer, perform: (WebSocketAction) -> Void) {
+        guard state != .closed else { return }
         decoder.feed(bytes)
         var actions: [WebSocketAction] = []
         do {
             while state != .closed, let frame = try decoder.nextFrame() {
                 try handle(frame, into: &actions)
+                flush(&actions, perform)
             }
             if state == .open { try validatePartialTextFrame() }
         } catch {
+            flush(&actions, perform)
             fail(error, into: &actions)
+            flush(&actions, perform)
         }
+    }
+
+    private func flush(_ actions: inout [WebSocketAction], _ perform: (WebSocketAction) -> Void) {
+        guard !actions.isEmpty else { return }
+        let batch = actions
+        actions.removeAll(keepingCapacity: true)
+        for action in batch { perform(action) }
+    }
+
+    /// Feeds received bytes; returns what to do, in order. Replies to the returned messages
+    /// are only possible if the machine is still open afterwards; use
+    /// ``receive(_:perform:)`` to answer every message in order.
+    public func receive(_ bytes: UnsafeRawBufferPointer) -> [WebSocketAction] {
+        var actions: [WebSocketAction] = []
+        receive(bytes) { actions.append($0) }
         return actions
     }
 
     /// Feeds received bytes; returns what to do, in order.
     public func receive(_ bytes: [UInt8]) -> [WebSocketAction] {
         bytes.withUnsafeBytes { receive($0) }
+    }
+
+    /// Feeds received bytes; see ``receive(_:perform:)``.
+    public func receive(_ bytes: [UInt8], perform: (WebSocketAction) -> Void) {
+        bytes.withUnsafeBytes { receive($0, perform: perform) }
     }
 
     private func handle(_ frame: WebSocketFrame, into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {

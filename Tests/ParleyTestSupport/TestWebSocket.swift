@@ -108,6 +108,20 @@ public final class TestWebSocket: @unchecked Sendable {
         }
     }
 
+    /// The next binary message, waiting at most `timeout` seconds.
+    public func receiveBinary(timeout: Double = 5) throws -> [UInt8] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let index = inbox.firstIndex(where: { if case .binary = $0 { true } else { false } }) {
+                guard case .binary(let bytes) = inbox.remove(at: index) else { fatalError() }
+                return bytes
+            }
+            guard try pump(until: deadline) else {
+                throw TestSocket.Failure(sawEOF ? "connection closed (close code \(closeCode.map(String.init) ?? "none"))" : "timed out waiting for a message")
+            }
+        }
+    }
+
     /// Texts until one satisfies `predicate`; returns it.
     public func receiveText(timeout: Double = 5, until predicate: (String) -> Bool) throws -> String {
         let deadline = Date().addingTimeInterval(timeout)

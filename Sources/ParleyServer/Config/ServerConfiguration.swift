@@ -57,6 +57,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var socketIOPingTimeoutMillis: UInt64 = 20_000
     /// Socket.IO door: largest polling body or WebSocket message, in bytes (`maxPayload`).
     public var socketIOMaxPayload = 1_000_000
+    /// Path of the diagnostic WebSocket echo endpoint (e.g. `/echo`); nil (the default) = off.
+    public var webSocketEchoPath: String?
 
     public enum EventLoopCount: Sendable, Equatable {
         case cores
@@ -139,6 +141,12 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--sync", env: "PARLEY_SYNC", value: "full|normal", help: "fsync each group commit (full, default) or not (normal)") { c, v throws(UsageError) in
             guard v == "full" || v == "normal" else { throw UsageError(description: "--sync must be full or normal, got \"\(v)\"") }
             c.syncFull = v == "full"
+        },
+        Option(flag: "--ws-echo-path", env: "PARLEY_WS_ECHO_PATH", value: "PATH", help: "serve a diagnostic WebSocket echo endpoint at PATH (default off)") { c, v throws(UsageError) in
+            guard v.hasPrefix("/"), !v.contains("?"), !v.contains(" ") else {
+                throw UsageError(description: "--ws-echo-path must be a path starting with /, got \"\(v)\"")
+            }
+            c.webSocketEchoPath = v
         },
     ]
 

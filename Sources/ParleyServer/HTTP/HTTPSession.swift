@@ -99,7 +99,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             if !keepAlive { connection.close() }
             return
         }
-        if head.path == HTTPDoor.nativePath {
+        if head.path == HTTPDoor.nativePath || isEchoPath(head.path) {
             response = .text(426, "this endpoint speaks WebSocket only\n")
             response.headers.set("Upgrade", "websocket")
         } else {
@@ -122,7 +122,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             }
             return
         }
-        guard head.path == HTTPDoor.nativePath else {
+        guard head.path == HTTPDoor.nativePath || isEchoPath(head.path) else {
             connection.write(HTTPResponse.text(404, "not found\n").encoded(keepAlive: false))
             connection.close()
             return
@@ -144,6 +144,14 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             timer?.stop()
             timer = nil
             connection.write(HTTPResponse(status: 101, headers: HTTPHeaders(responseHeaders)).encoded(keepAlive: true))
+            if isEchoPath(head.path) {
+                let echo = EchoSession(connection: connection, core: core, webSocket: configuration, deflate: deflate)
+                connection.handler = echo
+                if !leftover.isEmpty {
+                    leftover.withUnsafeBytes { echo.connection(connection, didRead: $0) }
+                }
+                return
+            }
             let session = NativeSession(connection: connection, core: core, webSocket: configuration, deflate: deflate)
             connection.handler = session
             LoopContext.of(connection.loop).localHub.register(session)
@@ -152,6 +160,12 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 leftover.withUnsafeBytes { session.connection(connection, didRead: $0) }
             }
         }
+    }
+
+    /// The diagnostic echo endpoint (``EchoSession``), when `--ws-echo-path` enables it.
+    private func isEchoPath(_ path: String) -> Bool {
+        guard let echo = core.configuration.webSocketEchoPath else { return false }
+        return path == echo
     }
 
     // MARK: closing

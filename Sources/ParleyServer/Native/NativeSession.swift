@@ -69,7 +69,9 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
         heardSinceTick = true
-        for action in machine.receive(bytes) {
+        // Replies are written from inside `receive`: a command followed by a broken frame in
+        // the same read still gets its reply before our close frame.
+        machine.receive(bytes) { action in
             guard connection.state == .open else { return }
             switch action {
             case .text(let text):
