@@ -3,47 +3,13 @@
 
 Every process is started here and killed by its own pid; every wait has a timeout.
 """
-import os
-import select
-import signal
-import subprocess
 import threading
 import time
 
+from parley_process import parley_server  # noqa: F401  (re-exported for the fixtures)
+
 TIMEOUT = 5
 SOCKETCHAT_EVENTS = ["userList", "userConnectUpdate", "userExitUpdate", "userTypingUpdate", "newChatMessage", "error"]
-
-
-def parley_server(extra_args=()):
-    """Starts `parley serve` on 127.0.0.1 with OS-chosen ports; yields {http, line, pid}."""
-    binary = os.environ.get("PARLEY_BIN", ".build/debug/parley")
-    proc = subprocess.Popen(
-        [binary, "serve", "--http-port", "0", "--line-port", "0", "--host", "127.0.0.1", "--loops", "2", *extra_args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        ports = {}
-        deadline = time.time() + 10
-        buffered = b""
-        while len(ports) < 2:
-            left = deadline - time.time()
-            assert left > 0, "server did not print its ports: %r" % buffered
-            ready, _, _ = select.select([proc.stdout], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            assert chunk, "server exited: %r" % buffered
-            buffered += chunk
-            for line in buffered.decode().splitlines():
-                parts = line.split()
-                if len(parts) == 4 and parts[1:3] == ["listening", "on"]:
-                    ports[parts[0]] = int(parts[3].rsplit(":", 1)[1])
-        yield {"http": ports["http"], "line": ports["line"], "pid": proc.pid}
-    finally:
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
 
 
 class ChatClient:

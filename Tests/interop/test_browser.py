@@ -7,7 +7,6 @@ Run alone: PARLEY_BIN=.build/release/parley .venv-interop/bin/pytest -q Tests/in
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import time
 import urllib.request
@@ -22,6 +21,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from parley_process import ParleyProcess
 from test_native import LineClient, server as native_server  # noqa: F401  (the shared fixture)
 
 CHROMIUM = "/usr/bin/chromium"
@@ -380,26 +380,14 @@ def test_history_paging_feature_detected(server, browsers):
 
 def test_reconnect_after_server_restart_and_plain_error(browsers):
     """A server of its own: killed (by pid) and restarted on the same port."""
-    binary = os.path.abspath(os.environ.get("PARLEY_BIN") or os.path.join(REPO, ".build", "release", "parley"))
+    data_dir = tempfile.mkdtemp(prefix="parley-browser-")
 
     def start(port):
-        proc = subprocess.Popen([binary, "serve", "--http-port", str(port), "--line-port", "0",
-                                 "--host", "127.0.0.1", "--loops", "1"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
-        deadline = time.time() + 10
-        line = b""
-        while b"http listening" not in line:
-            assert time.time() < deadline, "server did not start"
-            line = proc.stdout.readline()
-            assert line, "server exited: %r" % proc.stderr.read()
-        return proc, int(line.split()[-1].rsplit(b":", 1)[1])
+        server = ParleyProcess(http_port=port, data_dir=data_dir, loops=1, cwd=tempfile.gettempdir())
+        return server, server.ports["http"]
 
-    def stop(proc):
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+    def stop(server):
+        server.kill()
 
     proc, port = start(0)
     try:

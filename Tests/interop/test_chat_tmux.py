@@ -10,12 +10,13 @@ import os
 import select
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 import uuid
 
 import pytest
+
+from parley_process import parley_server
 
 TIMEOUT = 10
 BIN = os.path.abspath(os.environ.get("PARLEY_BIN", ".build/debug/parley"))
@@ -25,33 +26,8 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 @pytest.fixture()
 def server():
-    proc = subprocess.Popen(
-        [BIN, "serve", "--http-port", "0", "--line-port", "0", "--host", "127.0.0.1", "--loops", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        port = None
-        deadline = time.time() + TIMEOUT
-        buffered = b""
-        while port is None:
-            left = deadline - time.time()
-            assert left > 0, "server did not print its port: %r" % buffered
-            ready, _, _ = select.select([proc.stdout], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            assert chunk, "server exited: %r" % buffered
-            buffered += chunk
-            for line in buffered.decode().splitlines():
-                parts = line.split()
-                if len(parts) == 4 and parts[0] == "http" and parts[1:3] == ["listening", "on"]:
-                    port = int(parts[3].rsplit(":", 1)[1])
-        yield "ws://127.0.0.1:%d/v3/websocket" % port
-    finally:
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+    for info in parley_server(loops=1):
+        yield "ws://127.0.0.1:%d/v3/websocket" % info["http"]
 
 
 class Tmux:

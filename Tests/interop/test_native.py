@@ -6,15 +6,12 @@ Run (from the repository root, after `swift build`):
 """
 import asyncio
 import json
-import os
-import select
-import signal
 import socket
-import subprocess
-import tempfile
 import time
 
 import pytest
+
+from parley_process import parley_server
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -24,36 +21,7 @@ LOBBY_CHANNEL, LOBBY_ROOM = "demo", "observable-room"
 
 @pytest.fixture(scope="module")
 def server():
-    binary = os.environ.get("PARLEY_BIN", ".build/debug/parley")
-    proc = subprocess.Popen(
-        [binary, "serve", "--http-port", "0", "--line-port", "0", "--host", "127.0.0.1", "--loops", "2",
-         "--data", tempfile.mkdtemp(prefix="parley-interop-")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        ports = {}
-        deadline = time.time() + 10
-        buffered = b""
-        while len(ports) < 2:
-            left = deadline - time.time()
-            assert left > 0, "server did not print its ports: %r" % buffered
-            ready, _, _ = select.select([proc.stdout], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            assert chunk, "server exited: %r %r" % (buffered, proc.stderr.read())
-            buffered += chunk
-            for line in buffered.decode().splitlines():
-                # "http listening on 127.0.0.1:PORT" / "line listening on 127.0.0.1:PORT"
-                parts = line.split()
-                if len(parts) == 4 and parts[1:3] == ["listening", "on"]:
-                    ports[parts[0]] = int(parts[3].rsplit(":", 1)[1])
-        yield {"http": ports["http"], "line": ports["line"], "pid": proc.pid}
-    finally:
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+    yield from parley_server()
 
 
 def url(server):
