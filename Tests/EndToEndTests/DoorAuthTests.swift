@@ -5,7 +5,9 @@ import ParleyTestSupport
 import Testing
 
 /// Authentication on the Socket.IO, line and REST doors (the native door: NativeAuthTests).
-@Suite(.serialized) struct DoorAuthTests {
+/// In the line suite (serialized): these tests block their thread, and one more suite doing
+/// so in parallel starves the async tests of the small concurrency pool.
+extension LineDoorTests {
     typealias F = AuthFixtures
 
     /// A server whose lobby is in the auth-requiring channel `acme`.
