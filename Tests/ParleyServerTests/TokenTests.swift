@@ -53,6 +53,15 @@ import ParleyCore
                       permissions: permissions, data: ["role": "admin"])
     }
 
+    @Test func clientRequirements() throws {
+        let wildcard = token(client: "*"), specific = token(client: "c1")
+        #expect(try verifier.verify(wildcard, secret: "s3cret", channel: "chan", client: .wildcard).client == "*")
+        #expect(throws: ParleyError.self) { try verifier.verify(specific, secret: "s3cret", channel: "chan", client: .wildcard) }
+        #expect(try verifier.verify(specific, secret: "s3cret", channel: "chan", client: .any).client == "c1")
+        #expect(try verifier.verify(specific, secret: "s3cret", channel: "chan", client: .exactly("c1")).client == "c1")
+        #expect(throws: ParleyError.self) { try verifier.verify(wildcard, secret: "s3cret", channel: "chan", client: .exactly("c1")) }
+    }
+
     @Test func hmacMatchesRFC4231() {
         // RFC 4231 test case 2.
         let mac = OpenSSLHMAC().authenticationCode(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8))

@@ -51,8 +51,24 @@ public struct TokenVerifier: Sendable {
         self.clock = clock
     }
 
+    /// Which `client` claim a door accepts.
+    public enum ClientRequirement: Sendable, Equatable {
+        /// The connection's own client id (the native door).
+        case exactly(String)
+        /// `"*"` or no `client` at all: doors whose id is not known before connecting
+        /// (Socket.IO, line).
+        case wildcard
+        /// Any value or none (REST, which has no client id).
+        case any
+    }
+
     /// Checks `token` against the channel's `secret`, the expected channel and client id.
     public func verify(_ token: String, secret: String, channel: String, clientID: String) throws(ParleyError) -> TokenClaims {
+        try verify(token, secret: secret, channel: channel, client: .exactly(clientID))
+    }
+
+    /// Checks `token` against the channel's `secret`, the expected channel and `client` rule.
+    public func verify(_ token: String, secret: String, channel: String, client requirement: ClientRequirement) throws(ParleyError) -> TokenClaims {
         guard token.utf8.count <= Self.maxTokenLength else { throw denied("token too long") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw denied("token is not a JWT (three dot-separated parts)") }
@@ -73,8 +89,19 @@ public struct TokenVerifier: Sendable {
         guard let tokenChannel = payload["channel"]?.stringValue, tokenChannel == channel else {
             throw denied("token is for another channel")
         }
-        guard let client = payload["client"]?.stringValue, client == clientID else {
-            throw denied("token is for another client")
+        let claimed = payload["client"]
+        let client: String
+        switch requirement {
+        case .exactly(let clientID):
+            guard let value = claimed?.stringValue, value == clientID else { throw denied("token is for another client") }
+            client = value
+        case .wildcard:
+            guard claimed == nil || claimed?.isNull == true || claimed?.stringValue == "*" else {
+                throw denied("token is for one client; this door needs a token whose client is \"*\" or absent")
+            }
+            client = "*"
+        case .any:
+            client = claimed?.stringValue ?? "*"
         }
         guard let exp = payload["exp"]?.numberValue?.doubleValue, exp.isFinite else {
             throw denied("token has no numeric exp")

@@ -60,6 +60,18 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Path of the diagnostic WebSocket echo endpoint (e.g. `/echo`); nil (the default) = off.
     public var webSocketEchoPath: String?
 
+    // Channels, authentication and TLS: set by the config file (`--config`, ConfigFile.swift).
+    /// Channels with a secret and their own settings.
+    public var channels: [ChannelSettings] = []
+    /// Whether channels not in `channels` may be used (no secret, no auth). True with no
+    /// config file; false once a config file lists channels, unless it says otherwise.
+    public var openChannels = true
+    /// TLS certificate chain and private key (PEM files).
+    public var tlsCertificateFile: String?
+    public var tlsKeyFile: String?
+    /// Whether the line door speaks TLS too.
+    public var lineTLS = false
+
     public enum EventLoopCount: Sendable, Equatable {
         case cores
         case fixed(Int)
@@ -81,6 +93,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     static let options: [Option] = [
+        // Read before everything else by `parse` (the file is the lowest layer).
+        Option(flag: "--config", env: "PARLEY_CONFIG", value: "FILE", help: "JSON config file: channels, secrets, limits, TLS") { _, _ throws(UsageError) in },
         Option(flag: "--host", env: "PARLEY_HOST", value: "ADDR", help: "address to bind (default 127.0.0.1; 0.0.0.0 for all)") { c, v throws(UsageError) in
             c.host = v
         },
@@ -172,10 +186,13 @@ public struct ServerConfiguration: Sendable, Equatable {
         return lines.joined(separator: "\n")
     }
 
-    /// Reads the environment, then the flags. Throws a usage error for unknown flags and bad
+    /// Reads the config file (if any), then the environment, then the flags. Throws a usage error for unknown flags and bad
     /// values; `--help` is reported as `nil`.
     public static func parse(arguments: [String], environment: [String: String]) throws(UsageError) -> ServerConfiguration? {
         var configuration = ServerConfiguration()
+        if let path = configFilePath(arguments: arguments, environment: environment) {
+            try ConfigFile.load(path: path, into: &configuration)
+        }
         for option in options {
             if let value = environment[option.env] {
                 do { try option.apply(&configuration, value) } catch {

@@ -36,6 +36,17 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     private var lobby: RoomKey { core.configuration.lobby }
+    /// The lobby channel's auth rules and this connection's token (`auth:TOKEN`).
+    private lazy var auth = ChannelAuth(channel: lobby.channel, configuration: core.configuration)
+
+    /// Nil when the lobby allows `action` for this connection, else the error line's text.
+    private func authError(_ action: AuthAction) -> String? {
+        if let refusal = core.configuration.refusal(ofChannel: lobby.channel) { return refusal }
+        if auth.requiresAuth && !auth.isAuthenticated {
+            return "this lobby requires authentication: send auth:TOKEN first"
+        }
+        return auth.check(action, room: lobby.room, nowMillis: core.hub.clock.nowMillis()).error
+    }
 
     // MARK: reading
 
@@ -73,6 +84,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             identify(as: name)
         case .msg(let text):
             guard let member else { reply("error: say who you are first with iam:NAME"); return }
+            if let error = authError(.publish) { reply("error: \(error); message not sent"); return }
             guard rate.take(nowMillis: core.hub.clock.nowMillis()) else {
                 reply("error: rate limit exceeded (\(Int(rate.ratePerSecond)) messages per second); message dropped")
                 return
@@ -87,8 +99,16 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             } catch {
                 reply("error: \(error.message)")
             }
-        case .auth:
-            reply("error: this server does not require authentication")
+        case .auth(let token):
+            // Tokens must say `client: "*"` or leave it out: a line connection has no id
+            // before it joins.
+            if member != nil {
+                reply("error: authenticate before iam:NAME (already joined)")
+            } else if let error = auth.authenticate(token, client: .wildcard, core: core) {
+                reply("error: authentication failed: \(error)")
+            } else {
+                reply("auth ok")
+            }
         case .unknown(let text):
             let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
             reply("error: unknown command \"\(LineEncoding.singleLine(shown))\"; use iam:NAME or msg:TEXT")
@@ -101,6 +121,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             return
         }
         guard !name.isEmpty else { reply("error: iam needs a name, e.g. iam:alice"); return }
+        if let error = authError(.subscribe) { reply("error: \(error)"); return }
         guard name.count <= Self.maxNameLength else {
             reply("error: name too long (limit \(Self.maxNameLength) characters)")
             return
@@ -110,7 +131,8 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             return
         }
         let member = Member(id: "line-\(connection.id)",
-                            clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]))
+                            clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]),
+                            authData: auth.claims?.data)
         self.member = member
         do {
             try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: connection.loop),

@@ -16,6 +16,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// Sent in the handshake reply; the member id in every room.
     let clientID: String
     private var channel: String?
+    /// Whether this channel needs a token, and the verified one (Auth/ChannelAuth.swift).
+    private var auth: ChannelAuth?
+    /// Closes the connection when the token expires (unless a fresher one came).
+    private var expiryTimer: LoopTimer?
     private var member: Member?
     /// Rooms subscribed (or being subscribed) to, so a disconnect leaves every one of them.
     private var rooms: Set<RoomKey> = []
@@ -105,9 +109,20 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 sendJSON(NativeEncoding.reply(callback: callback, error: "already handshaken", clientID: clientID))
                 return
             }
+            if let refusal = core.configuration.refusal(ofChannel: channel) {
+                sendJSON(NativeEncoding.reply(callback: callback, error: refusal, clientID: clientID))
+                return
+            }
             self.channel = channel
+            let auth = ChannelAuth(channel: channel, configuration: core.configuration)
+            self.auth = auth
+            if let rate = auth.settings?.publishRate {
+                self.rate = TokenBucket(ratePerSecond: rate, burst: max(1, rate * 2))
+            }
             member = Member(id: clientID, clientData: clientData)
-            sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID))
+            sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID) { w in
+                if auth.requiresAuth { w.key("require_auth"); w.writeBool(true) }
+            })
             return
         }
         guard let member, let channel else {
@@ -117,9 +132,15 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         switch command {
         case .handshake:
             break
-        case .authenticate(_, let callback):
-            sendJSON(NativeEncoding.reply(callback: callback, error: "this channel does not use authentication"))
-        case .subscribe(let room, let historyCount, let callback, let since):
+        case .authenticate(let token, let callback):
+            authenticate(token, callback: callback, member: member)
+        case .subscribe(let room, var historyCount, let callback, let since):
+            let check = checkAuth(.subscribe, room: room)
+            if let error = check.error {
+                sendJSON(NativeEncoding.reply(callback: callback, error: error))
+                return
+            }
+            historyCount = min(historyCount, check.history)
             let key = RoomKey(channel: channel, room: room)
             if !rooms.contains(key) && rooms.count >= core.configuration.nativeMaxRooms {
                 sendJSON(NativeEncoding.reply(callback: callback,
@@ -142,6 +163,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             }
             if let callback { sendJSON(NativeEncoding.reply(callback: callback)) }
         case .publish(let room, let message, let callback, let messageID):
+            if let error = checkAuth(.publish, room: room).error {
+                sendJSON(NativeEncoding.reply(callback: callback, error: error))
+                return
+            }
             guard rate.take(nowMillis: core.hub.clock.nowMillis()) else {
                 sendJSON(NativeEncoding.reply(callback: callback, error: "rate limit exceeded"))
                 return
@@ -168,8 +193,13 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
             }
         case .history(let room, let before, let limit, let callback):
+            let check = checkAuth(.history, room: room)
+            if let error = check.error {
+                sendJSON(NativeEncoding.reply(callback: callback, error: error))
+                return
+            }
             let me = LoopBound(self, on: connection.loop)
-            let limit = min(limit, core.configuration.historyPageLimit)
+            let limit = min(limit, core.configuration.historyPageLimit, check.history)
             core.hub.storedHistory(of: RoomKey(channel: channel, room: room), before: before, limit: limit) { result in
                 me.run { session in
                     switch result {
@@ -179,6 +209,42 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 }
             }
         }
+    }
+
+    // MARK: authentication
+
+    private func checkAuth(_ action: AuthAction, room: String) -> (error: String?, history: Int) {
+        auth?.check(action, room: room, nowMillis: core.hub.clock.nowMillis()) ?? (nil, Int.max)
+    }
+
+    /// Verifies the token for this connection's client id; the member then carries the
+    /// token's `data` as `authData` in every room joined from now on.
+    private func authenticate(_ token: String, callback: Int?, member: Member) {
+        guard var auth else { return }
+        if let error = auth.authenticate(token, client: .exactly(clientID), core: core) {
+            sendJSON(NativeEncoding.reply(callback: callback, error: error))
+            return
+        }
+        self.auth = auth
+        guard let claims = auth.claims else { return }
+        self.member = Member(id: member.id, clientData: member.clientData, authData: claims.data)
+        sendJSON(NativeEncoding.reply(callback: callback))
+        // At expiry the connection is closed (1008 "token expired") unless a fresher token
+        // came meanwhile: rooms already joined must not keep streaming on a dead token.
+        let timer = expiryTimer ?? LoopTimer(loop: connection.loop)
+        expiryTimer = timer
+        let delay = max(0, claims.expiresMillis - core.hub.clock.nowMillis())
+        timer.start(after: UInt64(delay) + 1) { [weak self] in self?.tokenExpired() }
+    }
+
+    private func tokenExpired() {
+        guard connection.state == .open, let claims = auth?.claims,
+              claims.expiresMillis <= core.hub.clock.nowMillis() else { return }
+        sendJSON(NativeEncoding.reply(callback: nil, error: "token expired: authenticate again with a fresh token"))
+        for case .send(let bytes) in machine.close(code: .policyViolation, reason: "token expired") {
+            write(bytes)
+        }
+        connection.close()
     }
 
     // MARK: writing
@@ -244,6 +310,8 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         pingTimer?.stop()
         pingTimer = nil
+        expiryTimer?.stop()
+        expiryTimer = nil
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
         for key in rooms { core.hub.unsubscribe(sessionID, from: key) }
         rooms.removeAll()

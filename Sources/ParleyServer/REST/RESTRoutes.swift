@@ -11,7 +11,7 @@ struct RESTRequest: Sendable {
 /// A REST route: answers one request using the hub.
 typealias RESTHandler = @Sendable (RESTRequest, ServerCore) -> HTTPResponse
 
-/// The Scaledrone-compatible REST API (protocols.md §1), open channels for now (no auth).
+/// The Scaledrone-compatible REST API (protocols.md §1); authentication in RESTAuth.swift.
 /// Success is 200 with JSON; failures are ≥400 with a text body.
 enum RESTRoutes {
     static func router() -> HTTPRouter<RESTHandler> {
@@ -30,7 +30,9 @@ enum RESTRoutes {
     static func handle(router: HTTPRouter<RESTHandler>, head: HTTPRequestHead, body: [UInt8], core: ServerCore) -> HTTPResponse {
         switch router.match(method: head.method, path: head.path) {
         case .found(let handler, let params):
-            return handler(RESTRequest(head: head, params: params, body: body), core)
+            let request = RESTRequest(head: head, params: params, body: body)
+            if let refusal = RESTAuth.check(request, core: core) { return refusal }
+            return handler(request, core)
         case .methodNotAllowed(let allowed):
             var response = HTTPResponse.text(405, "method not allowed\n")
             response.headers.set("Allow", allowed.joined(separator: ", "))

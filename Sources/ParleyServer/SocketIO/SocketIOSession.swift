@@ -38,6 +38,8 @@ final class SocketIOSession: RoomSubscriber {
     private var inLobbyMirror = false
 
     private var lobby: RoomKey { core.configuration.lobby }
+    /// The lobby channel's auth rules and this socket's token (CONNECT `auth: {token}`).
+    private lazy var auth = ChannelAuth(channel: lobby.channel, configuration: core.configuration)
 
     private init(core: ServerCore, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?) {
         self.core = core
@@ -309,6 +311,10 @@ final class SocketIOSession: RoomSubscriber {
         }
         switch packet.kind {
         case .connect:
+            if let refusal = connectRefusal(packet.data) {
+                connected = false
+                return sendError(namespace: "/", refusal)
+            }
             if version == .v4 {
                 connected = true
                 sendSocketIO(SocketIOPacket(kind: .connect, data: ["sid": .string(socketID)]))
@@ -347,16 +353,43 @@ final class SocketIOSession: RoomSubscriber {
         }
     }
 
+    /// Why a CONNECT is refused: the lobby channel is closed, needs a token and none came, or
+    /// the token does not verify. Tokens must say `client: "*"` or leave it out (the socket id
+    /// is only known after CONNECT).
+    private func connectRefusal(_ data: JSONValue?) -> String? {
+        if let refusal = core.configuration.refusal(ofChannel: lobby.channel) { return refusal }
+        if let raw = data?["token"], !raw.isNull {
+            guard let token = raw.stringValue else { return "authentication failed: auth.token must be a string" }
+            if let error = auth.authenticate(token, client: .wildcard, core: core) { return "authentication failed: \(error)" }
+            return nil
+        }
+        if auth.requiresAuth && !auth.isAuthenticated {
+            return "this lobby requires authentication: connect with auth: {token: \"<JWT>\"}"
+        }
+        return nil
+    }
+
+    /// Nil when the lobby allows `action` for this socket, else the error text.
+    private func authError(_ action: AuthAction) -> String? {
+        if let refusal = core.configuration.refusal(ofChannel: lobby.channel) { return refusal }
+        if auth.requiresAuth && !auth.isAuthenticated {
+            return "this lobby requires authentication: connect with auth: {token: \"<JWT>\"}"
+        }
+        return auth.check(action, room: lobby.room, nowMillis: core.hub.clock.nowMillis()).error
+    }
+
     /// Runs a SocketChat command; returns an error text for the client.
     private func perform(_ command: SocketChatCommand) -> String? {
         switch command {
         case .connectUser(let nickname):
+            if let error = authError(.subscribe) { return error }
             if let member {
                 guard member.displayName == nickname else { return "already connected as \(member.displayName); exitUser first" }
                 sendEncoded(SocketIOEncoding.userList(core.socketIO.roster.users(connected: core.hub.members(of: lobby))))
                 return nil
             }
-            let member = Member(id: socketID, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))])
+            let member = Member(id: socketID, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
+                                authData: auth.claims?.data)
             core.socketIO.roster.connected(nickname: nickname)
             do {
                 try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: loop))
@@ -366,11 +399,13 @@ final class SocketIOSession: RoomSubscriber {
             }
             return nil
         case .chatMessage(let nickname, let text):
+            if let error = authError(.publish) { return error }
             guard let sender = member ?? anonymous(nickname) else { return "connectUser first" }
             guard rate.take(nowMillis: core.hub.clock.nowMillis()) else { return "rate limit exceeded; message dropped" }
             do { try core.hub.publish(.string(text), to: lobby, from: sender) } catch { return error.message }
             return nil
         case .typing(let nickname, let flag):
+            if let error = authError(.publish) { return error }
             guard let sender = member ?? anonymous(nickname) else { return "connectUser first" }
             guard rate.take(nowMillis: core.hub.clock.nowMillis()) else { return "rate limit exceeded" }
             do { try core.hub.publish(.object(["typing": .bool(flag)]), to: lobby, from: sender) } catch { return error.message }
@@ -391,7 +426,8 @@ final class SocketIOSession: RoomSubscriber {
     /// A sender for a socket that chats without `connectUser` (the original server allowed it).
     private func anonymous(_ nickname: String?) -> Member? {
         guard let nickname, SocketChatRoster.isValidNickname(nickname) else { return nil }
-        return Member(id: socketID, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))])
+        return Member(id: socketID, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
+                      authData: auth.claims?.data)
     }
 
     /// Sends Engine.IO packet texts made by ``SocketIOEncoding``.

@@ -1,0 +1,256 @@
+import Foundation
+import ParleyCore
+
+/// One channel the config file lists: its secret and its own settings.
+public struct ChannelSettings: Sendable, Equatable {
+    public var id: String
+    /// Signs tokens (HS256) and authorizes REST `Basic channel:secret`.
+    public var secret: String?
+    /// Connections must authenticate before subscribing or publishing.
+    public var requireAuth = false
+    /// Stored messages kept per room / days kept. Parsed and validated; the store's retention
+    /// is server-wide for now, so these are not applied per channel yet.
+    public var retentionCount: Int?
+    public var retentionDays: Int?
+    /// Native publishes per second per connection on this channel (burst 2x); nil uses the
+    /// server-wide limit.
+    public var publishRate: Double?
+
+    public init(id: String, secret: String? = nil, requireAuth: Bool = false) {
+        self.id = id
+        self.secret = secret
+        self.requireAuth = requireAuth
+    }
+}
+
+extension ServerConfiguration {
+    /// The settings of `channel` when the config file lists it.
+    public func settings(ofChannel channel: String) -> ChannelSettings? {
+        channels.first { $0.id == channel }
+    }
+
+    /// Why `channel` cannot be used at all (not listed while `openChannels` is false), or nil.
+    public func refusal(ofChannel channel: String) -> String? {
+        if openChannels || settings(ofChannel: channel) != nil { return nil }
+        return "channel \"\(channel)\" is not open on this server"
+    }
+
+    /// `--config FILE` / `--config=FILE` among the flags, else `PARLEY_CONFIG`.
+    static func configFilePath(arguments: [String], environment: [String: String]) -> String? {
+        var found: String?
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--config", index + 1 < arguments.count {
+                found = arguments[index + 1]
+                index += 1
+            } else if argument.hasPrefix("--config=") {
+                found = String(argument.dropFirst("--config=".count))
+            }
+            index += 1
+        }
+        if let found { return found }
+        if let path = environment["PARLEY_CONFIG"], !path.isEmpty { return path }
+        return nil
+    }
+}
+
+/// The JSON configuration file (`parley serve --config FILE`, or `PARLEY_CONFIG`): applied
+/// first, so `PARLEY_*` variables and flags override it. Unknown keys and bad values are
+/// errors naming the key path (`channels[1].requireAuth must be true or false`).
+///
+/// ```json
+/// {
+///   "openChannels": false,
+///   "channels": [
+///     {"id": "acme", "secret": "s3cret", "requireAuth": true,
+///      "history": {"retentionCount": 500, "retentionDays": 30},
+///      "limits": {"publishRate": 10}}
+///   ],
+///   "limits": {"nativeRatePerSecond": 50, "writeQueueLimit": 4194304},
+///   "history": {"retentionCount": 10000},
+///   "tls": {"cert": "/etc/parley/cert.pem", "key": "/etc/parley/key.pem", "line": false}
+/// }
+/// ```
+public enum ConfigFile {
+    /// Largest config file read, in bytes.
+    public static let maxSize = 4 << 20
+
+    /// Reads `path` and applies it to `configuration`.
+    public static func load(path: String, into configuration: inout ServerConfiguration) throws(ServerConfiguration.UsageError) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            var isDirectory: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+            let why = !exists ? "no such file" : isDirectory.boolValue ? "is a directory" : "cannot be read"
+            throw ServerConfiguration.UsageError(description: "config file \(path): \(why)")
+        }
+        try apply(Array(data), name: path, to: &configuration)
+    }
+
+    /// Parses the file's bytes (`name` is used in messages) and applies them.
+    public static func apply(_ bytes: [UInt8], name: String, to configuration: inout ServerConfiguration) throws(ServerConfiguration.UsageError) {
+        func fail(_ message: String) -> ServerConfiguration.UsageError {
+            ServerConfiguration.UsageError(description: "config file \(name): \(message)")
+        }
+        guard bytes.count <= maxSize else { throw fail("larger than \(maxSize) bytes") }
+        let root: JSONValue
+        do { root = try JSONParser.parse(bytes) } catch { throw fail("invalid JSON: \(error.description)") }
+        var reader = Reader()
+        do {
+            try reader.apply(root, to: &configuration)
+        } catch {
+            throw fail(error.message)
+        }
+    }
+
+    struct Failure: Error { let message: String }
+
+    /// Walks the document; every error names the key path.
+    struct Reader {
+        func object(_ value: JSONValue, _ path: String, allowed: [String]) throws(Failure) -> JSONObject {
+            guard case .object(let object) = value else { throw Failure(message: "\(path.isEmpty ? "the top level" : path) must be an object") }
+            var seen = Set<String>()
+            for key in object.keys {
+                let keyPath = path.isEmpty ? key : "\(path).\(key)"
+                guard allowed.contains(key) else {
+                    throw Failure(message: "unknown key \(keyPath) (allowed here: \(allowed.joined(separator: ", ")))")
+                }
+                guard seen.insert(key).inserted else { throw Failure(message: "duplicate key \(keyPath)") }
+            }
+            return object
+        }
+
+        func bool(_ value: JSONValue, _ path: String) throws(Failure) -> Bool {
+            guard let flag = value.boolValue else { throw Failure(message: "\(path) must be true or false") }
+            return flag
+        }
+
+        func string(_ value: JSONValue, _ path: String) throws(Failure) -> String {
+            guard let text = value.stringValue, !text.isEmpty else { throw Failure(message: "\(path) must be a non-empty string") }
+            return text
+        }
+
+        func integer(_ value: JSONValue, _ path: String, _ range: ClosedRange<Int>) throws(Failure) -> Int {
+            guard let number = value.intValue, range.contains(number) else {
+                throw Failure(message: "\(path) must be a whole number in \(range.lowerBound)...\(range.upperBound)")
+            }
+            return number
+        }
+
+        func number(_ value: JSONValue, _ path: String, _ range: ClosedRange<Double>) throws(Failure) -> Double {
+            guard let number = value.doubleValue, number.isFinite, range.contains(number) else {
+                throw Failure(message: "\(path) must be a number in \(Int(range.lowerBound))...\(Int(range.upperBound))")
+            }
+            return number
+        }
+
+        /// Server-wide limits, keyed by their ServerConfiguration names.
+        static var integerLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Int>, range: ClosedRange<Int>)] { [
+            ("writeQueueLimit", \.writeQueueLimit, 4096...(1 << 30)),
+            ("webSocketMaxMessageSize", \.webSocketMaxMessageSize, 1024...(64 << 20)),
+            ("nativeMaxRooms", \.nativeMaxRooms, 1...100_000),
+            ("nativeMaxHistoryCount", \.nativeMaxHistoryCount, 0...1_000_000),
+            ("lineMaxLength", \.lineMaxLength, 16...(16 << 20)),
+            ("httpMaxBodyBytes", \.httpMaxBodyBytes, 1...(1 << 30)),
+            ("historyPageLimit", \.historyPageLimit, 1...1_000_000),
+            ("socketIOMaxPayload", \.socketIOMaxPayload, 1024...(64 << 20)),
+            ("joinHistory", \.joinHistory, 0...1_000),
+        ] }
+        static var rateLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>, burst: WritableKeyPath<ServerConfiguration, Double>)] { [
+            ("nativeRatePerSecond", \.nativeRatePerSecond, \.nativeBurst),
+            ("lineRatePerSecond", \.lineRatePerSecond, \.lineBurst),
+        ] }
+        static var burstLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>)] { [
+            ("nativeBurst", \.nativeBurst),
+            ("lineBurst", \.lineBurst),
+        ] }
+        static var millisLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, UInt64>)] { [
+            ("httpRequestTimeoutMillis", \.httpRequestTimeoutMillis),
+            ("httpIdleTimeoutMillis", \.httpIdleTimeoutMillis),
+            ("webSocketPingIntervalMillis", \.webSocketPingIntervalMillis),
+        ] }
+
+        static var limitKeys: [String] {
+            integerLimits.map(\.key) + rateLimits.map(\.key) + burstLimits.map(\.key) + millisLimits.map(\.key)
+        }
+
+        mutating func apply(_ root: JSONValue, to configuration: inout ServerConfiguration) throws(Failure) {
+            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls"])
+            if let value = top["limits"] {
+                let limits = try object(value, "limits", allowed: Self.limitKeys)
+                for item in Self.integerLimits {
+                    if let v = limits[item.key] { configuration[keyPath: item.field] = try integer(v, "limits.\(item.key)", item.range) }
+                }
+                for item in Self.rateLimits {
+                    if let v = limits[item.key] {
+                        let rate = try number(v, "limits.\(item.key)", 0.001...10_000_000)
+                        configuration[keyPath: item.field] = rate
+                        configuration[keyPath: item.burst] = max(1, rate * 2)
+                    }
+                }
+                // An explicit burst wins over the 2x default, whatever the key order.
+                for item in Self.burstLimits {
+                    if let v = limits[item.key] { configuration[keyPath: item.field] = try number(v, "limits.\(item.key)", 1...20_000_000) }
+                }
+                for item in Self.millisLimits {
+                    if let v = limits[item.key] {
+                        configuration[keyPath: item.field] = UInt64(try integer(v, "limits.\(item.key)", 100...86_400_000))
+                    }
+                }
+            }
+            if let value = top["history"] {
+                let history = try object(value, "history", allowed: ["retentionCount", "retentionDays"])
+                if let v = history["retentionCount"] { configuration.retentionCount = try integer(v, "history.retentionCount", 1...Int(Int32.max)) }
+                if let v = history["retentionDays"] { configuration.retentionDays = try integer(v, "history.retentionDays", 1...100_000) }
+            }
+            if let value = top["tls"] {
+                let tls = try object(value, "tls", allowed: ["cert", "key", "line"])
+                if let v = tls["cert"] { configuration.tlsCertificateFile = try string(v, "tls.cert") }
+                if let v = tls["key"] { configuration.tlsKeyFile = try string(v, "tls.key") }
+                if let v = tls["line"] { configuration.lineTLS = try bool(v, "tls.line") }
+                guard (configuration.tlsCertificateFile == nil) == (configuration.tlsKeyFile == nil) else {
+                    throw Failure(message: "tls needs both cert and key")
+                }
+            }
+            if let value = top["channels"] {
+                guard case .array(let list) = value else { throw Failure(message: "channels must be an array of objects") }
+                var channels: [ChannelSettings] = []
+                for (index, item) in list.enumerated() {
+                    let channel = try self.channel(item, "channels[\(index)]")
+                    guard !channels.contains(where: { $0.id == channel.id }) else {
+                        throw Failure(message: "channels[\(index)].id \"\(channel.id)\" is listed twice")
+                    }
+                    channels.append(channel)
+                }
+                configuration.channels = channels
+                if !channels.isEmpty { configuration.openChannels = false }
+            }
+            if let value = top["openChannels"] { configuration.openChannels = try bool(value, "openChannels") }
+        }
+
+        func channel(_ value: JSONValue, _ path: String) throws(Failure) -> ChannelSettings {
+            let fields = try object(value, path, allowed: ["id", "secret", "requireAuth", "history", "limits"])
+            guard let rawID = fields["id"] else { throw Failure(message: "\(path).id is missing") }
+            let id = try string(rawID, "\(path).id")
+            guard RoomKey.isValidName(id) else {
+                throw Failure(message: "\(path).id must be 1-\(RoomKey.maxNameLength) bytes with no '/' or control characters")
+            }
+            var channel = ChannelSettings(id: id)
+            if let v = fields["secret"] { channel.secret = try string(v, "\(path).secret") }
+            if let v = fields["requireAuth"] { channel.requireAuth = try bool(v, "\(path).requireAuth") }
+            if channel.requireAuth && channel.secret == nil {
+                throw Failure(message: "\(path).secret is required when requireAuth is true (tokens are signed with it)")
+            }
+            if let v = fields["history"] {
+                let history = try object(v, "\(path).history", allowed: ["retentionCount", "retentionDays"])
+                if let v = history["retentionCount"] { channel.retentionCount = try integer(v, "\(path).history.retentionCount", 1...Int(Int32.max)) }
+                if let v = history["retentionDays"] { channel.retentionDays = try integer(v, "\(path).history.retentionDays", 1...100_000) }
+            }
+            if let v = fields["limits"] {
+                let limits = try object(v, "\(path).limits", allowed: ["publishRate"])
+                if let v = limits["publishRate"] { channel.publishRate = try number(v, "\(path).limits.publishRate", 0.001...10_000_000) }
+            }
+            return channel
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import ParleyCore
+import ParleyHTTP
+
+/// REST authentication (protocols.md §1): `Authorization: Basic base64(channel:secret)` or
+/// `Bearer <JWT>` signed with the channel's secret. Open channels need none, but credentials
+/// that are sent are always checked. Failures are 401 with a text body and
+/// `WWW-Authenticate`; a valid token without the permission is 403.
+enum RESTAuth {
+    /// Nil when the request may proceed, else the response to send.
+    static func check(_ request: RESTRequest, core: ServerCore) -> HTTPResponse? {
+        guard let channel = request.params["channel"] else { return nil }
+        if let refusal = core.configuration.refusal(ofChannel: channel) { return .text(404, refusal + "\n") }
+        let settings = core.configuration.settings(ofChannel: channel)
+        guard let header = request.head.headers["Authorization"] else {
+            guard settings?.requireAuth != true else {
+                return unauthorized("channel \"\(channel)\" requires authentication: send Authorization: Basic base64(channel:secret) or Bearer <JWT>")
+            }
+            return nil
+        }
+        guard let secret = settings?.secret else {
+            return unauthorized("channel \"\(channel)\" does not use authentication (no secret is configured for it)")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2 else { return unauthorized("malformed Authorization header") }
+        let credentials = parts[1].trimmingCharacters(in: .whitespaces)
+        switch parts[0].lowercased() {
+        case "basic":
+            guard let data = Data(base64Encoded: credentials) else { return unauthorized("Basic credentials are not base64") }
+            let expected = Array("\(channel):\(secret)".utf8)
+            guard constantTimeEqual(Array(data), expected) else { return unauthorized("wrong channel or secret") }
+            return nil
+        case "bearer":
+            let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
+            let claims: TokenClaims
+            do {
+                claims = try verifier.verify(credentials, secret: secret, channel: channel, client: .any)
+            } catch {
+                return unauthorized(error.message)
+            }
+            // Publishing needs the publish permission in every room named; queries need only a
+            // valid token of the channel.
+            guard request.head.method == "POST" else { return nil }
+            let rooms = request.params["room"].map { [$0] } ?? request.head.queryValues("r")
+            for room in rooms where claims.permission(for: room)?.publish != true {
+                return .text(403, "permission denied: the token does not allow publishing to room \"\(room)\"\n")
+            }
+            return nil
+        default:
+            return unauthorized("unsupported Authorization scheme (use Basic or Bearer)")
+        }
+    }
+
+    static func unauthorized(_ message: String) -> HTTPResponse {
+        var response = HTTPResponse.text(401, message + "\n")
+        response.headers.set("WWW-Authenticate", "Basic realm=\"parley\", Bearer realm=\"parley\"")
+        return response
+    }
+}
