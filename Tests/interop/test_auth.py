@@ -8,18 +8,18 @@ Run (from the repository root, after `swift build`):
 import asyncio
 import json
 import os
-import select
-import signal
 import subprocess
 import tempfile
 import time
 
 import pytest
+
+from parley_process import parley_server
 from websockets.asyncio.client import connect
 
 TIMEOUT = 5
 SECRET = "interop-secret"
-BINARY = os.environ.get("PARLEY_BIN", ".build/debug/parley")
+BINARY = os.path.abspath(os.environ.get("PARLEY_BIN", ".build/debug/parley"))
 
 
 @pytest.fixture(scope="module")
@@ -28,34 +28,7 @@ def server():
     config = os.path.join(directory, "parley.json")
     with open(config, "w") as f:
         json.dump({"channels": [{"id": "secure", "secret": SECRET, "requireAuth": True}]}, f)
-    proc = subprocess.Popen(
-        [BINARY, "serve", "--config", config, "--http-port", "0", "--line-port", "0", "--host", "127.0.0.1",
-         "--loops", "2", "--data", os.path.join(directory, "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        ports = {}
-        deadline = time.time() + 10
-        buffered = b""
-        while len(ports) < 2:
-            left = deadline - time.time()
-            assert left > 0, "server did not print its ports: %r" % buffered
-            ready, _, _ = select.select([proc.stdout], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(proc.stdout.fileno(), 4096)
-            assert chunk, "server exited: %r %r" % (buffered, proc.stderr.read())
-            buffered += chunk
-            for line in buffered.decode().splitlines():
-                parts = line.split()
-                if len(parts) == 4 and parts[1:3] == ["listening", "on"]:
-                    ports[parts[0]] = int(parts[3].rsplit(":", 1)[1])
-        yield {"http": ports["http"]}
-    finally:
-        try:
-            os.kill(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+    yield from parley_server(extra_args=("--config", config))
 
 
 def mint(client_id, room_regex):
