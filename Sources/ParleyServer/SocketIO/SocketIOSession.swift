@@ -31,6 +31,7 @@ final class SocketIOSession: RoomSubscriber {
     private var member: Member?
     private var assembler = SocketIOBinaryAssembler()
     private var rate: TokenBucket
+    private lazy var abuse = RateAbuseDetector(ratePerSecond: core.configuration.nativeRatePerSecond, configuration: core.configuration)
     private var pingTimer: LoopTimer?
     private var timeoutTimer: LoopTimer?
     private var awaitingPong = false
@@ -367,12 +368,12 @@ final class SocketIOSession: RoomSubscriber {
             return nil
         case .chatMessage(let nickname, let text):
             guard let sender = member ?? anonymous(nickname) else { return "connectUser first" }
-            guard rate.take(nowMillis: core.hub.clock.nowMillis()) else { return "rate limit exceeded; message dropped" }
+            guard rateAllows() else { return "rate limit exceeded; message dropped" }
             do { try core.hub.publish(.string(text), to: lobby, from: sender) } catch { return error.message }
             return nil
         case .typing(let nickname, let flag):
             guard let sender = member ?? anonymous(nickname) else { return "connectUser first" }
-            guard rate.take(nowMillis: core.hub.clock.nowMillis()) else { return "rate limit exceeded" }
+            guard rateAllows() else { return "rate limit exceeded" }
             do { try core.hub.publish(.object(["typing": .bool(flag)]), to: lobby, from: sender) } catch { return error.message }
             return nil
         case .exitUser(let nickname):
@@ -436,6 +437,19 @@ final class SocketIOSession: RoomSubscriber {
     func didUnsubscribe(from room: RoomKey) {}
 
     // MARK: closing
+
+    /// Takes a token; a refusal is counted, and sustained abuse closes the session (after
+    /// this refusal has been answered).
+    private func rateAllows() -> Bool {
+        let now = core.hub.clock.nowMillis()
+        if rate.take(nowMillis: now) { return true }
+        core.limits.breached(.messageRate)
+        if abuse.refused(nowMillis: now) {
+            core.limits.breached(.rateAbuseDisconnect)
+            LoopBound(self, on: loop).run { $0.close(reason: "rate limit exceeded") }
+        }
+        return false
+    }
 
     func close(reason: String) {
         guard !closed else { return }
