@@ -311,3 +311,48 @@ import Glibc
         #expect(!defaults.lineTLS && defaults.tlsCertificateFile == nil)
     }
 }
+
+/// Startup with bad TLS files stops with a message naming the file.
+@Suite struct TLSStartupTests {
+    static func certificate(_ name: String) throws -> (cert: String, key: String) {
+        let dir = NSTemporaryDirectory() + "parley-tls-\(name)-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/key.pem",
+                             "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
+                             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return (dir + "/cert.pem", dir + "/key.pem")
+    }
+
+    static func startupError(_ adjust: (inout ServerConfiguration) -> Void) -> String? {
+        do {
+            let server = try startTestServer(adjust)
+            server.shutdown()
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test func missingFilesAndMismatchedPairsStopStartup() throws {
+        let one = try Self.certificate("one"), two = try Self.certificate("two")
+        let missing = Self.startupError { $0.tlsCertificateFile = "/nonexistent/cert.pem"; $0.tlsKeyFile = one.key }
+        #expect(missing == "cannot read the TLS certificate file /nonexistent/cert.pem: No such file or directory")
+        let mismatched = Self.startupError { $0.tlsCertificateFile = one.cert; $0.tlsKeyFile = two.key }
+        // OpenSSL notices the mismatch while loading the key: "key values mismatch".
+        #expect(mismatched?.contains("TLS private key \(two.key)") == true, "\(mismatched ?? "started")")
+        #expect(mismatched?.contains("mismatch") == true, "\(mismatched ?? "started")")
+        let notPEM = Self.startupError { $0.tlsCertificateFile = one.key; $0.tlsKeyFile = one.key }
+        #expect(notPEM?.contains("cannot load TLS certificate \(one.key)") == true, "\(notPEM ?? "started")")
+        let halfConfigured = Self.startupError { $0.tlsCertificateFile = one.cert }
+        #expect(halfConfigured == "--tls-cert needs --tls-key (the certificate's private key)")
+        let lineOnly = Self.startupError { $0.lineTLS = true }
+        #expect(lineOnly == "--line-tls needs --tls-cert and --tls-key")
+        #expect(Self.startupError { $0.tlsCertificateFile = one.cert; $0.tlsKeyFile = one.key } == nil)
+    }
+}
