@@ -227,6 +227,16 @@ import Glibc
         #expect(try await Self.breaches(server, "idle_timeout") == 2)
     }
 
+    @Test func idleSocketIOSessionIsClosed() throws {
+        let server = try startTestServer { $0.idleTimeoutMillis = 500 }
+        defer { server.shutdown() }
+        let client = try PollingClient.open(port: server.httpPort, version: 4)
+        try client.post(["40"])
+        _ = try client.poll(until: { $0.hasPrefix("40") })
+        // Nothing sent: the next poll is answered with the close packet.
+        #expect(try client.poll(until: { $0 == "1" }, timeout: 3) == "1")
+    }
+
     @Test func observableMembersListIsCutWithTheRealCount() async throws {
         let server = try startTestServer { $0.maxMembersListed = 2 }
         defer { server.shutdown() }

@@ -184,6 +184,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--idle-timeout", env: "PARLEY_IDLE_TIMEOUT", value: "SECONDS", help: "close a connection silent this long (default 300)") { c, v throws(UsageError) in
             c.idleTimeoutMillis = try millis(v, "--idle-timeout")
         },
+        Option(flag: "--rate-abuse-factor", env: "PARLEY_RATE_ABUSE_FACTOR", value: "N", help: "disconnect after N x the message rate refused within 10 s (default 10)") { c, v throws(UsageError) in
+            c.rateAbuseFactor = Double(try integer(v, "--rate-abuse-factor", 1...1_000_000))
+        },
         Option(flag: "--max-members-listed", env: "PARLEY_MAX_MEMBERS_LISTED", value: "N", help: "members listed in one observable_members (default 1000)") { c, v throws(UsageError) in
             c.maxMembersListed = try integer(v, "--max-members-listed", 1...10_000_000)
         },

@@ -34,6 +34,7 @@ final class SocketIOSession: RoomSubscriber {
     private lazy var abuse = RateAbuseDetector(ratePerSecond: core.configuration.nativeRatePerSecond, configuration: core.configuration)
     private var pingTimer: LoopTimer?
     private var timeoutTimer: LoopTimer?
+    private var idleWatch: IdleWatch?
     private var awaitingPong = false
     /// Counted in this loop's lobby mirror (between the subscribe snapshot and leaving).
     private var inLobbyMirror = false
@@ -117,6 +118,13 @@ final class SocketIOSession: RoomSubscriber {
         case .v3:
             // The client pings; silence for pingInterval + pingTimeout ends the session.
             timeoutTimer.start(after: interval + timeout) { [weak self] in self?.close(reason: "ping timeout") }
+        }
+        // Heartbeats keep a session alive, not in use: a session sending no message for the
+        // idle timeout is closed.
+        idleWatch = IdleWatch(loop: loop, timeoutMillis: core.configuration.idleTimeoutMillis) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.core.limits.breached(.idleTimeout)
+            self.close(reason: "idle timeout")
         }
     }
 
@@ -277,6 +285,7 @@ final class SocketIOSession: RoomSubscriber {
             awaitingPong = false
             if version == .v4 { timeoutTimer?.stop() }
         case .message:
+            idleWatch?.touch()
             handleMessage(packet)
         case .close:
             close(reason: "client close")
@@ -459,6 +468,8 @@ final class SocketIOSession: RoomSubscriber {
         timeoutTimer?.stop()
         pingTimer = nil
         timeoutTimer = nil
+        idleWatch?.stop()
+        idleWatch = nil
         core.socketIO.unregister(sid)
         SocketIOLoop.of(loop).sessions.removeValue(forKey: sid)
         LoopContext.of(loop).localHub.unregister(sessionID)
