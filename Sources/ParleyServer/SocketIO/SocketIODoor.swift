@@ -282,7 +282,9 @@ final class SocketIOWebSocketHandler: ConnectionHandler, GracefulSession {
             case .text(let text): forward(.text(text))
             case .binary(let bytes): forward(.binary(bytes))
             case .send(let bytes): connection.write(bytes)
-            case .closeConnection: connection.close()
+            case .closeConnection:
+                if machine.failureCode == .messageTooBig { core.limits.breached(.messageSize) }
+                connection.close()
             case .peerClosed: break
             }
         }
