@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets and runs each for SECONDS seconds (default 60).
-# usage: Fuzz/run.sh [SECONDS] [target ...]     targets: http websocket line json native
+# usage: Fuzz/run.sh [SECONDS] [target ...]     targets: http websocket line json native socketio
 # Each parser module is compiled with -sanitize=fuzzer,address as a static library and the
 # entry file is linked to it with swiftc (a SwiftPM executable clashes with libFuzzer's main).
 # A crash leaves its input in Fuzz/crashes/<target>/; turn it into a regression test.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
-TARGETS=${*:-"http websocket line json native"}
+TARGETS=${*:-"http websocket line json native socketio"}
 OUT=.build/fuzz
 mkdir -p "$OUT"
 FLAGS=(-O -sanitize=fuzzer,address -parse-as-library -I "$OUT" -L "$OUT")
@@ -42,6 +42,8 @@ for target in $TARGETS; do
     line) build line Fuzz/FuzzLine.swift Sources/ParleyServer/Line/LineDecoder.swift Sources/ParleyServer/Line/LineCommand.swift ;;
     json) build json Fuzz/FuzzJSON.swift -lParleyCore ;;
     native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift -lParleyCore ;;
+    socketio) build socketio Fuzz/FuzzSocketIO.swift Sources/ParleyServer/SocketIO/EngineIOPacket.swift \
+      Sources/ParleyServer/SocketIO/EngineIOPayload.swift Sources/ParleyServer/SocketIO/SocketIOPacket.swift -lParleyCore ;;
     *) echo "unknown fuzz target $target" >&2; exit 2 ;;
   esac
 done

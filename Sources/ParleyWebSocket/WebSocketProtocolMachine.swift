@@ -39,6 +39,9 @@ public final class WebSocketProtocolMachine {
     public let deflateParameters: PerMessageDeflateParameters?
     /// The closing-handshake state.
     public private(set) var state: State = .open
+    /// The close code this side failed the connection with (e.g. 1009 for a message over the
+    /// limit), nil while it has not.
+    public private(set) var failureCode: WebSocketCloseCode?
 
     private var decoder: WebSocketFrameDecoder
     private let compressor: PerMessageDeflateCompressor?
@@ -254,6 +257,7 @@ public final class WebSocketProtocolMachine {
 
     /// Fails the connection: our close frame (unless we already sent one), then close TCP.
     private func fail(_ error: WebSocketProtocolError, into actions: inout [WebSocketAction]) {
+        failureCode = error.closeCode
         if state == .open {
             actions.append(.send(closeFrame(code: error.closeCode, reason: error.message)))
         }

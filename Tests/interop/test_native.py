@@ -21,7 +21,8 @@ LOBBY_CHANNEL, LOBBY_ROOM = "demo", "observable-room"
 
 @pytest.fixture(scope="module")
 def server():
-    yield from parley_server()
+    # The browser tests seed history over REST: lift the per-IP REST rate (its own tests cover it).
+    yield from parley_server(extra_args=("--rest-rate", "100000"))
 
 
 def url(server):

@@ -10,7 +10,8 @@ import Glibc
 ///
 /// Connections run on one event loop: by default a single loop shared by every client in the
 /// process (started on first use, living as long as the process), or a loop of a group you pass.
-/// `wss://` is not supported yet (TLS is a later issue): opening one throws ``ParleyClientError/Code/unsupported``.
+/// `wss://` goes through OpenSSL (TLS 1.2+), verifying the server's certificate for the URL's
+/// host (also sent as SNI) against the system's trust store, or ``trustedCertificatesFile``.
 public struct LibUVWebSocketTransport: ParleyTransport {
     private let group: EventLoopGroup?
     /// Largest message accepted from the server.
@@ -20,6 +21,9 @@ public struct LibUVWebSocketTransport: ParleyTransport {
     /// After this long without a byte from the server, ping it; after twice this long, give
     /// the connection up (reported as close 1006), so a half-open connection is noticed.
     public var keepAliveInterval: Duration = .seconds(30)
+    /// For `wss://`: a PEM file of certificates to trust instead of the system's store, e.g.
+    /// the certificate of a self-signed server.
+    public var trustedCertificatesFile: String?
 
     /// Uses the process-wide client loop.
     public init() { group = nil }
@@ -34,8 +38,11 @@ public struct LibUVWebSocketTransport: ParleyTransport {
     /// Opens a connection; see ``ParleyTransport/open(_:onEvent:)``.
     public func open(_ endpoint: ParleyEndpoint,
                      onEvent: @escaping @Sendable (TransportEvent) -> Void) async throws(ParleyClientError) -> any ParleyTransportConnection {
-        guard !endpoint.isSecure else {
-            throw ParleyClientError(.unsupported, "wss:// (TLS) is not supported yet by Parley's Linux client; use ws://")
+        let tls: TLSContext?
+        do {
+            tls = endpoint.isSecure ? try TLSContext(clientTrusting: trustedCertificatesFile) : nil
+        } catch {
+            throw ParleyClientError(.connectionFailed, error.message)
         }
         let address = try await Self.resolve(endpoint.host)
         let loop = (group ?? Self.sharedGroup).next()
@@ -51,7 +58,8 @@ public struct LibUVWebSocketTransport: ParleyTransport {
                                                      keepAliveMillis: keepAliveMillis, onEvent: onEvent) {
                     continuation.resume(returning: $0)
                 }
-                handler.start(host: address, port: endpoint.port, request: request, timeoutMillis: timeoutMillis)
+                handler.start(host: address, port: endpoint.port, request: request, timeoutMillis: timeoutMillis,
+                              tls: tls, serverName: endpoint.host)
             }
         }
         return try result.get()
@@ -153,7 +161,8 @@ final class WebSocketClientHandler: ConnectionHandler {
         self.opened = opened
     }
 
-    func start(host: String, port: Int, request: [UInt8], timeoutMillis: UInt64) {
+    func start(host: String, port: Int, request: [UInt8], timeoutMillis: UInt64,
+               tls: TLSContext? = nil, serverName: String? = nil) {
         let timer = LoopTimer(loop: loop)
         self.timer = timer
         timer.start(after: timeoutMillis) { [self] in
@@ -171,6 +180,15 @@ final class WebSocketClientHandler: ConnectionHandler {
                 self.connection = connection
                 connection.handler = self
                 phase = .upgrading
+                if let tls {
+                    do throws(IOError) {
+                        // The request waits inside the TLS session until the handshake is done.
+                        try connection.startTLS(tls, serverName: serverName)
+                    } catch {
+                        failOpen(ParleyClientError(.connectionFailed, "TLS to \(host):\(port): \(error.message)"))
+                        return
+                    }
+                }
                 connection.write(request)
             }
         }
@@ -278,7 +296,9 @@ final class WebSocketClientHandler: ConnectionHandler {
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         if opened != nil {
-            failOpen(ParleyClientError(.connectionFailed, "connection closed during the WebSocket upgrade"))
+            var why = "connection closed during the WebSocket upgrade"
+            if case .error(let error) = reason { why += ": \(error.message)" }  // e.g. a failed TLS handshake
+            failOpen(ParleyClientError(.connectionFailed, why))
             return
         }
         guard phase == .open else { return }

@@ -66,10 +66,35 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Whether channels not in `channels` may be used (no secret, no auth). True with no
     /// config file; false once a config file lists channels, unless it says otherwise.
     public var openChannels = true
-    /// TLS certificate chain and private key (PEM files).
+
+    // Abuse limits (docs/security-limits.md).
+    /// Connections open at once across all doors; more are accepted and closed at once.
+    public var maxConnections = 10_000
+    /// Connections open at once from one IP address.
+    public var maxConnectionsPerIP = 1_000
+    /// A connection must finish its first HTTP request / WebSocket upgrade, or on the line
+    /// door say `iam:`, within this long (milliseconds), or it is closed (slow-loris).
+    public var handshakeTimeoutMillis: UInt64 = 10_000
+    /// A native, Socket.IO-over-WebSocket or line connection that sends no message for this
+    /// long (milliseconds) is closed with a goodbye.
+    public var idleTimeoutMillis: UInt64 = 300_000
+    /// A connection refused more than this many times its rate within
+    /// ``rateAbuseWindowMillis`` is disconnected (sustained abuse).
+    public var rateAbuseFactor = 10.0
+    public var rateAbuseWindowMillis: Int64 = 10_000
+    /// Most members listed in one `observable_members` push; the push carries `count`
+    /// with the real total when the list is cut.
+    public var maxMembersListed = 1_000
+    /// REST requests per second one IP address may make (token bucket rate) and burst.
+    public var restRatePerSecond = 20.0
+    public var restBurst = 40.0
+
+    // TLS.
+    /// PEM certificate chain; with ``tlsKeyFile`` the HTTP door serves https:// and wss://.
     public var tlsCertificateFile: String?
+    /// PEM private key matching ``tlsCertificateFile``.
     public var tlsKeyFile: String?
-    /// Whether the line door speaks TLS too.
+    /// The line door speaks TLS too, with the same certificate.
     public var lineTLS = false
 
     public enum EventLoopCount: Sendable, Equatable {
@@ -152,6 +177,50 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--max-history-count", env: "PARLEY_MAX_HISTORY_COUNT", value: "N", help: "most history_count one subscribe may ask for (default 1000)") { c, v throws(UsageError) in
             c.nativeMaxHistoryCount = try integer(v, "--max-history-count", 0...1_000_000)
         },
+        Option(flag: "--max-body-size", env: "PARLEY_MAX_BODY_SIZE", value: "BYTES", help: "largest HTTP request body (default 1048576; 413 above)") { c, v throws(UsageError) in
+            c.httpMaxBodyBytes = try integer(v, "--max-body-size", 1024...(1 << 30))
+        },
+        Option(flag: "--socketio-max-payload", env: "PARLEY_SOCKETIO_MAX_PAYLOAD", value: "BYTES", help: "largest Socket.IO polling body or message (default 1000000)") { c, v throws(UsageError) in
+            c.socketIOMaxPayload = try integer(v, "--socketio-max-payload", 1024...(64 << 20))
+        },
+        Option(flag: "--max-connections", env: "PARLEY_MAX_CONNECTIONS", value: "N", help: "connections open at once, all doors (default 10000)") { c, v throws(UsageError) in
+            c.maxConnections = try integer(v, "--max-connections", 1...10_000_000)
+        },
+        Option(flag: "--max-connections-per-ip", env: "PARLEY_MAX_CONNECTIONS_PER_IP", value: "N", help: "connections open at once from one IP (default 1000)") { c, v throws(UsageError) in
+            c.maxConnectionsPerIP = try integer(v, "--max-connections-per-ip", 1...10_000_000)
+        },
+        Option(flag: "--handshake-timeout", env: "PARLEY_HANDSHAKE_TIMEOUT", value: "SECONDS", help: "time to finish the HTTP request/upgrade or line iam: (default 10)") { c, v throws(UsageError) in
+            c.handshakeTimeoutMillis = try millis(v, "--handshake-timeout")
+        },
+        Option(flag: "--idle-timeout", env: "PARLEY_IDLE_TIMEOUT", value: "SECONDS", help: "close a connection silent this long (default 300)") { c, v throws(UsageError) in
+            c.idleTimeoutMillis = try millis(v, "--idle-timeout")
+        },
+        Option(flag: "--rate-abuse-factor", env: "PARLEY_RATE_ABUSE_FACTOR", value: "N", help: "disconnect after N x the message rate refused within 10 s (default 10)") { c, v throws(UsageError) in
+            c.rateAbuseFactor = Double(try integer(v, "--rate-abuse-factor", 1...1_000_000))
+        },
+        Option(flag: "--max-members-listed", env: "PARLEY_MAX_MEMBERS_LISTED", value: "N", help: "members listed in one observable_members (default 1000)") { c, v throws(UsageError) in
+            c.maxMembersListed = try integer(v, "--max-members-listed", 1...10_000_000)
+        },
+        Option(flag: "--rest-rate", env: "PARLEY_REST_RATE", value: "N", help: "REST requests per second per IP (default 20, burst 2x; 429 above)") { c, v throws(UsageError) in
+            let rate = try integer(v, "--rest-rate", 1...10_000_000)
+            c.restRatePerSecond = Double(rate)
+            c.restBurst = Double(rate * 2)
+        },
+        Option(flag: "--tls-cert", env: "PARLEY_TLS_CERT", value: "FILE", help: "PEM certificate chain: serve https:// and wss:// (needs --tls-key)") { c, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError(description: "--tls-cert needs a file") }
+            c.tlsCertificateFile = v
+        },
+        Option(flag: "--tls-key", env: "PARLEY_TLS_KEY", value: "FILE", help: "PEM private key for --tls-cert") { c, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError(description: "--tls-key needs a file") }
+            c.tlsKeyFile = v
+        },
+        Option(flag: "--line-tls", env: "PARLEY_LINE_TLS", value: "", help: "the line door speaks TLS too (same certificate)") { c, v throws(UsageError) in
+            switch v {
+            case "", "1", "true", "yes": c.lineTLS = true
+            case "0", "false", "no": c.lineTLS = false
+            default: throw UsageError(description: "--line-tls takes no value (PARLEY_LINE_TLS=1 or 0), got \"\(v)\"")
+            }
+        },
         Option(flag: "--sync", env: "PARLEY_SYNC", value: "full|normal", help: "fsync each group commit (full, default) or not (normal)") { c, v throws(UsageError) in
             guard v == "full" || v == "normal" else { throw UsageError(description: "--sync must be full or normal, got \"\(v)\"") }
             c.syncFull = v == "full"
@@ -169,6 +238,14 @@ public struct ServerConfiguration: Sendable, Equatable {
             throw UsageError(description: "\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
         }
         return value
+    }
+
+    /// Seconds, fractions allowed (e.g. 0.5), as milliseconds.
+    private static func millis(_ text: String, _ flag: String) throws(UsageError) -> UInt64 {
+        guard let seconds = Double(text), seconds > 0, seconds <= 86_400 * 365 else {
+            throw UsageError(description: "\(flag) must be a number of seconds above 0, got \"\(text)\"")
+        }
+        return UInt64((seconds * 1000).rounded())
     }
 
     private static func port(_ text: String, _ flag: String) throws(UsageError) -> Int {
@@ -215,6 +292,8 @@ public struct ServerConfiguration: Sendable, Equatable {
             let value: String
             if let inlineValue {
                 value = inlineValue
+            } else if option.value.isEmpty {
+                value = ""  // a switch
             } else {
                 index += 1
                 guard index < arguments.count else { throw UsageError(description: "\(flag) needs a value") }

@@ -13,11 +13,18 @@ enum HTTPDoor {
         let routes = RESTRoutes.router()
         return try TCPListener.bind(host: core.configuration.host, port: core.configuration.httpPort, group: group) { connection in
             connection.maxQueuedBytes = core.configuration.writeQueueLimit
+            if let tls = core.tls {
+                do {
+                    try connection.startTLS(tls)
+                } catch {
+                    return  // no handler: closed at once
+                }
+            }
+            // Counted once here; whichever session owns the connection when it closes
+            // (HTTPSession, or NativeSession after an upgrade) releases it.
+            guard core.admit(connection, http: true) else { return }
             let session = HTTPSession(connection: connection, core: core, router: routes)
             connection.handler = session
-            // Counted once here; whichever session owns the connection when it closes
-            // (HTTPSession, or NativeSession after an upgrade) subtracts it.
-            core.openConnections.add(1, ordering: .relaxed)
             session.start()
         }
     }

@@ -17,6 +17,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     private var requestTimerRunning = false
     private var stopping = false
     private var upgraded = false
+    /// Closes a connection that has not completed its first request or upgrade in time.
+    private var handshakeTimer: LoopTimer?
 
     init(connection: TCPConnection, core: ServerCore, router: HTTPRouter<RESTHandler>) {
         self.connection = connection
@@ -27,6 +29,24 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
 
     func start() {
         armIdleTimer()
+        // Slow-loris: the first request (or upgrade) must be complete within the handshake
+        // timeout, however the bytes trickle in.
+        let timer = LoopTimer(loop: connection.loop)
+        handshakeTimer = timer
+        timer.start(after: core.configuration.handshakeTimeoutMillis) { [weak self] in
+            guard let self, self.connection.state == .open, !self.upgraded else { return }
+            self.core.limits.breached(.handshakeTimeout)
+            if self.head != nil || !self.parser.isIdle {
+                self.connection.write(HTTPResponse.text(408, "request not completed within the handshake timeout\n").encoded(keepAlive: false))
+            }
+            self.connection.close()
+        }
+    }
+
+    /// The first request or upgrade is complete: the handshake timer has done its job.
+    private func handshakeDone() {
+        handshakeTimer?.stop()
+        handshakeTimer = nil
     }
 
     // MARK: reading
@@ -46,13 +66,16 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 self.head = nil
                 let request = body
                 body = []
+                handshakeDone()
                 respond(to: head, body: request)
             case .upgrade(let leftover):
                 guard let head else { continue }
                 self.head = nil
+                handshakeDone()
                 upgrade(head, leftover: leftover)
                 return
             case .error(let error):
+                if error.response.status == 413 { core.limits.breached(.messageSize) }
                 connection.write(error.response.encoded(keepAlive: false))
                 connection.close()
                 return
@@ -99,9 +122,16 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             if !keepAlive { connection.close() }
             return
         }
-        if head.path == HTTPDoor.nativePath || isEchoPath(head.path) {
+        if head.path == "/metrics" && (head.method == "GET" || head.method == "HEAD") {
+            response = .text(200, core.metricsText())
+            response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        } else if head.path == HTTPDoor.nativePath || isEchoPath(head.path) {
             response = .text(426, "this endpoint speaks WebSocket only\n")
             response.headers.set("Upgrade", "websocket")
+        } else if !core.restRate.allow(ip: connection.remoteIP, nowMillis: core.hub.clock.nowMillis()) {
+            core.limits.breached(.restRate)
+            response = .text(429, "too many requests (limit \(Int(core.configuration.restRatePerSecond)) per second per address); slow down\n")
+            response.headers.set("Retry-After", String(core.restRate.retryAfterSeconds))
         } else {
             response = RESTRoutes.handle(router: router, head: head, body: body, core: core)
         }
@@ -179,7 +209,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         timer?.stop()
         timer = nil
+        handshakeDone()
         SocketIODoor.connectionClosed(connection, core: core)
-        core.openConnections.subtract(1, ordering: .relaxed)
+        core.release(connection)
     }
 }

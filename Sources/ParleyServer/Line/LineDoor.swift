@@ -7,10 +7,18 @@ enum LineDoor {
     static func listen(core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener {
         try TCPListener.bind(host: core.configuration.host, port: core.configuration.linePort, group: group) { connection in
             connection.maxQueuedBytes = core.configuration.writeQueueLimit
+            if core.configuration.lineTLS, let tls = core.tls {
+                do {
+                    try connection.startTLS(tls)
+                } catch {
+                    return  // no handler: closed at once
+                }
+            }
+            guard core.admit(connection, http: false) else { return }
             let session = LineSession(connection: connection, core: core)
             connection.handler = session
             LoopContext.of(connection.loop).localHub.register(session)
-            core.openConnections.add(1, ordering: .relaxed)
+            session.start()
         }
     }
 }
@@ -25,6 +33,10 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private var quietTimer: LoopTimer?
     private var rate: TokenBucket
     private var member: Member?
+    private var abuse: RateAbuseDetector
+    /// Closes the connection when `iam:` does not come in time.
+    private var handshakeTimer: LoopTimer?
+    private var idleWatch: IdleWatch?
     /// Longest accepted name, in characters.
     static let maxNameLength = 64
 
@@ -33,6 +45,30 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         self.core = core
         decoder = LineDecoder(maximumLength: core.configuration.lineMaxLength)
         rate = TokenBucket(ratePerSecond: core.configuration.lineRatePerSecond, burst: core.configuration.lineBurst)
+        abuse = RateAbuseDetector(ratePerSecond: core.configuration.lineRatePerSecond, configuration: core.configuration)
+    }
+
+    func start() {
+        let timeout = core.configuration.handshakeTimeoutMillis
+        let timer = LoopTimer(loop: connection.loop)
+        handshakeTimer = timer
+        timer.start(after: timeout) { [weak self] in
+            guard let self, self.member == nil, self.connection.state == .open else { return }
+            self.core.limits.breached(.handshakeTimeout)
+            self.reply("error: no iam:NAME within \(Self.seconds(timeout)) s; bye")
+            self.connection.close()
+        }
+        let idle = core.configuration.idleTimeoutMillis
+        idleWatch = IdleWatch(loop: connection.loop, timeoutMillis: idle) { [weak self] in
+            guard let self, self.connection.state == .open else { return }
+            self.core.limits.breached(.idleTimeout)
+            self.reply("idle timeout: nothing received for \(Self.seconds(idle)) s, bye")
+            self.connection.close()
+        }
+    }
+
+    static func seconds(_ millis: UInt64) -> String {
+        millis % 1000 == 0 ? String(millis / 1000) : String(Double(millis) / 1000)
     }
 
     private var lobby: RoomKey { core.configuration.lobby }
@@ -51,6 +87,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     // MARK: reading
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        idleWatch?.touch()
         handle(decoder.feed(bytes))
         guard connection.state == .open else { return }
         if decoder.hasPendingBytes {
@@ -71,6 +108,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             guard connection.state == .open else { return }
             switch event {
             case .tooLong:
+                core.limits.breached(.messageSize)
                 reply("error: line too long (limit \(decoder.maximumLength) bytes); it was discarded")
             case .line(let bytes):
                 handle(LineCommand.parse(bytes))
@@ -85,7 +123,15 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         case .msg(let text):
             guard let member else { reply("error: say who you are first with iam:NAME"); return }
             if let error = authError(.publish) { reply("error: \(error); message not sent"); return }
-            guard rate.take(nowMillis: core.hub.clock.nowMillis()) else {
+            let now = core.hub.clock.nowMillis()
+            guard rate.take(nowMillis: now) else {
+                core.limits.breached(.messageRate)
+                if abuse.refused(nowMillis: now) {
+                    core.limits.breached(.rateAbuseDisconnect)
+                    reply("error: rate limit exceeded again and again; disconnected")
+                    connection.close()
+                    return
+                }
                 reply("error: rate limit exceeded (\(Int(rate.ratePerSecond)) messages per second); message dropped")
                 return
             }
@@ -130,6 +176,8 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             reply("error: name contains control characters")
             return
         }
+        handshakeTimer?.stop()
+        handshakeTimer = nil
         let member = Member(id: "line-\(connection.id)",
                             clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]),
                             authData: auth.claims?.data)
@@ -180,8 +228,12 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         quietTimer?.stop()
         quietTimer = nil
+        handshakeTimer?.stop()
+        handshakeTimer = nil
+        idleWatch?.stop()
+        idleWatch = nil
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
         if member != nil { core.hub.unsubscribe(sessionID, from: lobby) }
-        core.openConnections.subtract(1, ordering: .relaxed)
+        core.release(connection)
     }
 }

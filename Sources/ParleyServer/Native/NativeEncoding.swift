@@ -78,15 +78,18 @@ enum NativeEncoding {
         w.endObject()
     }
 
-    static func observableMembers(room: RoomKey, members: [Member]) -> [UInt8] {
+    /// At most `limit` members are listed; when the list is cut, `count` carries the real
+    /// total (a Parley extension: Scaledrone clients ignore unknown fields).
+    static func observableMembers(room: RoomKey, members: [Member], limit: Int = .max) -> [UInt8] {
         var w = JSONWriter()
         w.beginObject()
         w.key("type"); w.writeString("observable_members")
         w.key("room"); w.writeString(room.room)
         w.key("data")
         w.beginArray()
-        for member in members { writeMember(member, into: &w) }
+        for member in members.prefix(limit) { writeMember(member, into: &w) }
         w.endArray()
+        if members.count > limit { w.key("count"); w.writeInt(members.count) }
         w.endObject()
         return w.bytes
     }

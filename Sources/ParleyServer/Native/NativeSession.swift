@@ -29,6 +29,8 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private var pingTimer: LoopTimer?
     private var heardSinceTick = true
     private var pingOutstanding = false
+    private var abuse: RateAbuseDetector
+    private var idleWatch: IdleWatch?
 
     init(connection: TCPConnection, core: ServerCore, webSocket: WebSocketConfiguration,
          deflate: PerMessageDeflateParameters?) {
@@ -37,6 +39,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         machine = WebSocketProtocolMachine(role: .server, configuration: webSocket, deflate: deflate)
         rate = TokenBucket(ratePerSecond: core.configuration.nativeRatePerSecond, burst: core.configuration.nativeBurst)
         clientID = NativeSession.makeClientID(connectionID: connection.id)
+        abuse = RateAbuseDetector(ratePerSecond: core.configuration.nativeRatePerSecond, configuration: core.configuration)
     }
 
     /// Random letters plus the connection id: unguessable enough for a public id, and unique
@@ -53,6 +56,18 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         pingTimer = timer
         let interval = core.configuration.webSocketPingIntervalMillis
         timer.start(after: interval, repeating: interval) { [weak self] in self?.pingTick() }
+        let idle = core.configuration.idleTimeoutMillis
+        idleWatch = IdleWatch(loop: connection.loop, timeoutMillis: idle) { [weak self] in
+            guard let self, self.connection.state == .open else { return }
+            self.core.limits.breached(.idleTimeout)
+            self.closeWith(.goingAway, reason: "idle timeout (no message for \(LineSession.seconds(idle)) s)")
+        }
+    }
+
+    /// Sends a close frame and closes once it is out.
+    private func closeWith(_ code: WebSocketCloseCode, reason: String) {
+        for case .send(let bytes) in machine.close(code: code, reason: reason) { write(bytes) }
+        connection.close()
     }
 
     private func pingTick() {
@@ -79,13 +94,16 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             guard connection.state == .open else { return }
             switch action {
             case .text(let text):
+                idleWatch?.touch()
                 handle(Array(text.utf8))
             case .binary(let bytes):
+                idleWatch?.touch()
                 // The Scaledrone Swift SDK sends its JSON in binary frames.
                 handle(bytes)
             case .send(let bytes):
                 write(bytes)
             case .closeConnection:
+                if machine.failureCode == .messageTooBig { core.limits.breached(.messageSize) }
                 connection.close()
             case .peerClosed:
                 break
@@ -143,6 +161,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             historyCount = min(historyCount, check.history)
             let key = RoomKey(channel: channel, room: room)
             if !rooms.contains(key) && rooms.count >= core.configuration.nativeMaxRooms {
+                core.limits.breached(.roomsPerConnection)
                 sendJSON(NativeEncoding.reply(callback: callback,
                                               error: "too many rooms (limit \(core.configuration.nativeMaxRooms) per connection)"))
                 return
@@ -167,8 +186,15 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 sendJSON(NativeEncoding.reply(callback: callback, error: error))
                 return
             }
-            guard rate.take(nowMillis: core.hub.clock.nowMillis()) else {
+            let now = core.hub.clock.nowMillis()
+            guard rate.take(nowMillis: now) else {
+                core.limits.breached(.messageRate)
                 sendJSON(NativeEncoding.reply(callback: callback, error: "rate limit exceeded"))
+                if abuse.refused(nowMillis: now) {
+                    // Sustained abuse: refusing each message costs more than the peer is worth.
+                    core.limits.breached(.rateAbuseDisconnect)
+                    closeWith(.policyViolation, reason: "rate limit exceeded")
+                }
                 return
             }
             // The receipt (or, with no callback, only an error) is sent once the message is
@@ -285,7 +311,9 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         // The reply first, so the client knows the room before anything arrives for it.
         if let callback { sendJSON(NativeEncoding.reply(callback: callback)) }
         if snapshot.room.isObservable {
-            sendJSON(NativeEncoding.observableMembers(room: snapshot.room, members: snapshot.members))
+            let limit = core.configuration.maxMembersListed
+            if snapshot.members.count > limit { core.limits.breached(.membersListed) }
+            sendJSON(NativeEncoding.observableMembers(room: snapshot.room, members: snapshot.members, limit: limit))
         }
         for (index, message) in snapshot.history.enumerated() {
             sendJSON(NativeEncoding.historyMessage(message, index: index))
@@ -301,10 +329,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     // MARK: closing
 
     func serverIsStopping() {
-        for case .send(let bytes) in machine.close(code: .goingAway, reason: "server shutting down") {
-            write(bytes)
-        }
-        connection.close()
+        closeWith(.goingAway, reason: "server shutting down")
     }
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
@@ -312,9 +337,11 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         pingTimer = nil
         expiryTimer?.stop()
         expiryTimer = nil
+        idleWatch?.stop()
+        idleWatch = nil
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
         for key in rooms { core.hub.unsubscribe(sessionID, from: key) }
         rooms.removeAll()
-        core.openConnections.subtract(1, ordering: .relaxed)
+        core.release(connection)
     }
 }

@@ -18,11 +18,35 @@ final class ServerCore: Sendable {
     let openConnections = Atomic<Int>(0)
     /// The Socket.IO door's sid registry and SocketChat roster.
     let socketIO = SocketIOShared()
+    /// Abuse-limit breaches, for `/metrics`.
+    let limits = LimitCounters()
+    /// Total and per-IP connection admission.
+    let gate = ConnectionGate()
+    /// REST requests per IP.
+    let restRate: RESTRateLimiter
+    /// Serves https:// and wss:// when configured.
+    let tls: TLSContext?
 
-    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup) {
+    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil) {
         self.configuration = configuration
         self.hub = hub
+        self.tls = tls
+        restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
         inboxes = group.loops.map { LoopInbox(loop: $0) }
+    }
+
+    /// Admits a newly accepted connection (counting it in), or answers it with the reason
+    /// and closes it. Returns false when refused.
+    func admit(_ connection: TCPConnection, http: Bool) -> Bool {
+        guard let refusal = gate.admit(ip: connection.remoteIP, core: self) else { return true }
+        limits.breached(refusal.limit)
+        connection.handler = RefusedConnection(connection: connection, message: refusal.message, http: http)
+        return false
+    }
+
+    /// An admitted connection has closed.
+    func release(_ connection: TCPConnection) {
+        gate.release(ip: connection.remoteIP, core: self)
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
@@ -60,9 +84,16 @@ public final class ParleyServer: Sendable {
         case .cores: loopCount = EventLoopGroup.coreCount
         case .fixed(let n): loopCount = n
         }
+        let tls: TLSContext?
+        do {
+            tls = try Self.loadTLS(configuration)
+        } catch {
+            store.close()
+            throw error
+        }
         let group = EventLoopGroup(loopCount: loopCount)
         self.group = group
-        let core = ServerCore(configuration: configuration, hub: hub, group: group)
+        let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls)
         self.core = core
         listeners = Mutex([])
         do {
@@ -83,6 +114,27 @@ public final class ParleyServer: Sendable {
         group.loops[0].execute {
             let timer = LoopTimer(loop: group.loops[0])
             timer.start(after: 1000, repeating: 1000, keepAlive: true) { hub.expireTyping() }
+        }
+    }
+
+    /// The server TLS context from `--tls-cert` / `--tls-key`, or nil without them. A missing
+    /// or unreadable file, a bad PEM or a key that does not match stops startup, naming the file.
+    static func loadTLS(_ configuration: ServerConfiguration) throws -> TLSContext? {
+        switch (configuration.tlsCertificateFile, configuration.tlsKeyFile) {
+        case (nil, nil):
+            if configuration.lineTLS { throw StartupError(description: "--line-tls needs --tls-cert and --tls-key") }
+            return nil
+        case (.some, nil): throw StartupError(description: "--tls-cert needs --tls-key (the certificate's private key)")
+        case (nil, .some): throw StartupError(description: "--tls-key needs --tls-cert")
+        case (.some(let certificate), .some(let key)):
+            for (what, path) in [("certificate", certificate), ("private key", key)] where access(path, R_OK) != 0 {
+                throw StartupError(description: "cannot read the TLS \(what) file \(path): \(String(cString: strerror(errno)))")
+            }
+            do {
+                return try TLSContext(certificateChainFile: certificate, privateKeyFile: key)
+            } catch {
+                throw StartupError(description: error.message)
+            }
         }
     }
 
@@ -119,8 +171,12 @@ public final class ParleyServer: Sendable {
 
     /// The lines `parley serve` prints once it is ready, one per bound door.
     public var listeningLines: [String] {
-        ["http listening on \(configuration.host):\(httpPort)",
-         "line listening on \(configuration.host):\(linePort)"]
+        var lines = ["http listening on \(configuration.host):\(httpPort)",
+                     "line listening on \(configuration.host):\(linePort)"]
+        if core.tls != nil {
+            lines.append("tls on: https:// and wss:// on the http port" + (configuration.lineTLS ? ", and the line port" : ""))
+        }
+        return lines
     }
 
     /// Stops gracefully: stop accepting, tell every client goodbye, flush, then stop the

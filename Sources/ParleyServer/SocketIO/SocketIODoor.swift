@@ -162,6 +162,7 @@ enum SocketIODoor {
             return reply(errorResponse(400, code: 1, "Session ID unknown"))
         }
         guard body.count <= core.configuration.socketIOMaxPayload else {
+            core.limits.breached(.messageSize)
             return reply(.text(413, "payload too large (limit \(core.configuration.socketIOMaxPayload) bytes)\n"))
         }
         SocketIOLoop.of(connection.loop).waiting[connection.id] = SocketIOLoop.Waiter(connection, sid: sid)
@@ -281,7 +282,9 @@ final class SocketIOWebSocketHandler: ConnectionHandler, GracefulSession {
             case .text(let text): forward(.text(text))
             case .binary(let bytes): forward(.binary(bytes))
             case .send(let bytes): connection.write(bytes)
-            case .closeConnection: connection.close()
+            case .closeConnection:
+                if machine.failureCode == .messageTooBig { core.limits.breached(.messageSize) }
+                connection.close()
             case .peerClosed: break
             }
         }
@@ -308,6 +311,6 @@ final class SocketIOWebSocketHandler: ConnectionHandler, GracefulSession {
         SocketIOLoop.of(connection.loop).webSockets.removeValue(forKey: connection.id)
         let owner = self.owner, sid = self.sid, link = self.link
         owner.executeSoon { SocketIOLoop.of(owner).sessions[sid]?.webSocketClosed(link) }
-        core.openConnections.subtract(1, ordering: .relaxed)
+        core.release(connection)
     }
 }

@@ -31,8 +31,10 @@ final class SocketIOSession: RoomSubscriber {
     private var member: Member?
     private var assembler = SocketIOBinaryAssembler()
     private var rate: TokenBucket
+    private lazy var abuse = RateAbuseDetector(ratePerSecond: core.configuration.nativeRatePerSecond, configuration: core.configuration)
     private var pingTimer: LoopTimer?
     private var timeoutTimer: LoopTimer?
+    private var idleWatch: IdleWatch?
     private var awaitingPong = false
     /// Counted in this loop's lobby mirror (between the subscribe snapshot and leaving).
     private var inLobbyMirror = false
@@ -118,6 +120,13 @@ final class SocketIOSession: RoomSubscriber {
         case .v3:
             // The client pings; silence for pingInterval + pingTimeout ends the session.
             timeoutTimer.start(after: interval + timeout) { [weak self] in self?.close(reason: "ping timeout") }
+        }
+        // Heartbeats keep a session alive, not in use: a session sending no message for the
+        // idle timeout is closed.
+        idleWatch = IdleWatch(loop: loop, timeoutMillis: core.configuration.idleTimeoutMillis) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.core.limits.breached(.idleTimeout)
+            self.close(reason: "idle timeout")
         }
     }
 
@@ -278,6 +287,7 @@ final class SocketIOSession: RoomSubscriber {
             awaitingPong = false
             if version == .v4 { timeoutTimer?.stop() }
         case .message:
+            idleWatch?.touch()
             handleMessage(packet)
         case .close:
             close(reason: "client close")
@@ -401,13 +411,13 @@ final class SocketIOSession: RoomSubscriber {
         case .chatMessage(let nickname, let text):
             if let error = authError(.publish) { return error }
             guard let sender = member ?? anonymous(nickname) else { return "connectUser first" }
-            guard rate.take(nowMillis: core.hub.clock.nowMillis()) else { return "rate limit exceeded; message dropped" }
+            guard rateAllows() else { return "rate limit exceeded; message dropped" }
             do { try core.hub.publish(.string(text), to: lobby, from: sender) } catch { return error.message }
             return nil
         case .typing(let nickname, let flag):
             if let error = authError(.publish) { return error }
             guard let sender = member ?? anonymous(nickname) else { return "connectUser first" }
-            guard rate.take(nowMillis: core.hub.clock.nowMillis()) else { return "rate limit exceeded" }
+            guard rateAllows() else { return "rate limit exceeded" }
             do { try core.hub.publish(.object(["typing": .bool(flag)]), to: lobby, from: sender) } catch { return error.message }
             return nil
         case .exitUser(let nickname):
@@ -473,6 +483,19 @@ final class SocketIOSession: RoomSubscriber {
 
     // MARK: closing
 
+    /// Takes a token; a refusal is counted, and sustained abuse closes the session (after
+    /// this refusal has been answered).
+    private func rateAllows() -> Bool {
+        let now = core.hub.clock.nowMillis()
+        if rate.take(nowMillis: now) { return true }
+        core.limits.breached(.messageRate)
+        if abuse.refused(nowMillis: now) {
+            core.limits.breached(.rateAbuseDisconnect)
+            LoopBound(self, on: loop).run { $0.close(reason: "rate limit exceeded") }
+        }
+        return false
+    }
+
     func close(reason: String) {
         guard !closed else { return }
         leaveLobby(exit: false)
@@ -481,6 +504,8 @@ final class SocketIOSession: RoomSubscriber {
         timeoutTimer?.stop()
         pingTimer = nil
         timeoutTimer = nil
+        idleWatch?.stop()
+        idleWatch = nil
         core.socketIO.unregister(sid)
         SocketIOLoop.of(loop).sessions.removeValue(forKey: sid)
         LoopContext.of(loop).localHub.unregister(sessionID)

@@ -32,8 +32,15 @@ enum ChatCommand {
     }
 
     @MainActor static func makeModel(_ options: ChatOptions) -> ChatRoomModel {
-        ChatRoomModel(url: URL(string: options.url)!, channel: options.channel, room: options.room,
-                      name: options.name, color: options.color, token: options.token, historyCount: options.history)
+        var transport: (any ParleyTransport)?
+        if let caFile = options.caFile {
+            var libuv = LibUVWebSocketTransport()
+            libuv.trustedCertificatesFile = caFile
+            transport = libuv
+        }
+        return ChatRoomModel(url: URL(string: options.url)!, channel: options.channel, room: options.room,
+                             name: options.name, color: options.color, token: options.token, historyCount: options.history,
+                             transport: transport)
     }
 }
 

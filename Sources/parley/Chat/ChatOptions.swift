@@ -11,6 +11,8 @@ struct ChatOptions {
     var token: String?
     var history = 20
     var plain = false
+    /// PEM certificates to trust for wss:// (a self-signed server), instead of the system's.
+    var caFile: String?
 
     static let usage = """
     usage: parley chat [options]
@@ -28,6 +30,7 @@ struct ChatOptions {
       --token JWT      token for channels with authentication
       --history N      recent messages shown on join (default 20)
       --plain          line mode even on a terminal
+      --ca FILE        trust this PEM certificate for wss:// (self-signed servers)
 
     commands (full-screen): /members, /room NAME, /name NAME, /quit (or Ctrl-C)
     """
@@ -60,6 +63,7 @@ struct ChatOptions {
                 guard let n = Int(try value(flag)), n >= 0 else { throw ChatOptionError(message: "--history must be a number ≥ 0") }
                 options.history = n
             case "--plain": options.plain = true
+            case "--ca": options.caFile = try value(flag)
             case "--help", "-h": return nil
             default: throw ChatOptionError(message: "unknown option \(argument)")
             }
