@@ -23,7 +23,9 @@ let package = Package(
         .target(name: "ParleyCore"),
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer"]),
+        // `parley bench` (fanout, idle): a load generator on ParleyIO for any server's doors.
+        .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyBench"]),
 
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
@@ -31,6 +33,7 @@ let package = Package(
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyIO"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

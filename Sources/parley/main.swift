@@ -1,4 +1,5 @@
 import Foundation
+import ParleyBench
 import ParleyServer
 
 let usage = """
@@ -6,6 +7,7 @@ usage: parley <command> [options]
 
 commands:
   serve     run the chat server (parley serve --help for its options)
+  bench     load generator: parley bench fanout|idle (parley bench --help)
   help      show this help
 """
 
@@ -45,6 +47,17 @@ case "serve":
     }
     say("parley stopped")
     exit(0)
+case "bench":
+    // Each bench is its own subcommand; ParleyBench runs fanout and idle.
+    let bench = arguments.first ?? "--help"
+    if BenchCommand.subcommands.contains(bench) {
+        exit(BenchCommand.run(bench, arguments: Array(arguments.dropFirst())))
+    }
+    if bench == "--help" || bench == "-h" || bench == "help" {
+        say(BenchCommand.usage)
+        exit(0)
+    }
+    fail("parley bench: unknown bench \"\(bench)\"\n\n\(BenchCommand.usage)")
 case "help", "--help", "-h":
     say(usage)
 default:

@@ -90,6 +90,11 @@ public struct ServerConfiguration: Sendable, Equatable {
             c.lineRatePerSecond = Double(rate)
             c.lineBurst = Double(rate * 2)
         },
+        Option(flag: "--native-rate", env: "PARLEY_NATIVE_RATE", value: "N", help: "native-door publishes per second per connection (default 50, burst 2x)") { c, v throws(UsageError) in
+            let rate = try integer(v, "--native-rate", 1...10_000_000)
+            c.nativeRatePerSecond = Double(rate)
+            c.nativeBurst = Double(rate * 2)
+        },
         Option(flag: "--write-queue-limit", env: "PARLEY_WRITE_QUEUE_LIMIT", value: "BYTES", help: "unsent bytes per connection before it is cut off (default 4194304)") { c, v throws(UsageError) in
             c.writeQueueLimit = try integer(v, "--write-queue-limit", 4096...(1 << 30))
         },
