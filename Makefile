@@ -5,9 +5,10 @@
 SWIFT       ?= swift
 APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd
 INTEROP_VENV = .venv-interop
+BENCH_VENV   = .venv-bench
 ARGS        ?=
 
-.PHONY: all deps build release run test unit interop fuzz fuzz-smoke clean
+.PHONY: all deps build release run test unit interop fuzz fuzz-smoke bench clean
 
 all: build
 
@@ -59,5 +60,16 @@ fuzz: deps
 fuzz-smoke: deps
 	Fuzz/run.sh 3
 
+# `parley bench` scenarios (Benchmarks.md) against a release server, plus the python-socketio
+# SocketChat reference server for the comparison row; prints one table. Takes a few minutes;
+# BENCH_SCALE=0.2 shortens the runs, BENCH_ONLY=fanout-max,idle picks rows.
+bench: release $(BENCH_VENV)/.ready
+	python3 Tests/bench/run_bench.py
+
+$(BENCH_VENV)/.ready: Tests/bench/requirements.txt
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q -r Tests/bench/requirements.txt
+	touch $@
+
 clean:
-	rm -rf .build $(INTEROP_VENV)
+	rm -rf .build $(INTEROP_VENV) $(BENCH_VENV)
