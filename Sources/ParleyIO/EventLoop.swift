@@ -8,9 +8,9 @@ import Synchronization
 /// loop's thread. Other threads talk to a loop only through ``execute(_:)``.
 public final class EventLoop: @unchecked Sendable {
     // Why `@unchecked Sendable` is safe here: the state below that is not itself Sendable
-    // (`uvLoop`, the handle pointers, `connections`, `dirty`, `readBuffer`, `nextID`) is only
-    // read or written on the loop's own thread — every method that touches it is documented
-    // "loop thread only" and checks `assertInEventLoop()` in debug builds. The only members
+    // (`uvLoop`, the handle pointers, `connections`, `dirty`, `spareWriteRequests`, `readBuffer`,
+    // `nextID`) is only read or written on the loop's own thread — every method that touches
+    // it is documented "loop thread only" and checks `assertInEventLoop()` in debug builds. The only members
     // used from other threads are `execute` (its queue is a `Mutex`, and `uv_async_send` is
     // documented thread-safe by libuv), `inEventLoop` (an `Atomic`) and `index` (a `let`).
 
@@ -35,6 +35,8 @@ public final class EventLoop: @unchecked Sendable {
     // Loop-thread state.
     var connections: [UInt64: TCPConnection] = [:]
     var dirty: [TCPConnection] = []
+    /// Finished write requests kept for reuse (see `TCPConnection.flush`).
+    var spareWriteRequests: [WriteRequest] = []
     private var nextID: UInt64 = 0
     private(set) var isStopping = false
     var loopLocals: [ObjectIdentifier: AnyObject] = [:]

@@ -140,20 +140,27 @@ public final class TCPConnection {
     func flush() {
         isDirty = false
         guard !pending.isEmpty, state != .closed else { return }
-        let buffers = pending
-        pending.removeAll(keepingCapacity: true)
+        // A pooled request takes the queued buffers by swapping arrays, so a flush in steady
+        // state allocates nothing (it used to allocate the request, its uv_write_t, a uv_buf_t
+        // array and a fresh `pending` buffer: four mallocs per connection per loop turn).
+        let request = loop.takeWriteRequest()
+        swap(&request.buffers, &pending)
         pendingBytes = 0
-        let request = WriteRequest(buffers: buffers)
-        var bufs = buffers.map { uv_buf_init($0.base.assumingMemoryBound(to: CChar.self), UInt32($0.count)) }
-        let status = bufs.withUnsafeMutableBufferPointer { bufs in
+        for buffer in request.buffers {
+            request.bufs.append(uv_buf_init(buffer.base.assumingMemoryBound(to: CChar.self), UInt32(buffer.count)))
+        }
+        request.request.pointee.data = Unmanaged.passRetained(request).toOpaque()
+        let status = request.bufs.withUnsafeMutableBufferPointer { bufs in
             uv_write(request.request, stream, bufs.baseAddress, UInt32(bufs.count)) { req, status in
                 let request = Unmanaged<WriteRequest>.fromOpaque(req!.pointee.data).takeRetainedValue()
                 let connection = TCPConnection.from(req!.pointee.handle.pointee.data)
                 connection.writeCompleted(request, status: status)
+                connection.loop.recycle(request)
             }
         }
         if status < 0 {
             Unmanaged<WriteRequest>.fromOpaque(request.request.pointee.data).release()
+            loop.recycle(request)
             close(flush: false, reason: .error(IOError(uv: status, "write")))
         } else {
             inFlightWrites += 1
@@ -239,16 +246,33 @@ public final class TCPConnection {
     }
 }
 
-/// One `uv_write` in flight: owns the request memory and keeps the buffers alive.
+/// One `uv_write` in flight: owns the request memory and keeps the buffers alive until the
+/// kernel has them. Reused through the loop's pool (``EventLoop/takeWriteRequest()``).
 final class WriteRequest {
     let request: UnsafeMutablePointer<uv_write_t>
-    let buffers: [IOBuffer]
+    var buffers: [IOBuffer] = []
+    var bufs: [uv_buf_t] = []
 
-    init(buffers: [IOBuffer]) {
-        self.buffers = buffers
+    init() {
         request = .allocate(capacity: 1)
-        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
     }
 
     deinit { request.deallocate() }
+}
+
+extension EventLoop {
+    /// Most idle write requests a loop keeps for reuse.
+    static let writeRequestPoolLimit = 4096
+
+    /// A request with empty arrays, from the pool when it has one. Loop thread only.
+    func takeWriteRequest() -> WriteRequest {
+        spareWriteRequests.popLast() ?? WriteRequest()
+    }
+
+    /// Returns a finished request to the pool (dropping its buffers). Loop thread only.
+    func recycle(_ request: WriteRequest) {
+        request.buffers.removeAll(keepingCapacity: request.buffers.capacity <= 64)
+        request.bufs.removeAll(keepingCapacity: request.bufs.capacity <= 64)
+        if spareWriteRequests.count < Self.writeRequestPoolLimit { spareWriteRequests.append(request) }
+    }
 }
