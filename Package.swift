@@ -28,7 +28,8 @@ let package = Package(
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
         // `parley bench` (fanout, idle): a load generator on ParleyIO for any server's doors.
-        .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
+        .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"],
+                swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyBench"]),
 
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),

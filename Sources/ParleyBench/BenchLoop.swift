@@ -7,6 +7,8 @@ struct LoopReport: Sendable {
     var uniqueDelivered = 0
     var duplicates = 0
     var measuredDelivered = 0
+    /// Deliveries that arrived inside the measured window (whenever they were sent).
+    var receivedInWindow = 0
     var foreign = 0
     var serverErrors = 0
     var lostAfterReady = 0
@@ -158,6 +160,7 @@ final class BenchLoop {
         if client.trackers[publisher / rooms].record(stamp.sequence) {
             report.uniqueDelivered += 1
             let now = monotonicNanos()
+            if now >= measureFrom && now < measureTo { report.receivedInWindow += 1 }
             if stamp.sentNanos >= measureFrom && stamp.sentNanos < measureTo {
                 report.measuredDelivered += 1
                 report.latency.record(micros: UInt64(max(0, (now - stamp.sentNanos) / 1000)))

@@ -14,6 +14,8 @@ public struct FanoutResult: Sendable {
     public var delivered = 0
     /// Deliveries of messages sent in the measured window, and that window's length.
     public var measuredDelivered = 0
+    /// Deliveries that arrived inside the measured window: what delivered/s is made of.
+    public var receivedInWindow = 0
     public var measuredSeconds = 0.0
     public var latency = LatencyHistogram()
     public var lost = 0
@@ -23,7 +25,9 @@ public struct FanoutResult: Sendable {
     public var errorSamples: [String] = []
     public var drainedInTime = true
 
-    public var deliveredPerSecond: Double { measuredSeconds > 0 ? Double(measuredDelivered) / measuredSeconds : 0 }
+    /// Deliveries that arrived per second of the measured window (receive time, so a backlog
+    /// that lands during the drain never counts).
+    public var deliveredPerSecond: Double { measuredSeconds > 0 ? Double(receivedInWindow) / measuredSeconds : 0 }
     public var sentPerSecond: Double { measuredSeconds > 0 ? Double(sent) / (options.warmupSeconds + options.durationSeconds) : 0 }
     /// A run is good when nothing was lost or duplicated and nothing went wrong.
     public var isClean: Bool { lost == 0 && duplicated == 0 && errors == 0 && connected == connections }
@@ -125,6 +129,7 @@ public enum FanoutRun {
             result.connected += report.ready
             result.delivered += report.uniqueDelivered
             result.measuredDelivered += report.measuredDelivered
+            result.receivedInWindow += report.receivedInWindow
             result.duplicated += report.duplicates
             result.lost += report.missing
             result.errors += report.failed + report.serverErrors + report.foreign
