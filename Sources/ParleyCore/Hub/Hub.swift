@@ -56,12 +56,14 @@ public final class Hub: Sendable {
         let limit = configuration.maxMembersPerRoom
         let full = room.lock.withLock { locked -> Bool in
             if !locked.state.contains(session) {
-                guard locked.state.memberList.count < limit else { return true }
+                guard locked.state.memberCount < limit else { return true }
                 _ = locked.state.join(session, as: member)
                 for target in locked.inboxes.values { target.inbox.post(.event(key, .memberJoined(member))) }
                 locked.addInbox(inbox, for: session)
             }
-            let snapshot = SubscribeSnapshot(room: key, members: locked.state.memberList,
+            // Only observable rooms show their members; copying a large room's list on every
+            // join made subscribing O(members) in time and in transient memory.
+            let snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? locked.state.memberList : [],
                                              history: locked.state.history.latest(historyCount),
                                              lastOffset: locked.state.lastOffset)
             inbox.post(.subscribed(session, snapshot))
