@@ -13,6 +13,8 @@ struct LoopReport: Sendable {
     var serverErrors = 0
     var lostAfterReady = 0
     var errorSamples: [String] = []
+    /// Whether this loop may still send (its last timer tick has not run yet).
+    var publishing = false
     /// Messages sent by each publisher on this loop.
     var sent: [Int: Int] = [:]
     var latency = LatencyHistogram()
@@ -177,6 +179,7 @@ final class BenchLoop {
     /// The current counters (sent per publisher included).
     func snapshot() -> LoopReport {
         var copy = report
+        copy.publishing = timer != nil || (closedLoopWindow > 0 && monotonicNanos() < endNanos)
         copy.sent = [:]
         for publisher in publishers { copy.sent[publisher.spec.publisher!] = publisher.sent }
         return copy

@@ -109,7 +109,10 @@ public enum FanoutRun {
             for report in reports { for (p, n) in report.sent { sent[p] = n } }
             let expected = sent.reduce(0, +) * options.members
             let unique = reports.reduce(0) { $0 + $1.uniqueDelivered }
-            if unique >= expected { break }
+            // A starved loop may still owe its last tick: the count of sent is final only
+            // once every loop has stopped publishing.
+            let stillPublishing = reports.contains { $0.publishing }
+            if unique >= expected && !stillPublishing { break }
             if monotonicNanos() > drainDeadline { result.drainedInTime = false; break }
         }
         let sentFinal = sent
