@@ -27,6 +27,11 @@ public enum BenchCommand {
             switch subcommand {
             case "fanout":
                 let options = try parseFanout(arguments)
+                let (limit, capacity) = IdleRun.capacity()
+                if options.totalConnections > capacity {
+                    log("parley bench fanout: cannot open \(options.totalConnections) connections (rooms × members): this process may open at most \(limit) files (hard limit RLIMIT_NOFILE), so at most \(capacity) connections")
+                    return 2
+                }
                 let result = FanoutRun.run(options) { note in if !options.json { log(note) } }
                 print(options.json ? result.json : result.table)
                 return result.isClean ? 0 : 1
