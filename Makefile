@@ -9,9 +9,10 @@ APT_PACKAGES += chromium chromium-driver
 INTEROP_VENV = .venv-interop
 # python-socketio 4.x (Engine.IO 3) cannot share a venv with 5.x.
 INTEROP_EIO3_VENV = .venv-interop-eio3
+BENCH_VENV   = .venv-bench
 ARGS        ?=
 
-.PHONY: all deps build release run test unit interop fuzz fuzz-smoke conformance clean
+.PHONY: all deps build release run test unit interop fuzz fuzz-smoke conformance bench clean
 
 all: build
 
@@ -78,5 +79,16 @@ $(INTEROP_EIO3_VENV)/.ready: Tests/interop/requirements-eio3.txt
 conformance: deps
 	SWIFT=$(SWIFT) Tests/conformance/run.sh
 
+# `parley bench` scenarios (Benchmarks.md) against a release server, plus the python-socketio
+# SocketChat reference server for the comparison row; prints one table. Takes a few minutes;
+# BENCH_SCALE=0.2 shortens the runs, BENCH_ONLY=fanout-max,idle picks rows.
+bench: release $(BENCH_VENV)/.ready
+	python3 Tests/bench/run_bench.py
+
+$(BENCH_VENV)/.ready: Tests/bench/requirements.txt
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q -r Tests/bench/requirements.txt
+	touch $@
+
 clean:
-	rm -rf .build $(INTEROP_VENV) $(INTEROP_EIO3_VENV)
+	rm -rf .build $(INTEROP_VENV) $(INTEROP_EIO3_VENV) $(BENCH_VENV)

@@ -28,8 +28,14 @@ let package = Package(
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL"],
                 resources: [.copy("Web")]),
+        // `parley bench` (fanout, idle): a load generator on ParleyIO for any server's doors.
+        // Its loop-confined counters skip dynamic exclusivity checks in release builds (the
+        // bench shares the CPU with the server it measures). Only the executable uses this
+        // target, so the unsafe flag never reaches a package that depends on ParleyClient.
+        .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"],
+                swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyIO", "ParleyWebSocket"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench", "ParleyIO", "ParleyWebSocket"]),
         // Autobahn|Testsuite client-side runner for `make conformance` (not part of `parley`).
         .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
                           path: "Sources/AutobahnClient"),
@@ -42,6 +48,7 @@ let package = Package(
         .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO"]),
+        .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyIO"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

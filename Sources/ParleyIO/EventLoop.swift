@@ -8,9 +8,9 @@ import Synchronization
 /// loop's thread. Other threads talk to a loop only through ``execute(_:)``.
 public final class EventLoop: @unchecked Sendable {
     // Why `@unchecked Sendable` is safe here: the state below that is not itself Sendable
-    // (`uvLoop`, the handle pointers, `connections`, `dirty`, `readBuffer`, `nextID`) is only
-    // read or written on the loop's own thread — every method that touches it is documented
-    // "loop thread only" and checks `assertInEventLoop()` in debug builds. The only members
+    // (`uvLoop`, the handle pointers, `connections`, `writeState`, `readBuffer`,
+    // `nextID`) is only read or written on the loop's own thread — every method that touches
+    // it is documented "loop thread only" and checks `assertInEventLoop()` in debug builds. The only members
     // used from other threads are `execute` (its queue is a `Mutex`, and `uv_async_send` is
     // documented thread-safe by libuv), `inEventLoop` (an `Atomic`) and `index` (a `let`).
 
@@ -34,7 +34,14 @@ public final class EventLoop: @unchecked Sendable {
 
     // Loop-thread state.
     var connections: [UInt64: TCPConnection] = [:]
-    var dirty: [TCPConnection] = []
+    /// Connections with queued writes, and finished write requests kept for reuse, behind a
+    /// pointer so the per-delivery path pays no dynamic exclusivity checks.
+    struct LoopWriteState {
+        var dirty: [TCPConnection] = []
+        var flushing: [TCPConnection] = []
+        var spare: [WriteRequest] = []
+    }
+    let writeState: UnsafeMutablePointer<LoopWriteState>
     private var nextID: UInt64 = 0
     private(set) var isStopping = false
     var loopLocals: [ObjectIdentifier: AnyObject] = [:]
@@ -47,6 +54,8 @@ public final class EventLoop: @unchecked Sendable {
         prepareHandle = .allocate(capacity: 1)
         checkHandle = .allocate(capacity: 1)
         readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+        writeState = .allocate(capacity: 1)
+        writeState.initialize(to: LoopWriteState())
 
         uv_async_init(uvLoop, wakeup) { handle in
             EventLoop.from(handle!.pointee.loop).drainInbox()
@@ -107,14 +116,20 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     func markDirty(_ connection: TCPConnection) {
-        dirty.append(connection)
+        writeState.pointee.dirty.append(connection)
     }
 
     private func flushDirty() {
-        guard !dirty.isEmpty else { return }
-        let list = dirty
-        dirty.removeAll(keepingCapacity: true)
-        for connection in list { connection.flush() }
+        guard !writeState.pointee.dirty.isEmpty else { return }
+        // Swap the lists instead of copying: both keep their capacity, so a turn allocates nothing.
+        swap(&writeState.pointee.dirty, &writeState.pointee.flushing)
+        var index = 0
+        while index < writeState.pointee.flushing.count {
+            let connection = writeState.pointee.flushing[index]
+            connection.flush()
+            index += 1
+        }
+        writeState.pointee.flushing.removeAll(keepingCapacity: true)
     }
 
     /// Loop-local storage keyed by type: one instance of `T` per loop, created on first use.

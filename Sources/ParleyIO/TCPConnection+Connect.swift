@@ -4,16 +4,34 @@ extension EventLoop {
     /// Opens a TCP connection to a numeric address. `completion` runs on this loop with the
     /// connection (set its handler; reading starts when the completion returns) or an error.
     /// Loop thread only.
-    public func connect(host: String, port: Int,
+    ///
+    /// `sourceHost`, when given, is bound first (port 0) so the connection leaves from that
+    /// address: a load generator spreads many connections over 127.0.0.x that way, since one
+    /// source address has only ~28k ephemeral ports.
+    public func connect(host: String, port: Int, sourceHost: String? = nil,
                         _ completion: @escaping (Result<TCPConnection, IOError>) -> Void) {
         assertInEventLoop()
         var address: sockaddr_storage
-        do { address = try SocketAddress.make(host: host, port: port) } catch {
+        var source: sockaddr_storage?
+        do {
+            address = try SocketAddress.make(host: host, port: port)
+            if let sourceHost { source = try SocketAddress.make(host: sourceHost, port: 0) }
+        } catch {
             completion(.failure(error))
             return
         }
         let handle = UnsafeMutablePointer<uv_tcp_t>.allocate(capacity: 1)
         uv_tcp_init(uvLoop, handle)
+        if var source {
+            let bound = withUnsafePointer(to: &source) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_bind(handle, $0, 0) }
+            }
+            if bound < 0 {
+                uv_close(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)) { $0!.deallocate() }
+                completion(.failure(IOError(uv: bound, "bind \(sourceHost ?? "")")))
+                return
+            }
+        }
         let request = ConnectRequest(loop: self, handle: handle, completion: completion)
         let status = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyBench
 import ParleyServer
 
 let usage = """
@@ -8,7 +9,7 @@ commands:
   serve     run the chat server (parley serve --help for its options)
   token     mint a development token (parley token --help)
   chat      terminal chat client (parley chat --help for its options)
-  bench     load generators: bench publish-durable --url ws://HOST:PORT/v3/websocket
+  bench     load generators: parley bench fanout|idle|publish-durable (parley bench --help)
   help      show this help
 """
 
@@ -54,16 +55,26 @@ case "token":
 case "chat":
     ChatCommand.run(arguments)
 case "bench":
-    guard arguments.first == "publish-durable" else {
-        fail("parley bench: the only scenario so far is publish-durable\n\n\(DurablePublishBench.usage)")
+    // Each bench is its own subcommand: ParleyBench runs fanout and idle; publish-durable
+    // measures acknowledged durable publishes.
+    let bench = arguments.first ?? "--help"
+    if bench == "publish-durable" {
+        do {
+            let options = try DurablePublishBench.parse(Array(arguments.dropFirst()))
+            say(DurablePublishBench.run(options))
+        } catch {
+            fail("parley bench: \(error)")
+        }
+        exit(0)
     }
-    do {
-        let options = try DurablePublishBench.parse(Array(arguments.dropFirst()))
-        say(DurablePublishBench.run(options))
-    } catch {
-        fail("parley bench: \(error)")
+    if BenchCommand.subcommands.contains(bench) {
+        exit(BenchCommand.run(bench, arguments: Array(arguments.dropFirst())))
     }
-    exit(0)
+    if bench == "--help" || bench == "-h" || bench == "help" {
+        say(BenchCommand.usage + "\n\n" + DurablePublishBench.usage)
+        exit(0)
+    }
+    fail("parley bench: unknown bench \"\(bench)\"\n\n\(BenchCommand.usage)")
 case "help", "--help", "-h":
     say(usage)
 default:

@@ -9,7 +9,8 @@ public enum RoomEvent: Sendable, Equatable {
 /// after `lastOffset` reaches it live, so history plus live has no gap and no duplicate.
 public struct SubscribeSnapshot: Sendable, Equatable {
     public let room: RoomKey
-    /// Members in join order, the subscriber included.
+    /// Members in join order, the subscriber included; empty for rooms that are not
+    /// `observable-*` (no door shows their membership).
     public let members: [Member]
     /// Recent history, oldest first (as many as asked for and kept).
     public let history: [Message]

@@ -93,7 +93,7 @@ public final class Hub: Sendable {
         let token = subscribeTokens.wrappingAdd(1, ordering: .relaxed).newValue
         let outcome = room.lock.withLock { locked -> SubscribeOutcome in
             if !locked.state.contains(session) {
-                guard locked.state.memberList.count < limit else { return .full }
+                guard locked.state.memberCount < limit else { return .full }
                 _ = locked.state.join(session, as: member)
                 for target in locked.inboxes.values { target.inbox.post(.event(key, .memberJoined(member))) }
             } else if locked.pending[session] == nil, locked.sessionInbox[session] != nil {
@@ -145,7 +145,9 @@ public final class Hub: Sendable {
         guard locked.covers(historyCount: historyCount, after: from) else { return .read(stored: stored, from: from) }
         locked.pending[session] = nil
         locked.addInbox(inbox, for: session)
-        var snapshot = SubscribeSnapshot(room: key, members: locked.state.memberList,
+        // Only observable rooms show their members: copying a large room's list on every
+        // join made subscribing O(members) in time and transient memory.
+        var snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? locked.state.memberList : [],
                                          history: locked.latest(historyCount), lastOffset: stored)
         snapshot.replay = locked.tail(after: from)
         inbox.post(.subscribed(session, snapshot))
@@ -192,7 +194,9 @@ public final class Hub: Sendable {
             }
             locked.pending[session] = nil
             locked.addInbox(inbox, for: session)
-            var snapshot = SubscribeSnapshot(room: key, members: locked.state.memberList, history: history, lastOffset: stored)
+            // Only observable rooms show their members: copying a large room's list on every
+        // join made subscribing O(members) in time and transient memory.
+        var snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? locked.state.memberList : [], history: history, lastOffset: stored)
             snapshot.replay = replay
             inbox.post(.subscribed(session, snapshot))
             return nil

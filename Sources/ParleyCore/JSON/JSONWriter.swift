@@ -214,15 +214,21 @@ public struct JSONWriter: Sendable {
         d < 10 ? UInt8(ascii: "0") + d : UInt8(ascii: "a") + d - 10
     }
 
+    /// Digits go right-to-left into a stack buffer, then one append: reversing a slice of
+    /// `bytes` in place went through a slice accessor and cost ~850 instructions per integer
+    /// (two per fan-out message: timestamp and offset).
     private mutating func appendInt(_ i: Int) {
         if i < 0 { bytes.append(UInt8(ascii: "-")) }
         var magnitude = i.magnitude
-        let start = bytes.count
-        repeat {
-            bytes.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
-            magnitude /= 10
-        } while magnitude != 0
-        bytes[start...].reverse()
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var position = 20
+            repeat {
+                position -= 1
+                digits[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude != 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[position..<20]))
+        }
     }
 }
 

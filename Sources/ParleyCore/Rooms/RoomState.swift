@@ -20,6 +20,8 @@ public struct RoomState: Sendable {
 
     public var memberList: [Member] { members.map(\.member) }
     public var isEmpty: Bool { members.isEmpty }
+    /// Number of members, without building ``memberList``.
+    public var memberCount: Int { members.count }
     public var lastOffset: Int64 { nextOffset - 1 }
 
     public func contains(_ session: SessionID) -> Bool { members.contains { $0.session == session } }

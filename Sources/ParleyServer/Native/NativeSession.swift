@@ -290,12 +290,18 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
         // Between our unsubscribe and the hub's confirmation, the room is already gone for us.
-        guard let frame, rooms.contains(room), connection.state == .open, machine.state == .open else { return }
+        guard let frame, isSubscribed(to: room), connection.state == .open, machine.state == .open else { return }
         if machine.usesDeflate {
             sendJSON(NativeEncoding.payload(ofServerFrame: frame))
         } else {
             connection.write(frame)
         }
+    }
+
+    /// Most sessions are in one room: comparing two keys (short names are inline strings) is
+    /// far cheaper than hashing one, and this runs once per delivery.
+    @inline(__always) private func isSubscribed(to room: RoomKey) -> Bool {
+        rooms.count == 1 ? rooms.first! == room : rooms.contains(room)
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
