@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// The abuse limits of docs/security-limits.md, each breached for real against a server.
+/// The abuse limits of README.md, "Limits", each breached for real against a server.
 @Suite(.serialized) struct AbuseLimitsTests {
     /// `parley_limit_breaches_total{limit="NAME"}` from `/metrics`.
     static func breaches(_ server: ParleyServer, _ limit: String) async throws -> Int {

@@ -8,7 +8,7 @@ enum AuthAction: Sendable {
 /// One connection's standing in one channel: whether the channel requires a token, and the
 /// verified claims once one was presented. Shared by every door, so they refuse alike.
 ///
-/// Rules (docs/security-auth.md):
+/// Rules (README.md, "Security"):
 /// - a channel that requires auth refuses everything until a token is verified;
 /// - once a connection has a token, its permissions apply on ANY channel, open ones included
 ///   (as Scaledrone does), so a token can narrow what a client may do;

@@ -67,7 +67,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// config file; false once a config file lists channels, unless it says otherwise.
     public var openChannels = true
 
-    // Abuse limits (docs/security-limits.md).
+    // Abuse limits (README.md, "Limits").
     /// Connections open at once across all doors; more are accepted and closed at once.
     public var maxConnections = 10_000
     /// Connections open at once from one IP address.
