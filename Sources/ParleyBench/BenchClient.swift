@@ -220,8 +220,10 @@ final class BenchClient: ConnectionHandler {
                 if kind == UInt8(ascii: "0") && stage == .joining {
                     // Every SocketChat user identifies itself first (servers such as Parley
                     // deliver chat only to identified users; the original sends to everyone).
-                    let name = spec.publisher.map { "p\($0)" } ?? "m\(spec.index)"
-                    sendText(Array("42[\"connectUser\",\"\(name)\"]".utf8))
+                    if spec.publisher != nil || bench.identifySocketIOMembers {
+                        let name = spec.publisher.map { "p\($0)" } ?? "m\(spec.index)"
+                        sendText(Array("42[\"connectUser\",\"\(name)\"]".utf8))
+                    }
                     becameReady()
                 } else if kind == UInt8(ascii: "4") || kind == UInt8(ascii: "1") {
                     bench.serverError(String(decoding: payload.prefix(200), as: UTF8.self))

@@ -10,6 +10,7 @@ public enum BenchCommand {
     public static let usage = """
     usage: parley bench fanout --url URL [--door native|socketio|line] [--rooms R] [--members M]
                                [--publishers P] [--rate MSGS_PER_S|max] [--window N] [--size BYTES]
+                               [--sio-identify all|publishers]
                                [--duration S] [--warmup S] [--loops N] [--drain S] [--json]
            parley bench idle --url URL --connections N [--server-pid PID] [--report-at 5000,10000,19000]
                                [--per-address N] [--hold S] [--loops N] [--json]
@@ -117,6 +118,11 @@ public enum BenchCommand {
                     o.rate = .perSecond(r)
                 }
             case "--window": o.window = try int(flag, value)
+            case "--sio-identify":
+                guard value == "all" || value == "publishers" else {
+                    throw Usage(message: "--sio-identify must be all or publishers, got \"\(value)\"")
+                }
+                o.identifySocketIOMembers = value == "all"
             case "--size": o.size = try int(flag, value)
             case "--duration": o.durationSeconds = try seconds(flag, value)
             case "--warmup": o.warmupSeconds = try seconds(flag, value)

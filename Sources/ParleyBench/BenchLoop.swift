@@ -31,6 +31,9 @@ final class BenchLoop {
     let url: BenchURL
     let channel: String
     let rooms: Int
+    /// Socket.IO: whether listening members send `connectUser` too (Parley delivers SocketChat
+    /// events to identified users only; the original server emits to every socket).
+    var identifySocketIOMembers = true
     var maskKeys: MaskKeyGenerator
     var clients: [BenchClient] = []
     private var queue: [ClientSpec] = []

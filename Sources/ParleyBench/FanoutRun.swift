@@ -63,6 +63,7 @@ public enum FanoutRun {
                 BenchLoop(loop: loop, door: options.door, url: options.url, channel: options.channel,
                           rooms: options.rooms, concurrency: options.connectConcurrency)
             }
+            bench.identifySocketIOMembers = options.identifySocketIOMembers
             bench.open(specs)
             return 0
         }

@@ -67,6 +67,10 @@ public struct FanoutOptions: Sendable {
     public var publishers = 1
     public var rate = BenchRate.perSecond(100)
     public var window = 64
+    /// Socket.IO: listening members send `connectUser` too (`--sio-identify all`, the
+    /// default) or only publishers do (`--sio-identify publishers`, for servers that emit to
+    /// every socket, like the original SocketChat server).
+    public var identifySocketIOMembers = true
     public var size = 100
     public var durationSeconds = 10.0
     public var warmupSeconds = 1.0
