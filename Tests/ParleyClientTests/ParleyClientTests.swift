@@ -121,6 +121,49 @@ private func client(_ port: Int, name: String, channel: String = "demo",
 
     /// The server cuts alice's connection; while she is away bob keeps talking and she
     /// publishes too. She comes back by herself and sees every message exactly once, in order.
+    /// The server is stopped mid-conversation and started again on the same port and data
+    /// directory: alice's client reconnects by itself and resumes from its last offset, seeing
+    /// what was published while the server was back but she was not, with no gap and no
+    /// duplicate, then live messages.
+    @Test func resumesAfterTheServerIsStoppedAndStartedAgain() async throws {
+        let data = NSTemporaryDirectory() + "parley-client-restart-\(UUID().uuidString)"
+        let first = try startClientTestServer { $0.dataDirectory = data }
+        let port = first.httpPort
+        let alice = client(port, name: "alice")
+        try await alice.connect()
+        let aliceRoom = try await alice.subscribe("observable-restart", historyCount: 10)
+        let log = EventLog(aliceRoom)
+        let bob = client(port, name: "bob")
+        try await bob.connect()
+        let bobRoom = try await bob.subscribe("observable-restart")
+        try await bobRoom.publish(text: "m1")
+        try await bobRoom.publish(text: "m2")
+        try await eventually("m1 m2") { await log.messageTexts == ["m1", "m2"] }
+        await bob.disconnect()
+
+        first.shutdown(timeout: .seconds(1))
+        try await eventually("alice notices") {
+            if case .reconnecting = await alice.state { true } else { false }
+        }
+        let second = try startClientTestServer { $0.dataDirectory = data; $0.httpPort = port }
+        defer { second.shutdown(timeout: .seconds(1)) }
+        // Published on the new server before alice is back (carol may beat her to it).
+        let carol = client(port, name: "carol")
+        try await carol.connect()
+        let carolRoom = try await carol.subscribe("observable-restart")
+        try await carolRoom.publish(text: "m3")
+        try await carolRoom.publish(text: "m4")
+        try await eventually("alice connected again", timeout: 15) { await alice.state == .connected }
+        try await carolRoom.publish(text: "m5")
+        try await eventually("m1...m5", timeout: 10) { await log.messageTexts.count >= 5 }
+        try await Task.sleep(for: .milliseconds(200))   // anything duplicated would show up now
+        #expect(await log.messageTexts == ["m1", "m2", "m3", "m4", "m5"])
+        let offsets = await log.events.compactMap { if case .message(let m) = $0 { m.offset } else { nil } }
+        #expect(offsets == [1, 2, 3, 4, 5])
+        await alice.disconnect()
+        await carol.disconnect()
+    }
+
     @Test func reconnectsAndResumesWithoutGapOrDuplicate() async throws {
         let server = try startClientTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }
