@@ -359,17 +359,18 @@ private final class WriterState: @unchecked Sendable {
 
     func enforceRetention(nowMillis: Int64, completion: (@Sendable (Result<Void, ParleyError>) -> Void)? = nil) {
         nextRetentionMillis = nowMillis + retentionIntervalMillis
-        guard retention.maxMessagesPerRoom != nil || retention.maxAgeMillis != nil else {
+        guard !retention.keepsEverything else {
             completion?(.success(()))
             return
         }
         let result = Result { () throws(ParleyError) in
             try connection.exec("BEGIN IMMEDIATE")
             do throws(ParleyError) {
-                for room in rooms.values {
+                for (key, room) in rooms {
+                    let policy = retention.policy(for: key.channel)
                     var floor: Int64 = 0
-                    if let keep = retention.maxMessagesPerRoom { floor = max(floor, room.last - Int64(keep)) }
-                    if let age = retention.maxAgeMillis {
+                    if let keep = policy.maxMessagesPerRoom { floor = max(floor, room.last - Int64(keep)) }
+                    if let age = policy.maxAgeMillis {
                         // Offsets grow with time in a room: the first message young enough
                         // bounds what goes, found without scanning what stays.
                         let young = try connection.statement(

@@ -114,6 +114,33 @@ extension NativeClient {
         #expect(try client.request(["type": "history", "room": "empty", "limit": 10], callback: 2) == ["callback": 2, "messages": [], "has_more": false])
     }
 
+    @Test func aChannelsHistorySettingsLimitItsRetention() throws {
+        let directory = NSTemporaryDirectory() + "parley-retention-\(UUID().uuidString)"
+        var short = ChannelSettings(id: "short")
+        short.retentionCount = 2
+        let configure: (inout ServerConfiguration) -> Void = {
+            $0.dataDirectory = directory
+            $0.channels = [short]
+            $0.openChannels = true
+        }
+        var server = try startTestServer(configure)
+        for channel in ["short", "demo"] {
+            let client = try NativeClient.connect(server, channel: channel)
+            for n in 1...5 { _ = try client.request(["type": "publish", "room": "r", "message": .string("m\(n)")], callback: n) }
+        }
+        server.shutdown()
+        // Retention runs when the store opens (and then in the background).
+        server = try startTestServer(configure)
+        defer { server.shutdown() }
+        func kept(_ channel: String) throws -> [JSONValue] {
+            let client = try NativeClient.connect(server, channel: channel)
+            let page = try client.request(["type": "history", "room": "r", "limit": 100], callback: 1)
+            return page["messages"]?.arrayValue?.compactMap { $0["message"] } ?? []
+        }
+        #expect(try kept("short") == ["m4", "m5"])
+        #expect(try kept("demo") == ["m1", "m2", "m3", "m4", "m5"])
+    }
+
     @Test func historySurvivesARestartAndOffsetsContinue() throws {
         let directory = NSTemporaryDirectory() + "parley-restart-\(UUID().uuidString)"
         var server = try startTestServer { $0.dataDirectory = directory }

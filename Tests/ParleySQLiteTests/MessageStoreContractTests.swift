@@ -103,6 +103,22 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
     }
 
     @Test(arguments: StoreKind.allCases)
+    func aChannelsOwnRetentionReplacesTheServerWideOne(kind: StoreKind) async throws {
+        var retention = StoreRetention(maxMessagesPerRoom: 5)
+        retention.channels["short"] = .init(maxMessagesPerRoom: 2)
+        retention.channels["forever"] = .init()
+        let store = try kind.make(retention: retention)
+        let short = RoomKey(channel: "short", room: "r"), forever = RoomKey(channel: "forever", room: "r")
+        for offset in Int64(1)...10 {
+            for key in [room, short, forever] { try await store.append(message(offset, in: key)) }
+        }
+        try await store.enforceRetention(nowMillis: 0)
+        #expect(try await store.messages(in: room, after: 0, limit: 100).map(\.offset) == Array(6...10))
+        #expect(try await store.messages(in: short, after: 0, limit: 100).map(\.offset) == [9, 10])
+        #expect(try await store.messages(in: forever, after: 0, limit: 100).count == 10)
+    }
+
+    @Test(arguments: StoreKind.allCases)
     func concurrentAppendsCompleteInOrder(kind: StoreKind) async throws {
         let store = try kind.make()
         let completed = Mutex<[Int64]>([])

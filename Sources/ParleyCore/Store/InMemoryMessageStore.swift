@@ -25,7 +25,7 @@ public final class InMemoryMessageStore: MessageStore {
             log.messages.append(message)
             log.lastOffset = message.offset
             if let clientMessageID { log.clientIDs[message.offset] = clientMessageID }
-            if let keep = retention.maxMessagesPerRoom, log.messages.count > keep {
+            if let keep = retention.policy(for: message.room.channel).maxMessagesPerRoom, log.messages.count > keep {
                 for dropped in log.messages.prefix(log.messages.count - keep) { log.clientIDs[dropped.offset] = nil }
                 log.messages.removeFirst(log.messages.count - keep)
             }
@@ -57,9 +57,10 @@ public final class InMemoryMessageStore: MessageStore {
     }
 
     public func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
-        if let age = retention.maxAgeMillis {
+        if !retention.keepsEverything {
             rooms.withLock { rooms in
                 for key in rooms.keys {
+                    guard let age = retention.policy(for: key.channel).maxAgeMillis else { continue }
                     let cut = rooms[key]!.messages.partitionPoint { $0.timestampMillis < nowMillis - age }
                     for dropped in rooms[key]!.messages.prefix(cut) { rooms[key]!.clientIDs[dropped.offset] = nil }
                     rooms[key]!.messages.removeFirst(cut)

@@ -39,11 +39,34 @@ public struct StoreRecovery: Sendable, Equatable {
 public struct StoreRetention: Sendable, Equatable {
     public var maxMessagesPerRoom: Int?
     public var maxAgeMillis: Int64?
+    /// Channels with their own policy (a channel listed here ignores the server-wide one).
+    public var channels: [String: ChannelRetention] = [:]
+
+    public struct ChannelRetention: Sendable, Equatable {
+        public var maxMessagesPerRoom: Int?
+        public var maxAgeMillis: Int64?
+        public init(maxMessagesPerRoom: Int? = nil, maxAgeMillis: Int64? = nil) {
+            self.maxMessagesPerRoom = maxMessagesPerRoom
+            self.maxAgeMillis = maxAgeMillis
+        }
+    }
+
     public init(maxMessagesPerRoom: Int? = nil, maxAgeMillis: Int64? = nil) {
         self.maxMessagesPerRoom = maxMessagesPerRoom
         self.maxAgeMillis = maxAgeMillis
     }
     public static let keepEverything = StoreRetention()
+
+    /// The policy for one channel's rooms.
+    public func policy(for channel: String) -> ChannelRetention {
+        channels[channel] ?? ChannelRetention(maxMessagesPerRoom: maxMessagesPerRoom, maxAgeMillis: maxAgeMillis)
+    }
+
+    /// True when nothing is ever dropped.
+    public var keepsEverything: Bool {
+        maxMessagesPerRoom == nil && maxAgeMillis == nil
+            && channels.values.allSatisfy { $0.maxMessagesPerRoom == nil && $0.maxAgeMillis == nil }
+    }
 }
 
 /// Where room history lives. Completion-based so an event loop never blocks on it: every

@@ -8,8 +8,8 @@ public struct ChannelSettings: Sendable, Equatable {
     public var secret: String?
     /// Connections must authenticate before subscribing or publishing.
     public var requireAuth = false
-    /// Stored messages kept per room / days kept. Parsed and validated; the store's retention
-    /// is server-wide for now, so these are not applied per channel yet.
+    /// Stored messages kept per room / days kept in this channel's rooms (nil: the
+    /// server-wide value).
     public var retentionCount: Int?
     public var retentionDays: Int?
     /// Native publishes per second per connection on this channel (burst 2x); nil uses the

@@ -162,6 +162,13 @@ public final class ParleyServer: Sendable {
         options.synchronousFull = configuration.syncFull
         options.retention = StoreRetention(maxMessagesPerRoom: configuration.retentionCount,
                                            maxAgeMillis: configuration.retentionDays.map { Int64($0) * 86_400_000 })
+        // A channel's own `history` block replaces the server-wide policy there; a key it
+        // leaves out keeps the server-wide value.
+        for channel in configuration.channels where channel.retentionCount != nil || channel.retentionDays != nil {
+            options.retention.channels[channel.id] = StoreRetention.ChannelRetention(
+                maxMessagesPerRoom: channel.retentionCount ?? configuration.retentionCount,
+                maxAgeMillis: (channel.retentionDays ?? configuration.retentionDays).map { Int64($0) * 86_400_000 })
+        }
         do {
             return try SQLiteMessageStore(path: directory + "/parley.sqlite3", options: options)
         } catch {
