@@ -330,21 +330,6 @@ import Glibc
 
 /// Startup with bad TLS files stops with a message naming the file.
 @Suite struct TLSStartupTests {
-    static func certificate(_ name: String) throws -> (cert: String, key: String) {
-        let dir = NSTemporaryDirectory() + "parley-tls-\(name)-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/key.pem",
-                             "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
-                             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return (dir + "/cert.pem", dir + "/key.pem")
-    }
-
     static func startupError(_ adjust: (inout ServerConfiguration) -> Void) -> String? {
         do {
             let server = try startTestServer(adjust)
@@ -356,7 +341,7 @@ import Glibc
     }
 
     @Test func missingFilesAndMismatchedPairsStopStartup() throws {
-        let one = try Self.certificate("one"), two = try Self.certificate("two")
+        let one = try makeTestCertificate(), two = try makeTestCertificate()
         let missing = Self.startupError { $0.tlsCertificateFile = "/nonexistent/cert.pem"; $0.tlsKeyFile = one.key }
         #expect(missing == "cannot read the TLS certificate file /nonexistent/cert.pem: No such file or directory")
         let mismatched = Self.startupError { $0.tlsCertificateFile = one.cert; $0.tlsKeyFile = two.key }

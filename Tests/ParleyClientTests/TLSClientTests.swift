@@ -2,28 +2,12 @@ import Foundation
 import ParleyClient
 import ParleyCore
 import ParleyServer
+import ParleyTestSupport
 import Testing
-
-/// A self-signed certificate for localhost / 127.0.0.1, made with the openssl tool.
-func makeSelfSignedCertificate() throws -> (cert: String, key: String) {
-    let dir = NSTemporaryDirectory() + "parley-client-tls-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-    process.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/key.pem",
-                         "-out", dir + "/cert.pem", "-days", "1", "-subj", "/CN=localhost",
-                         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw ParleyClientError(.connectionFailed, "openssl req failed") }
-    return (dir + "/cert.pem", dir + "/key.pem")
-}
 
 @Suite(.serialized) struct TLSClientTests {
     @Test func parleyClientChatsOverWSS() async throws {
-        let (cert, key) = try makeSelfSignedCertificate()
+        let (cert, key) = try makeTestCertificate()
         let server = try startClientTestServer { $0.tlsCertificateFile = cert; $0.tlsKeyFile = key }
         defer { server.shutdown(timeout: .seconds(1)) }
         var transport = LibUVWebSocketTransport()
@@ -48,7 +32,7 @@ func makeSelfSignedCertificate() throws -> (cert: String, key: String) {
     }
 
     @Test func untrustedCertificateIsRefused() async throws {
-        let (cert, key) = try makeSelfSignedCertificate()
+        let (cert, key) = try makeTestCertificate()
         let server = try startClientTestServer { $0.tlsCertificateFile = cert; $0.tlsKeyFile = key }
         defer { server.shutdown(timeout: .seconds(1)) }
         // The system store does not know a fresh self-signed certificate.

@@ -1,20 +1,8 @@
 import Foundation
 import Testing
+import ParleyTestSupport
 
 @testable import ParleyCore
-
-/// Deterministic generator so property and fuzz tests reproduce.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 private func parse(_ text: String, limits: JSONLimits = .init()) throws(JSONParseError) -> JSONValue {
     try JSONParser.parse(text, limits: limits)
@@ -246,7 +234,7 @@ private func parseError(_ bytes: [UInt8], limits: JSONLimits = .init()) -> JSONP
     }
 
     @Test func randomGarbageNeverCrashes() {
-        var rng = SplitMix64(seed: 0xBAD_5EED)
+        var rng = SeededRNG(seed: 0xBAD_5EED)
         let alphabet = Array("{}[]\":,-0123456789.eE+tfnrulase\\/ \n\t\u{1}".utf8) + [0xC3, 0xA9, 0xFF, 0xED, 0xA0, 0x80, 0xF0, 0x9F]
         var accepted = 0
         for _ in 0..<5000 {
@@ -264,7 +252,7 @@ private func parseError(_ bytes: [UInt8], limits: JSONLimits = .init()) -> JSONP
     }
 
     @Test func mutatedValidDocumentsNeverCrash() throws {
-        var rng = SplitMix64(seed: 7)
+        var rng = SeededRNG(seed: 7)
         let seedDoc = Array(#"{"a":[1,-2.5e3,"h\u00e9\ud83d\udc4b",true,null,{"b":{}}],"c":"x\ny"}"#.utf8)
         for _ in 0..<5000 {
             var bytes = seedDoc
@@ -380,13 +368,13 @@ private func parseError(_ bytes: [UInt8], limits: JSONLimits = .init()) -> JSONP
 
 // MARK: Property test: random values round-trip
 
-private func randomString(_ rng: inout SplitMix64) -> String {
+private func randomString(_ rng: inout SeededRNG) -> String {
     let pool: [String] = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\u{0}", "\u{1f}", "é", "€", "👋", "日", "\u{2028}", "\u{FEFF}", "\u{10FFFF}", ":", "{", "]"]
     let n = Int.random(in: 0..<8, using: &rng)
     return (0..<n).map { _ in pool.randomElement(using: &rng)! }.joined()
 }
 
-private func randomNumber(_ rng: inout SplitMix64) -> JSONNumber {
+private func randomNumber(_ rng: inout SeededRNG) -> JSONNumber {
     switch rng.next() % 4 {
     case 0: return JSONNumber(Int(bitPattern: UInt(rng.next())))
     case 1: return JSONNumber(Double(bitPattern: rng.next() & 0x7FEF_FFFF_FFFF_FFFF) * (rng.next() % 2 == 0 ? 1 : -1))
@@ -397,7 +385,7 @@ private func randomNumber(_ rng: inout SplitMix64) -> JSONNumber {
     }
 }
 
-private func randomValue(_ rng: inout SplitMix64, depth: Int) -> JSONValue {
+private func randomValue(_ rng: inout SeededRNG, depth: Int) -> JSONValue {
     let kind = depth > 5 ? rng.next() % 4 : rng.next() % 6
     switch kind {
     case 0: return .null
@@ -416,7 +404,7 @@ private func randomValue(_ rng: inout SplitMix64, depth: Int) -> JSONValue {
 
 @Suite struct JSONRoundTripTests {
     @Test func randomValuesRoundTrip() throws {
-        var rng = SplitMix64(seed: 2026)
+        var rng = SeededRNG(seed: 2026)
         for _ in 0..<2000 {
             let value = randomValue(&rng, depth: 0)
             let bytes = value.serialized()
@@ -427,7 +415,7 @@ private func randomValue(_ rng: inout SplitMix64, depth: Int) -> JSONValue {
     }
 
     @Test func randomValuesAgreeWithFoundation() throws {
-        var rng = SplitMix64(seed: 99)
+        var rng = SeededRNG(seed: 99)
         for _ in 0..<300 {
             let value = randomValue(&rng, depth: 0)
             // Foundation rejects 1e400 and drops U+FEFF inside strings; neither is ours to judge.

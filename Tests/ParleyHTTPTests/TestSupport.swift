@@ -1,17 +1,6 @@
 @testable import ParleyHTTP
+@_exported import ParleyTestSupport
 
-/// SplitMix64: a tiny seeded generator so random tests replay exactly.
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
@@ -56,7 +45,7 @@ func dripFeed(_ input: [UInt8], limits: HTTPParserLimits = .init(),
     let whole = normalized(parse(input, limits: limits))
     var consistent = normalized(parse(input, chunks: Array(repeating: 1, count: input.count), limits: limits)) == whole
     for seed in seeds {
-        var rng = SeededRandom(seed: seed)
+        var rng = SeededRNG(seed: seed)
         var chunks: [Int] = []
         var total = 0
         while total < input.count {

@@ -1,19 +1,7 @@
 import Testing
+import ParleyTestSupport
 
 @testable import ParleyServer
-
-/// Deterministic generator so chunkings and garbage reproduce.
-struct LineTestRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 private func line(_ s: String) -> LineDecoderEvent { .line(Array(s.utf8)) }
@@ -41,7 +29,7 @@ private func dripFeed(
     let whole = decode(input, chunks: [max(input.count, 1)], maximumLength: maximumLength)
     let byByte = decode(input, chunks: [1], maximumLength: maximumLength)
     #expect(byByte == whole, "one byte at a time", sourceLocation: sourceLocation)
-    var rng = LineTestRNG(seed: seed)
+    var rng = SeededRNG(seed: seed)
     for _ in 0..<20 {
         let sizes = (0..<16).map { _ in Int.random(in: 1...max(2, input.count / 3 + 1), using: &rng) }
         #expect(decode(input, chunks: sizes, maximumLength: maximumLength) == whole, "chunks \(sizes)",
@@ -166,7 +154,7 @@ private func dripFeed(
     }
 
     @Test func randomLinesAnyChunking() {
-        var rng = LineTestRNG(seed: 42)
+        var rng = SeededRNG(seed: 42)
         for round in 0..<50 {
             var input: [UInt8] = []
             for _ in 0..<Int.random(in: 0..<12, using: &rng) {
@@ -185,7 +173,7 @@ private func dripFeed(
     }
 
     @Test func garbageNeverCrashesAndStaysBounded() {
-        var rng = LineTestRNG(seed: 0xDEAD)
+        var rng = SeededRNG(seed: 0xDEAD)
         var decoder = LineDecoder(maximumLength: 64)
         for _ in 0..<5000 {
             let chunk = (0..<Int.random(in: 0..<200, using: &rng)).map { _ in
