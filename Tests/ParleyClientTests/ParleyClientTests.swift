@@ -100,8 +100,8 @@ private func client(_ port: Int, name: String, channel: String = "demo",
         await bob.disconnect()
     }
 
-    @Test(.disabled("waiting for the server's history command (durability extensions)"))
-    func historyPaging() async throws {
+    /// Pages back through a room with the server's `history` command.
+    @Test func historyPaging() async throws {
         let server = try startClientTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }
         let alice = client(server.httpPort, name: "alice")
@@ -119,8 +119,6 @@ private func client(_ port: Int, name: String, channel: String = "demo",
         await alice.disconnect()
     }
 
-    /// The server cuts alice's connection; while she is away bob keeps talking and she
-    /// publishes too. She comes back by herself and sees every message exactly once, in order.
     /// The server is stopped mid-conversation and started again on the same port and data
     /// directory: alice's client reconnects by itself and resumes from its last offset, seeing
     /// what was published while the server was back but she was not, with no gap and no
@@ -164,6 +162,8 @@ private func client(_ port: Int, name: String, channel: String = "demo",
         await carol.disconnect()
     }
 
+    /// The server cuts alice's connection; while she is away bob keeps talking and she
+    /// publishes too. She comes back by herself and sees every message exactly once, in order.
     @Test func reconnectsAndResumesWithoutGapOrDuplicate() async throws {
         let server = try startClientTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }
