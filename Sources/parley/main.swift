@@ -61,11 +61,12 @@ case "bench":
     if bench == "publish-durable" {
         do {
             let options = try DurablePublishBench.parse(Array(arguments.dropFirst()))
-            say(DurablePublishBench.run(options))
+            let (report, ok) = DurablePublishBench.run(options)
+            say(report)
+            exit(ok ? 0 : 1)
         } catch {
             fail("parley bench: \(error)")
         }
-        exit(0)
     }
     if BenchCommand.subcommands.contains(bench) {
         exit(BenchCommand.run(bench, arguments: Array(arguments.dropFirst())))

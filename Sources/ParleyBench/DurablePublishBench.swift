@@ -7,8 +7,8 @@ import Synchronization
 /// publishes with callbacks in flight, counting receipts (which the server sends only once a
 /// message is durable) and timing each from send to receipt. A libuv load generator with its
 /// own minimal WebSocket client (client-role ``WebSocketProtocolMachine``); self-contained.
-enum DurablePublishBench {
-    struct Options {
+public enum DurablePublishBench {
+    public struct Options: Sendable {
         var host = "127.0.0.1"
         var port = 8080
         var path = "/v3/websocket"
@@ -20,7 +20,7 @@ enum DurablePublishBench {
         var payloadBytes = 64
     }
 
-    static let usage = """
+    public static let usage = """
     usage: parley bench publish-durable --url ws://HOST:PORT/v3/websocket [options]
 
       --publishers N   concurrent connections publishing (default 100)
@@ -33,7 +33,7 @@ enum DurablePublishBench {
     Start the server with a high per-connection rate, e.g. parley serve --publish-rate 1000000.
     """
 
-    static func parse(_ arguments: [String]) throws -> Options {
+    public static func parse(_ arguments: [String]) throws -> Options {
         var options = Options(), index = 0
         func value() throws -> String {
             index += 1
@@ -85,7 +85,10 @@ enum DurablePublishBench {
         let firstError = Mutex<String?>(nil)
     }
 
-    static func run(_ options: Options) -> String {
+    /// Runs the bench; the report's first line says FAILED when any publisher failed, any
+    /// publish was refused, or nothing was acknowledged (the bench never lies), and `ok` is
+    /// false then.
+    public static func run(_ options: Options) -> (report: String, ok: Bool) {
         let group = EventLoopGroup(loopCount: options.loops)
         let run = Run()
         for index in 0..<options.publishers {
@@ -134,10 +137,15 @@ enum DurablePublishBench {
             String(format: "time to ack: p50 %.2f ms, p99 %.2f ms (%d samples)", percentile(0.5), percentile(0.99), latencies.count),
         ]
         let errors = run.errors.load(ordering: .relaxed)
+        let failed = run.failed.load(ordering: .relaxed)
         if errors > 0 || run.firstError.withLock({ $0 }) != nil {
             lines.append("errors: \(errors); first: \(run.firstError.withLock { $0 } ?? "-")")
         }
-        return lines.joined(separator: "\n")
+        let ok = errors == 0 && failed == 0 && acked > 0
+        if !ok {
+            lines.insert("FAILED: \(failed) publishers failed to connect, \(errors) errors, \(acked) acknowledged", at: 0)
+        }
+        return (lines.joined(separator: "\n"), ok)
     }
 
     static func nowNanos() -> UInt64 {
