@@ -40,7 +40,7 @@ let package = Package(
         .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
                           path: "Sources/AutobahnClient"),
 
-        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP"], path: "Tests/ParleyTestSupport"),
+        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP", "ParleyServer"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyTestSupport"]),
@@ -48,7 +48,7 @@ let package = Package(
         .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyIO"]),
+        .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -5,14 +5,7 @@ import ParleyTestSupport
 
 /// A server on 127.0.0.1 with both doors on free ports and two loops.
 func startTestServer(_ configure: (inout ServerConfiguration) -> Void = { _ in }) throws -> ParleyServer {
-    var configuration = ServerConfiguration()
-    configuration.host = "127.0.0.1"
-    configuration.httpPort = 0
-    configuration.linePort = 0
-    configuration.loops = .fixed(2)
-    configuration.dataDirectory = NSTemporaryDirectory() + "parley-test-\(UUID().uuidString)"
-    configure(&configuration)
-    return try ParleyServer(configuration: configuration)
+    try ParleyServer(configuration: .forTests(configure))
 }
 
 func json(_ text: String) throws -> JSONValue { try JSONParser.parse(text) }
@@ -30,14 +23,9 @@ final class NativeClient {
     /// Connects and handshakes on `channel`.
     static func connect(_ server: ParleyServer, clientData: JSONValue? = nil, channel: String = "demo") async throws -> NativeClient {
         let client = try NativeClient(port: server.httpPort)
-        var handshake: JSONObject = ["type": "handshake", "channel": .string(channel), "callback": 0]
-        if let clientData { handshake = JSONObject(Array(handshake) + [("client_data", clientData)]) }
-        try client.send(.object(handshake))
+        try client.send(NativeClient.handshake(channel: channel, clientData: clientData))
         let reply = try await client.next()
-        guard let id = reply["client_id"]?.stringValue, reply["callback"]?.intValue == 0 else {
-            throw TestSocket.Failure("bad handshake reply \(reply)")
-        }
-        client.clientID = id
+        try client.accept(handshakeReply: reply)
         return client
     }
 
@@ -55,6 +43,25 @@ final class NativeClient {
 
     /// Subscribes and returns the reply (the next frames are the room's snapshot).
     @discardableResult
+    static func handshake(channel: String, clientData: JSONValue?) -> JSONValue {
+        var handshake: JSONObject = ["type": "handshake", "channel": .string(channel), "callback": 0]
+        if let clientData { handshake = JSONObject(Array(handshake) + [("client_data", clientData)]) }
+        return .object(handshake)
+    }
+
+    func accept(handshakeReply reply: JSONValue) throws {
+        guard let id = reply["client_id"]?.stringValue, reply["callback"]?.intValue == 0 else {
+            throw TestSocket.Failure("bad handshake reply \(reply)")
+        }
+        clientID = id
+    }
+
+    static func subscribe(_ room: String, historyCount: Int?, callback: Int) -> JSONValue {
+        var command: JSONObject = ["type": "subscribe", "room": .string(room), "callback": .number(JSONNumber(callback))]
+        if let historyCount { command = JSONObject(Array(command) + [("history_count", .number(JSONNumber(historyCount)))]) }
+        return .object(command)
+    }
+
     func takeCallback() -> Int {
         defer { nextCallback += 1 }
         return nextCallback
@@ -62,9 +69,7 @@ final class NativeClient {
 
     func subscribe(_ room: String, historyCount: Int? = nil) async throws -> JSONValue {
         let callback = takeCallback()
-        var command: JSONObject = ["type": "subscribe", "room": .string(room), "callback": .number(JSONNumber(callback))]
-        if let historyCount { command = JSONObject(Array(command) + [("history_count", .number(JSONNumber(historyCount)))]) }
-        try send(.object(command))
+        try send(NativeClient.subscribe(room, historyCount: historyCount, callback: callback))
         return try await next { $0["callback"]?.intValue == callback }
     }
 
@@ -75,6 +80,13 @@ final class NativeClient {
 
 /// One HTTP/1.1 request with `Connection: close`; returns the status and the body.
 func httpRequest(port: Int, _ method: String, _ target: String, body: String? = nil, raw: String? = nil) async throws -> (status: Int, body: String) {
+    let socket = try sendHTTPRequest(port: port, method, target, body: body, raw: raw)
+    _ = await socket.closed(within: 5)
+    return try parseHTTPResponse(socket.buffered)
+}
+
+/// Opens a connection and sends one request with `Connection: close` (or `raw` bytes as they are).
+func sendHTTPRequest(port: Int, _ method: String, _ target: String, body: String?, raw: String?) throws -> TestSocket {
     let socket = try TestSocket(port: port)
     if let raw {
         try socket.send(raw)
@@ -84,8 +96,7 @@ func httpRequest(port: Int, _ method: String, _ target: String, body: String? = 
         text += "\r\n" + (body ?? "")
         try socket.send(text)
     }
-    _ = await socket.closed(within: 5)
-    return try parseHTTPResponse(socket.buffered)
+    return socket
 }
 
 /// Status and body of a complete HTTP/1.1 response.
@@ -103,14 +114,9 @@ func parseHTTPResponse(_ bytes: [UInt8]) throws -> (status: Int, body: String) {
 extension NativeClient {
     static func connect(_ server: ParleyServer, clientData: JSONValue? = nil, channel: String = "demo") throws -> NativeClient {
         let client = try NativeClient(port: server.httpPort)
-        var handshake: JSONObject = ["type": "handshake", "channel": .string(channel), "callback": 0]
-        if let clientData { handshake = JSONObject(Array(handshake) + [("client_data", clientData)]) }
-        try client.send(.object(handshake))
+        try client.send(NativeClient.handshake(channel: channel, clientData: clientData))
         let reply = try client.next()
-        guard let id = reply["client_id"]?.stringValue, reply["callback"]?.intValue == 0 else {
-            throw TestSocket.Failure("bad handshake reply \(reply)")
-        }
-        client.clientID = id
+        try client.accept(handshakeReply: reply)
         return client
     }
 
@@ -126,24 +132,14 @@ extension NativeClient {
 
     func subscribe(_ room: String, historyCount: Int? = nil) throws -> JSONValue {
         let callback = takeCallback()
-        var command: JSONObject = ["type": "subscribe", "room": .string(room), "callback": .number(JSONNumber(callback))]
-        if let historyCount { command = JSONObject(Array(command) + [("history_count", .number(JSONNumber(historyCount)))]) }
-        try send(.object(command))
+        try send(NativeClient.subscribe(room, historyCount: historyCount, callback: callback))
         return try next { $0["callback"]?.intValue == callback }
     }
 }
 
 /// Blocking variant of `httpRequest`.
 func httpRequest(port: Int, _ method: String, _ target: String, body: String? = nil, raw: String? = nil) throws -> (status: Int, body: String) {
-    let socket = try TestSocket(port: port)
-    if let raw {
-        try socket.send(raw)
-    } else {
-        var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-        if let body { text += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" }
-        text += "\r\n" + (body ?? "")
-        try socket.send(text)
-    }
+    let socket = try sendHTTPRequest(port: port, method, target, body: body, raw: raw)
     let deadline = Date().addingTimeInterval(5)
     while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: 0.2) {}
     return try parseHTTPResponse(socket.buffered)

@@ -8,14 +8,7 @@ struct TestServer {
     let server: ParleyServer
 
     static func start(_ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws -> TestServer {
-        var configuration = ServerConfiguration()
-        configuration.host = "127.0.0.1"
-        configuration.httpPort = 0
-        configuration.linePort = 0
-        configuration.loops = .fixed(2)
-        configuration.dataDirectory = NSTemporaryDirectory() + "parley-test-\(UUID().uuidString)"
-        adjust(&configuration)
-        return TestServer(server: try ParleyServer(configuration: configuration))
+        TestServer(server: try ParleyServer(configuration: .forTests(adjust)))
     }
 
     var lobby: RoomKey { server.configuration.lobby }

@@ -1,22 +1,19 @@
 import Foundation
 import Testing
 import ParleyServer
+import ParleyTestSupport
 @testable import ParleyBench
 
 /// Each scenario at toy size against an in-process server on 127.0.0.1 port 0: correctness
 /// only (nothing lost or duplicated, every latency recorded), never speed.
 @Suite(.serialized) struct SmokeTests {
     static func server() throws -> ParleyServer {
-        var c = ServerConfiguration()
-        c.httpPort = 0
-        c.linePort = 0
-        c.loops = .fixed(2)
-        c.nativeRatePerSecond = 10_000
-        c.nativeBurst = 20_000
-        c.lineRatePerSecond = 10_000
-        c.lineBurst = 20_000
-        c.dataDirectory = NSTemporaryDirectory() + "parley-bench-\(UUID().uuidString)"
-        return try ParleyServer(configuration: c)
+        try ParleyServer(configuration: .forTests {
+            $0.nativeRatePerSecond = 10_000
+            $0.nativeBurst = 20_000
+            $0.lineRatePerSecond = 10_000
+            $0.lineBurst = 20_000
+        })
     }
 
     func check(_ r: FanoutResult) {

@@ -1,17 +1,11 @@
 import Foundation
 import ParleyCore
 import ParleyServer
+import ParleyTestSupport
 
 /// A real in-process server on 127.0.0.1 with OS-chosen ports (like EndToEndTests' TestServer).
 func startClientTestServer(_ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws -> ParleyServer {
-    var configuration = ServerConfiguration()
-    configuration.host = "127.0.0.1"
-    configuration.httpPort = 0
-    configuration.linePort = 0
-    configuration.loops = .fixed(2)
-    configuration.dataDirectory = NSTemporaryDirectory() + "parley-client-test-\(UUID().uuidString)"
-    adjust(&configuration)
-    return try ParleyServer(configuration: configuration)
+    try ParleyServer(configuration: .forTests(adjust))
 }
 
 func nativeURL(port: Int) -> URL { URL(string: "ws://127.0.0.1:\(port)/v3/websocket")! }

@@ -23,11 +23,10 @@ import ParleyTestSupport
         }
     }
 
-    @Test func echoOverTLSRoundTrips() async throws {
-        let (cert, key) = try makeTestCertificate()
-        let server = try TLSContext(certificateChainFile: cert, privateKeyFile: key)
-        let client = try TLSContext(clientTrusting: cert)
-        let group = EventLoopGroup(loopCount: 2)
+    /// Starts a TLS echo server with `server`, connects one client using `client`, sends `text`,
+    /// and returns what came back (or "closed: …" when the connection ended first).
+    func exchange(server: TLSContext, client: TLSContext, text: String, loops: Int) async throws -> String {
+        let group = EventLoopGroup(loopCount: loops)
         defer { group.shutdown() }
         let listener = try TCPListener.bind(host: "127.0.0.1", port: 0, group: group) { connection in
             try? connection.startTLS(server)
@@ -36,17 +35,24 @@ import ParleyTestSupport
         defer { listener.close() }
         let port = listener.port
         let loop = group.loops[0]
-        let big = String(repeating: "é", count: 50_000)
-        let echoed = await withCheckedContinuation { (done: CheckedContinuation<String, Never>) in
+        return await withCheckedContinuation { (done: CheckedContinuation<String, Never>) in
             loop.execute {
                 loop.connect(host: "127.0.0.1", port: port) { result in
                     guard case .success(let connection) = result else { done.resume(returning: "connect failed"); return }
                     do { try connection.startTLS(client, serverName: "localhost") } catch { done.resume(returning: "\(error)"); return }
                     connection.handler = Collector(done)
-                    connection.write("secret \(big) 👋\n")
+                    connection.write(text)
                 }
             }
         }
+    }
+
+    @Test func echoOverTLSRoundTrips() async throws {
+        let (cert, key) = try makeTestCertificate()
+        let server = try TLSContext(certificateChainFile: cert, privateKeyFile: key)
+        let client = try TLSContext(clientTrusting: cert)
+        let big = String(repeating: "é", count: 50_000)
+        let echoed = try await exchange(server: server, client: client, text: "secret \(big) 👋\n", loops: 2)
         let intact = echoed == "secret \(big) 👋\n"
         #expect(intact, "got \(echoed.count) characters: \(echoed.prefix(80))")
     }
@@ -56,25 +62,7 @@ import ParleyTestSupport
         let (otherCert, _) = try makeTestCertificate()
         let server = try TLSContext(certificateChainFile: cert, privateKeyFile: key)
         let client = try TLSContext(clientTrusting: otherCert)
-        let group = EventLoopGroup(loopCount: 1)
-        defer { group.shutdown() }
-        let listener = try TCPListener.bind(host: "127.0.0.1", port: 0, group: group) { connection in
-            try? connection.startTLS(server)
-            connection.handler = EchoHandler()
-        }
-        defer { listener.close() }
-        let port = listener.port
-        let loop = group.loops[0]
-        let outcome = await withCheckedContinuation { (done: CheckedContinuation<String, Never>) in
-            loop.execute {
-                loop.connect(host: "127.0.0.1", port: port) { result in
-                    guard case .success(let connection) = result else { done.resume(returning: "connect failed"); return }
-                    try? connection.startTLS(client, serverName: "localhost")
-                    connection.handler = Collector(done)
-                    connection.write("hello\n")
-                }
-            }
-        }
+        let outcome = try await exchange(server: server, client: client, text: "hello\n", loops: 1)
         #expect(outcome.hasPrefix("closed: error"))
     }
 
