@@ -1,7 +1,5 @@
-import ParleyCore
-
 /// What a command needs from a token's permissions.
-enum AuthAction: Sendable {
+public enum AuthAction: Sendable {
     case subscribe, publish, history
 }
 
@@ -13,26 +11,30 @@ enum AuthAction: Sendable {
 /// - once a connection has a token, its permissions apply on ANY channel, open ones included
 ///   (as Scaledrone does), so a token can narrow what a client may do;
 /// - after `exp`, every checked command is refused ("token expired").
-struct ChannelAuth: Sendable {
-    let channel: String
-    let settings: ChannelSettings?
-    private(set) var claims: TokenClaims?
+public struct ChannelAccess: Sendable {
+    public let channel: String
+    /// The channel's secret (nil: it does not use tokens).
+    public let secret: String?
+    public let requiresAuth: Bool
+    /// Verifies tokens (the server passes OpenSSL's HMAC).
+    private let verifier: TokenVerifier
+    public private(set) var claims: TokenClaims?
 
-    init(channel: String, configuration: ServerConfiguration) {
+    public init(channel: String, secret: String?, requiresAuth: Bool, verifier: TokenVerifier) {
         self.channel = channel
-        settings = configuration.settings(ofChannel: channel)
+        self.secret = secret
+        self.requiresAuth = requiresAuth
+        self.verifier = verifier
     }
 
-    var requiresAuth: Bool { settings?.requireAuth == true }
-    var isAuthenticated: Bool { claims != nil }
+    public var isAuthenticated: Bool { claims != nil }
 
     /// Verifies `token` against the channel's secret; on success the claims replace any
     /// earlier ones (a client may refresh its token). Returns the error text on failure.
-    mutating func authenticate(_ token: String, client: TokenVerifier.ClientRequirement, core: ServerCore) -> String? {
-        guard let secret = settings?.secret else {
+    public mutating func authenticate(_ token: String, client: TokenVerifier.ClientRequirement) -> String? {
+        guard let secret else {
             return "channel \"\(channel)\" does not use authentication (no secret is configured for it)"
         }
-        let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
         do {
             claims = try verifier.verify(token, secret: secret, channel: channel, client: client)
             return nil
@@ -43,7 +45,7 @@ struct ChannelAuth: Sendable {
 
     /// Nil when `action` on `room` is allowed, else the error text; `history` is the number
     /// of history messages allowed (Int.max with no token).
-    func check(_ action: AuthAction, room: String, nowMillis: Int64) -> (error: String?, history: Int) {
+    public func check(_ action: AuthAction, room: String, nowMillis: Int64) -> (error: String?, history: Int) {
         guard let claims else {
             if requiresAuth { return ("authentication required: this channel needs a token (send authenticate first)", 0) }
             return (nil, Int.max)

@@ -73,7 +73,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     private var lobby: RoomKey { core.configuration.lobby }
     /// The lobby channel's auth rules and this connection's token (`auth:TOKEN`).
-    private lazy var auth = ChannelAuth(channel: lobby.channel, configuration: core.configuration)
+    private lazy var auth = ChannelAccess(channel: lobby.channel, core: core)
 
     /// Nil when the lobby allows `action` for this connection, else the error line's text.
     private func authError(_ action: AuthAction) -> String? {
@@ -150,7 +150,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             // before it joins.
             if member != nil {
                 reply("error: authenticate before iam:NAME (already joined)")
-            } else if let error = auth.authenticate(token, client: .wildcard, core: core) {
+            } else if let error = auth.authenticate(token, client: .wildcard) {
                 reply("error: authentication failed: \(error)")
             } else {
                 reply("auth ok")

@@ -16,8 +16,8 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// Sent in the handshake reply; the member id in every room.
     let clientID: String
     private var channel: String?
-    /// Whether this channel needs a token, and the verified one (Auth/ChannelAuth.swift).
-    private var auth: ChannelAuth?
+    /// Whether this channel needs a token, and the verified one (ParleyCore/Auth/ChannelAccess.swift).
+    private var auth: ChannelAccess?
     /// Closes the connection when the token expires (unless a fresher one came).
     private var expiryTimer: LoopTimer?
     private var member: Member?
@@ -132,9 +132,9 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 return
             }
             self.channel = channel
-            let auth = ChannelAuth(channel: channel, configuration: core.configuration)
+            let auth = ChannelAccess(channel: channel, core: core)
             self.auth = auth
-            if let rate = auth.settings?.publishRate {
+            if let rate = core.configuration.settings(ofChannel: channel)?.publishRate {
                 self.rate = TokenBucket(ratePerSecond: rate, burst: max(1, rate * 2))
             }
             member = Member(id: clientID, clientData: clientData)
@@ -247,7 +247,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// token's `data` as `authData` in every room joined from now on.
     private func authenticate(_ token: String, callback: Int?, member: Member) {
         guard var auth else { return }
-        if let error = auth.authenticate(token, client: .exactly(clientID), core: core) {
+        if let error = auth.authenticate(token, client: .exactly(clientID)) {
             sendJSON(NativeEncoding.reply(callback: callback, error: error))
             return
         }

@@ -41,7 +41,7 @@ final class SocketIOSession: RoomSubscriber {
 
     private var lobby: RoomKey { core.configuration.lobby }
     /// The lobby channel's auth rules and this socket's token (CONNECT `auth: {token}`).
-    private lazy var auth = ChannelAuth(channel: lobby.channel, configuration: core.configuration)
+    private lazy var auth = ChannelAccess(channel: lobby.channel, core: core)
 
     private init(core: ServerCore, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?) {
         self.core = core
@@ -370,7 +370,7 @@ final class SocketIOSession: RoomSubscriber {
         if let refusal = core.configuration.refusal(ofChannel: lobby.channel) { return refusal }
         if let raw = data?["token"], !raw.isNull {
             guard let token = raw.stringValue else { return "authentication failed: auth.token must be a string" }
-            if let error = auth.authenticate(token, client: .wildcard, core: core) { return "authentication failed: \(error)" }
+            if let error = auth.authenticate(token, client: .wildcard) { return "authentication failed: \(error)" }
             return nil
         }
         if auth.requiresAuth && !auth.isAuthenticated {
