@@ -53,6 +53,41 @@ import Testing
         #expect(try ws.waitForClose() == 1009)
     }
 
+    /// Every door gives a closed connection's place back at the gate, the per-IP count
+    /// included (the echo door once gave back only the total, so an address that had used it
+    /// a few times was refused for good).
+    @Test func closedEchoConnectionsGiveTheirPlaceBack() throws {
+        let server = try startTestServer {
+            $0.webSocketEchoPath = "/echo"
+            $0.maxConnectionsPerIP = 3
+        }
+        defer { server.shutdown() }
+        for round in 0..<3 {
+            let ws = try TestWebSocket(port: server.httpPort, path: "/echo")
+            try ws.sendText("round \(round)")
+            #expect(try ws.receiveText() == "round \(round)")
+            try ws.close()
+            #expect(try ws.waitForClose() == 1000)
+        }
+        // The server has released all three once only the /metrics request itself is open.
+        let deadline = Date().addingTimeInterval(5)
+        var open = -1
+        while Date() < deadline {
+            let metrics = try httpRequest(port: server.httpPort, "GET", "/metrics").body
+            open = Int(metrics.split(separator: "\n").first { $0.hasPrefix("parley_open_connections ") }?
+                .split(separator: " ").last ?? "") ?? -1
+            if open == 1 { break }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        #expect(open == 1)
+        // Three at once from this address: all admitted.
+        let sockets = try (0..<3).map { _ in try TestWebSocket(port: server.httpPort, path: "/echo") }
+        for (index, ws) in sockets.enumerated() {
+            try ws.sendText("again \(index)")
+            #expect(try ws.receiveText() == "again \(index)")
+        }
+    }
+
     @Test func flagsParse() throws {
         let parsed = try #require(try ServerConfiguration.parse(
             arguments: ["--ws-echo-path", "/echo", "--max-message-size=16777216"], environment: [:]))

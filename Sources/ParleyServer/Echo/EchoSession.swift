@@ -11,11 +11,13 @@ final class EchoSession: ConnectionHandler, GracefulSession {
     let connection: TCPConnection
     let core: ServerCore
     private let machine: WebSocketProtocolMachine
+    private let sessionGuard: SessionGuard
 
     init(connection: TCPConnection, core: ServerCore, webSocket: WebSocketConfiguration,
-         deflate: PerMessageDeflateParameters?) {
+         deflate: PerMessageDeflateParameters?, sessionGuard: SessionGuard) {
         self.connection = connection
         self.core = core
+        self.sessionGuard = sessionGuard
         machine = WebSocketProtocolMachine(role: .server, configuration: webSocket, deflate: deflate)
     }
 
@@ -52,6 +54,6 @@ final class EchoSession: ConnectionHandler, GracefulSession {
     }
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
-        core.openConnections.subtract(1, ordering: .relaxed)
+        sessionGuard.end()
     }
 }

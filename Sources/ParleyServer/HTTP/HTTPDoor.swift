@@ -11,19 +11,12 @@ enum HTTPDoor {
 
     static func listen(core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener {
         let routes = RESTRoutes.router()
-        return try TCPListener.bind(host: core.configuration.host, port: core.configuration.httpPort, group: group) { connection in
-            connection.maxQueuedBytes = core.configuration.writeQueueLimit
-            if let tls = core.tls {
-                do {
-                    try connection.startTLS(tls)
-                } catch {
-                    return  // no handler: closed at once
-                }
-            }
-            // Counted once here; whichever session owns the connection when it closes
-            // (HTTPSession, or NativeSession after an upgrade) releases it.
-            guard core.admit(connection, http: true) else { return }
-            let session = HTTPSession(connection: connection, core: core, router: routes)
+        let policy = DoorPolicy(.http, core.configuration)
+        return try core.listen(policy, port: core.configuration.httpPort, group: group) { connection, ticket in
+            // The ticket goes with the connection: to the native or Socket.IO session after
+            // an upgrade, which then gives it back when the connection ends.
+            let sessionGuard = SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket)
+            let session = HTTPSession(connection: connection, core: core, router: routes, sessionGuard: sessionGuard)
             connection.handler = session
             session.start()
         }

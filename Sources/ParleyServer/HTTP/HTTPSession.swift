@@ -17,13 +17,15 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     private var requestTimerRunning = false
     private var stopping = false
     private var upgraded = false
-    /// Closes a connection that has not completed its first request or upgrade in time.
-    private var handshakeTimer: LoopTimer?
+    /// The door policy's share of this connection (admission, handshake timeout); handed on
+    /// to the session that takes the connection over after an upgrade.
+    let sessionGuard: SessionGuard
 
-    init(connection: TCPConnection, core: ServerCore, router: HTTPRouter<RESTHandler>) {
+    init(connection: TCPConnection, core: ServerCore, router: HTTPRouter<RESTHandler>, sessionGuard: SessionGuard) {
         self.connection = connection
         self.core = core
         self.router = router
+        self.sessionGuard = sessionGuard
         parser = HTTPRequestParser(limits: HTTPParserLimits(maxBodyBytes: core.configuration.httpMaxBodyBytes))
     }
 
@@ -31,22 +33,13 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         armIdleTimer()
         // Slow-loris: the first request (or upgrade) must be complete within the handshake
         // timeout, however the bytes trickle in.
-        let timer = LoopTimer(loop: connection.loop)
-        handshakeTimer = timer
-        timer.start(after: core.configuration.handshakeTimeoutMillis) { [weak self] in
+        sessionGuard.expectHandshake { [weak self] in
             guard let self, self.connection.state == .open, !self.upgraded else { return }
-            self.core.limits.breached(.handshakeTimeout)
             if self.head != nil || !self.parser.isIdle {
                 self.connection.write(HTTPResponse.text(408, "request not completed within the handshake timeout\n").encoded(keepAlive: false))
             }
             self.connection.close()
         }
-    }
-
-    /// The first request or upgrade is complete: the handshake timer has done its job.
-    private func handshakeDone() {
-        handshakeTimer?.stop()
-        handshakeTimer = nil
     }
 
     // MARK: reading
@@ -66,12 +59,12 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 self.head = nil
                 let request = body
                 body = []
-                handshakeDone()
+                sessionGuard.handshakeCompleted()
                 respond(to: head, body: request)
             case .upgrade(let leftover):
                 guard let head else { continue }
                 self.head = nil
-                handshakeDone()
+                sessionGuard.handshakeCompleted()
                 upgrade(head, leftover: leftover)
                 return
             case .error(let error):
@@ -146,7 +139,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
         if SocketIODoor.handles(head.path) {
             timer?.stop()
-            if SocketIODoor.upgrade(head, leftover: leftover, connection: connection, core: core) {
+            if SocketIODoor.upgrade(head, leftover: leftover, connection: connection, core: core, from: sessionGuard) {
                 upgraded = true
                 timer = nil
             }
@@ -175,14 +168,16 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             timer = nil
             connection.write(HTTPResponse(status: 101, headers: HTTPHeaders(responseHeaders)).encoded(keepAlive: true))
             if isEchoPath(head.path) {
-                let echo = EchoSession(connection: connection, core: core, webSocket: configuration, deflate: deflate)
+                let echo = EchoSession(connection: connection, core: core, webSocket: configuration, deflate: deflate,
+                                       sessionGuard: takeOver(as: .echo))
                 connection.handler = echo
                 if !leftover.isEmpty {
                     leftover.withUnsafeBytes { echo.connection(connection, didRead: $0) }
                 }
                 return
             }
-            let session = NativeSession(connection: connection, core: core, webSocket: configuration, deflate: deflate)
+            let session = NativeSession(connection: connection, core: core, webSocket: configuration, deflate: deflate,
+                                        sessionGuard: takeOver(as: .native))
             connection.handler = session
             LoopContext.of(connection.loop).localHub.register(session)
             session.start()
@@ -190,6 +185,13 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 leftover.withUnsafeBytes { session.connection(connection, didRead: $0) }
             }
         }
+    }
+
+    /// The policy of the door this connection is upgraded to, with this connection's place.
+    private func takeOver(as door: DoorKind) -> SessionGuard {
+        let next = SessionGuard(DoorPolicy(door, core.configuration), loop: connection.loop, core: core, ticket: nil)
+        next.takeTicket(from: sessionGuard)
+        return next
     }
 
     /// The diagnostic echo endpoint (``EchoSession``), when `--ws-echo-path` enables it.
@@ -209,8 +211,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         timer?.stop()
         timer = nil
-        handshakeDone()
         SocketIODoor.connectionClosed(connection, core: core)
-        core.release(connection)
+        sessionGuard.end()
     }
 }

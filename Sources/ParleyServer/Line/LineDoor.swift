@@ -5,17 +5,10 @@ import ParleyIO
 /// into the lobby room.
 enum LineDoor {
     static func listen(core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener {
-        try TCPListener.bind(host: core.configuration.host, port: core.configuration.linePort, group: group) { connection in
-            connection.maxQueuedBytes = core.configuration.writeQueueLimit
-            if core.configuration.lineTLS, let tls = core.tls {
-                do {
-                    try connection.startTLS(tls)
-                } catch {
-                    return  // no handler: closed at once
-                }
-            }
-            guard core.admit(connection, http: false) else { return }
-            let session = LineSession(connection: connection, core: core)
+        let policy = DoorPolicy(.line, core.configuration)
+        return try core.listen(policy, port: core.configuration.linePort, group: group) { connection, ticket in
+            let session = LineSession(connection: connection, core: core,
+                                      sessionGuard: SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket))
             connection.handler = session
             LoopContext.of(connection.loop).localHub.register(session)
             session.start()
@@ -31,37 +24,30 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     let wireFormat = WireFormat.line
     private var decoder: LineDecoder
     private var quietTimer: LoopTimer?
-    private var rate: TokenBucket
     private var member: Member?
-    private var abuse: RateAbuseDetector
-    /// Closes the connection when `iam:` does not come in time.
-    private var handshakeTimer: LoopTimer?
-    private var idleWatch: IdleWatch?
+    /// The door policy's share of this connection: its place, the `iam:` deadline, the idle
+    /// watch and the message rate.
+    private let sessionGuard: SessionGuard
     /// Longest accepted name, in characters.
     static let maxNameLength = 64
 
-    init(connection: TCPConnection, core: ServerCore) {
+    init(connection: TCPConnection, core: ServerCore, sessionGuard: SessionGuard) {
         self.connection = connection
         self.core = core
+        self.sessionGuard = sessionGuard
         decoder = LineDecoder(maximumLength: core.configuration.lineMaxLength)
-        rate = TokenBucket(ratePerSecond: core.configuration.lineRatePerSecond, burst: core.configuration.lineBurst)
-        abuse = RateAbuseDetector(ratePerSecond: core.configuration.lineRatePerSecond, configuration: core.configuration)
     }
 
     func start() {
-        let timeout = core.configuration.handshakeTimeoutMillis
-        let timer = LoopTimer(loop: connection.loop)
-        handshakeTimer = timer
-        timer.start(after: timeout) { [weak self] in
-            guard let self, self.member == nil, self.connection.state == .open else { return }
-            self.core.limits.breached(.handshakeTimeout)
+        let timeout = sessionGuard.policy.handshakeTimeoutMillis
+        sessionGuard.expectHandshake { [weak self] in
+            guard let self, self.connection.state == .open else { return }
             self.reply("error: no iam:NAME within \(Self.seconds(timeout)) s; bye")
             self.connection.close()
         }
-        let idle = core.configuration.idleTimeoutMillis
-        idleWatch = IdleWatch(loop: connection.loop, timeoutMillis: idle) { [weak self] in
+        let idle = sessionGuard.policy.idleTimeoutMillis
+        sessionGuard.watchIdle { [weak self] in
             guard let self, self.connection.state == .open else { return }
-            self.core.limits.breached(.idleTimeout)
             self.reply("idle timeout: nothing received for \(Self.seconds(idle)) s, bye")
             self.connection.close()
         }
@@ -87,7 +73,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     // MARK: reading
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        idleWatch?.touch()
+        sessionGuard.heard()
         handle(decoder.feed(bytes))
         guard connection.state == .open else { return }
         if decoder.hasPendingBytes {
@@ -123,16 +109,15 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         case .msg(let text):
             guard let member else { reply("error: say who you are first with iam:NAME"); return }
             if let error = authError(.publish) { reply("error: \(error); message not sent"); return }
-            let now = core.hub.clock.nowMillis()
-            guard rate.take(nowMillis: now) else {
-                core.limits.breached(.messageRate)
-                if abuse.refused(nowMillis: now) {
-                    core.limits.breached(.rateAbuseDisconnect)
-                    reply("error: rate limit exceeded again and again; disconnected")
-                    connection.close()
-                    return
-                }
-                reply("error: rate limit exceeded (\(Int(rate.ratePerSecond)) messages per second); message dropped")
+            switch sessionGuard.admitMessage() {
+            case .allowed:
+                break
+            case .refused:
+                reply("error: rate limit exceeded (\(Int(sessionGuard.ratePerSecond)) messages per second); message dropped")
+                return
+            case .abusive:
+                reply("error: rate limit exceeded again and again; disconnected")
+                connection.close()
                 return
             }
             guard !text.isEmpty else { return }
@@ -176,8 +161,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             reply("error: name contains control characters")
             return
         }
-        handshakeTimer?.stop()
-        handshakeTimer = nil
+        sessionGuard.handshakeCompleted()
         let member = Member(id: "line-\(connection.id)",
                             clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]),
                             authData: auth.claims?.data)
@@ -228,12 +212,8 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         quietTimer?.stop()
         quietTimer = nil
-        handshakeTimer?.stop()
-        handshakeTimer = nil
-        idleWatch?.stop()
-        idleWatch = nil
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
         if member != nil { core.hub.unsubscribe(sessionID, from: lobby) }
-        core.release(connection)
+        sessionGuard.end()
     }
 }

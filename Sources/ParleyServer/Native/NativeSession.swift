@@ -25,21 +25,19 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private var rooms: Set<RoomKey> = []
     /// Callbacks of subscribes waiting for their snapshot, per room, in order.
     private var pendingSubscribes: [RoomKey: [Int?]] = [:]
-    private var rate: TokenBucket
     private var pingTimer: LoopTimer?
     private var heardSinceTick = true
     private var pingOutstanding = false
-    private var abuse: RateAbuseDetector
-    private var idleWatch: IdleWatch?
+    /// The door policy's share of this connection: its place, idle watch and publish rate.
+    private let sessionGuard: SessionGuard
 
     init(connection: TCPConnection, core: ServerCore, webSocket: WebSocketConfiguration,
-         deflate: PerMessageDeflateParameters?) {
+         deflate: PerMessageDeflateParameters?, sessionGuard: SessionGuard) {
         self.connection = connection
         self.core = core
+        self.sessionGuard = sessionGuard
         machine = WebSocketProtocolMachine(role: .server, configuration: webSocket, deflate: deflate)
-        rate = TokenBucket(ratePerSecond: core.configuration.nativeRatePerSecond, burst: core.configuration.nativeBurst)
         clientID = NativeSession.makeClientID(connectionID: connection.id)
-        abuse = RateAbuseDetector(ratePerSecond: core.configuration.nativeRatePerSecond, configuration: core.configuration)
     }
 
     /// Random letters plus the connection id: unguessable enough for a public id, and unique
@@ -56,10 +54,9 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         pingTimer = timer
         let interval = core.configuration.webSocketPingIntervalMillis
         timer.start(after: interval, repeating: interval) { [weak self] in self?.pingTick() }
-        let idle = core.configuration.idleTimeoutMillis
-        idleWatch = IdleWatch(loop: connection.loop, timeoutMillis: idle) { [weak self] in
+        let idle = sessionGuard.policy.idleTimeoutMillis
+        sessionGuard.watchIdle { [weak self] in
             guard let self, self.connection.state == .open else { return }
-            self.core.limits.breached(.idleTimeout)
             self.closeWith(.goingAway, reason: "idle timeout (no message for \(LineSession.seconds(idle)) s)")
         }
     }
@@ -94,10 +91,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             guard connection.state == .open else { return }
             switch action {
             case .text(let text):
-                idleWatch?.touch()
+                sessionGuard.heard()
                 handle(Array(text.utf8))
             case .binary(let bytes):
-                idleWatch?.touch()
+                sessionGuard.heard()
                 // The Scaledrone Swift SDK sends its JSON in binary frames.
                 handle(bytes)
             case .send(let bytes):
@@ -135,7 +132,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             let auth = ChannelAccess(channel: channel, core: core)
             self.auth = auth
             if let rate = core.configuration.settings(ofChannel: channel)?.publishRate {
-                self.rate = TokenBucket(ratePerSecond: rate, burst: max(1, rate * 2))
+                sessionGuard.limitRate(perSecond: rate, burst: max(1, rate * 2))
             }
             member = Member(id: clientID, clientData: clientData)
             sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID) { w in
@@ -186,15 +183,11 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 sendJSON(NativeEncoding.reply(callback: callback, error: error))
                 return
             }
-            let now = core.hub.clock.nowMillis()
-            guard rate.take(nowMillis: now) else {
-                core.limits.breached(.messageRate)
+            let verdict = sessionGuard.admitMessage()
+            guard verdict == .allowed else {
                 sendJSON(NativeEncoding.reply(callback: callback, error: "rate limit exceeded"))
-                if abuse.refused(nowMillis: now) {
-                    // Sustained abuse: refusing each message costs more than the peer is worth.
-                    core.limits.breached(.rateAbuseDisconnect)
-                    closeWith(.policyViolation, reason: "rate limit exceeded")
-                }
+                // Sustained abuse: refusing each message costs more than the peer is worth.
+                if verdict == .abusive { closeWith(.policyViolation, reason: "rate limit exceeded") }
                 return
             }
             // The receipt (or, with no callback, only an error) is sent once the message is
@@ -343,11 +336,9 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         pingTimer = nil
         expiryTimer?.stop()
         expiryTimer = nil
-        idleWatch?.stop()
-        idleWatch = nil
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
         for key in rooms { core.hub.unsubscribe(sessionID, from: key) }
         rooms.removeAll()
-        core.release(connection)
+        sessionGuard.end()
     }
 }

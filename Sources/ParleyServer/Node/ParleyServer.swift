@@ -14,14 +14,12 @@ final class ServerCore: Sendable {
     let configuration: ServerConfiguration
     let hub: Hub
     let inboxes: [LoopInbox]
-    /// Connections open across all doors.
-    let openConnections = Atomic<Int>(0)
     /// The Socket.IO door's sid registry and SocketChat roster.
     let socketIO = SocketIOShared()
     /// Abuse-limit breaches, for `/metrics`.
     let limits = LimitCounters()
     /// Total and per-IP connection admission.
-    let gate = ConnectionGate()
+    let gate: ConnectionGate
     /// REST requests per IP.
     let restRate: RESTRateLimiter
     /// Serves https:// and wss:// when configured.
@@ -31,22 +29,10 @@ final class ServerCore: Sendable {
         self.configuration = configuration
         self.hub = hub
         self.tls = tls
+        gate = ConnectionGate(maxConnections: configuration.maxConnections,
+                              maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
         inboxes = group.loops.map { LoopInbox(loop: $0) }
-    }
-
-    /// Admits a newly accepted connection (counting it in), or answers it with the reason
-    /// and closes it. Returns false when refused.
-    func admit(_ connection: TCPConnection, http: Bool) -> Bool {
-        guard let refusal = gate.admit(ip: connection.remoteIP, core: self) else { return true }
-        limits.breached(refusal.limit)
-        connection.handler = RefusedConnection(connection: connection, message: refusal.message, http: http)
-        return false
-    }
-
-    /// An admitted connection has closed.
-    func release(_ connection: TCPConnection) {
-        gate.release(ip: connection.remoteIP, core: self)
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
@@ -203,7 +189,7 @@ public final class ParleyServer: Sendable {
             }
         }
         let deadline = ContinuousClock.now + timeout
-        while core.openConnections.load(ordering: .relaxed) > 0 && ContinuousClock.now < deadline {
+        while core.gate.open.load(ordering: .relaxed) > 0 && ContinuousClock.now < deadline {
             Thread.sleep(forTimeInterval: 0.01)
         }
         group.shutdown()

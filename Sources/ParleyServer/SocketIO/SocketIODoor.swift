@@ -189,7 +189,8 @@ enum SocketIODoor {
 
     /// Handles an upgrade request on `/socket.io/`. Returns true when the connection now
     /// belongs to a WebSocket handler; otherwise an error was written and the connection closed.
-    static func upgrade(_ head: HTTPRequestHead, leftover: [UInt8], connection: TCPConnection, core: ServerCore) -> Bool {
+    static func upgrade(_ head: HTTPRequestHead, leftover: [UInt8], connection: TCPConnection, core: ServerCore,
+                        from httpGuard: SessionGuard) -> Bool {
         let origin = head.headers["Origin"]
         func refuse(_ response: HTTPResponse) -> Bool {
             var response = response
@@ -226,10 +227,12 @@ enum SocketIODoor {
         addCORS(&response, origin: origin)
         connection.write(response.encoded(keepAlive: true))
         let link = WebSocketLink(loop: connection.loop, connectionID: connection.id)
+        let sessionGuard = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: connection.loop, core: core, ticket: nil)
+        sessionGuard.takeTicket(from: httpGuard)
         let handler: SocketIOWebSocketHandler
         if let sid, let owner {
             handler = SocketIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
-                                               version: version, owner: owner, sid: sid)
+                                               version: version, owner: owner, sid: sid, sessionGuard: sessionGuard)
             connection.handler = handler
             SocketIOLoop.of(connection.loop).webSockets[connection.id] = handler
             owner.executeSoon {
@@ -241,7 +244,8 @@ enum SocketIODoor {
         } else {
             let session = SocketIOSession.open(core: core, loop: connection.loop, version: version, webSocket: link)
             handler = SocketIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
-                                               version: version, owner: connection.loop, sid: session.sid)
+                                               version: version, owner: connection.loop, sid: session.sid,
+                                               sessionGuard: sessionGuard)
             connection.handler = handler
             SocketIOLoop.of(connection.loop).webSockets[connection.id] = handler
             session.sendOpening()
@@ -260,12 +264,15 @@ final class SocketIOWebSocketHandler: ConnectionHandler, GracefulSession {
     let owner: EventLoop
     let sid: String
     private let machine: WebSocketProtocolMachine
+    /// This connection's place at the gate (its session's policy lives with the session).
+    private let sessionGuard: SessionGuard
 
     enum Inbound: Sendable { case text(String), binary([UInt8]) }
 
     init(connection: TCPConnection, core: ServerCore, configuration: WebSocketConfiguration,
-         version: EngineIOVersion, owner: EventLoop, sid: String) {
+         version: EngineIOVersion, owner: EventLoop, sid: String, sessionGuard: SessionGuard) {
         self.connection = connection
+        self.sessionGuard = sessionGuard
         self.core = core
         self.version = version
         self.owner = owner
@@ -311,6 +318,6 @@ final class SocketIOWebSocketHandler: ConnectionHandler, GracefulSession {
         SocketIOLoop.of(connection.loop).webSockets.removeValue(forKey: connection.id)
         let owner = self.owner, sid = self.sid, link = self.link
         owner.executeSoon { SocketIOLoop.of(owner).sessions[sid]?.webSocketClosed(link) }
-        core.release(connection)
+        sessionGuard.end()
     }
 }

@@ -30,11 +30,10 @@ final class SocketIOSession: RoomSubscriber {
     private var connected = false
     private var member: Member?
     private var assembler = SocketIOBinaryAssembler()
-    private var rate: TokenBucket
-    private lazy var abuse = RateAbuseDetector(ratePerSecond: core.configuration.nativeRatePerSecond, configuration: core.configuration)
+    /// The door policy's share of this session: idle watch and event rate.
+    private let sessionGuard: SessionGuard
     private var pingTimer: LoopTimer?
     private var timeoutTimer: LoopTimer?
-    private var idleWatch: IdleWatch?
     private var awaitingPong = false
     /// Counted in this loop's lobby mirror (between the subscribe snapshot and leaving).
     private var inLobbyMirror = false
@@ -52,7 +51,7 @@ final class SocketIOSession: RoomSubscriber {
         socketID = SocketIOSession.randomID()
         sessionID = core.socketIO.makeSessionID(loop: loop)
         wireFormat = webSocket == nil ? .socketIOPolling : .socketIO
-        rate = TokenBucket(ratePerSecond: core.configuration.nativeRatePerSecond, burst: core.configuration.nativeBurst)
+        sessionGuard = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: loop, core: core, ticket: nil)
     }
 
     static func randomID() -> String {
@@ -123,9 +122,8 @@ final class SocketIOSession: RoomSubscriber {
         }
         // Heartbeats keep a session alive, not in use: a session sending no message for the
         // idle timeout is closed.
-        idleWatch = IdleWatch(loop: loop, timeoutMillis: core.configuration.idleTimeoutMillis) { [weak self] in
+        sessionGuard.watchIdle { [weak self] in
             guard let self, !self.closed else { return }
-            self.core.limits.breached(.idleTimeout)
             self.close(reason: "idle timeout")
         }
     }
@@ -287,7 +285,7 @@ final class SocketIOSession: RoomSubscriber {
             awaitingPong = false
             if version == .v4 { timeoutTimer?.stop() }
         case .message:
-            idleWatch?.touch()
+            sessionGuard.heard()
             handleMessage(packet)
         case .close:
             close(reason: "client close")
@@ -486,14 +484,15 @@ final class SocketIOSession: RoomSubscriber {
     /// Takes a token; a refusal is counted, and sustained abuse closes the session (after
     /// this refusal has been answered).
     private func rateAllows() -> Bool {
-        let now = core.hub.clock.nowMillis()
-        if rate.take(nowMillis: now) { return true }
-        core.limits.breached(.messageRate)
-        if abuse.refused(nowMillis: now) {
-            core.limits.breached(.rateAbuseDisconnect)
+        switch sessionGuard.admitMessage() {
+        case .allowed:
+            return true
+        case .refused:
+            return false
+        case .abusive:
             LoopBound(self, on: loop).run { $0.close(reason: "rate limit exceeded") }
+            return false
         }
-        return false
     }
 
     func close(reason: String) {
@@ -504,8 +503,7 @@ final class SocketIOSession: RoomSubscriber {
         timeoutTimer?.stop()
         pingTimer = nil
         timeoutTimer = nil
-        idleWatch?.stop()
-        idleWatch = nil
+        sessionGuard.end()
         core.socketIO.unregister(sid)
         SocketIOLoop.of(loop).sessions.removeValue(forKey: sid)
         LoopContext.of(loop).localHub.unregister(sessionID)

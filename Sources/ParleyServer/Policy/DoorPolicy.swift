@@ -1,0 +1,84 @@
+import ParleyCore
+import ParleyIO
+
+/// The door a connection came in by; metrics and logs name it.
+enum DoorKind: String, Sendable, CaseIterable {
+    /// Plain HTTP: REST, the web client, `/metrics` (before any upgrade).
+    case http
+    /// The Scaledrone v3 WebSocket door.
+    case native
+    /// Socket.IO, over long-polling or WebSocket.
+    case socketIO = "socketio"
+    /// The line protocol over TCP.
+    case line
+    /// The diagnostic WebSocket echo endpoint.
+    case echo
+}
+
+/// The connection policy of one door: everything the server does to a connection apart from
+/// speaking the door's protocol. A door picks its values here and leaves the mechanics to
+/// ``ServerCore/listen(_:port:group:accept:)`` (admission, write-queue limit, TLS) and to a
+/// ``SessionGuard`` per connection (handshake timeout, idle watch, message rate and abuse).
+struct DoorPolicy: Sendable {
+    let door: DoorKind
+    /// Whether the listener speaks TLS (when the server has a certificate).
+    var tls: Bool
+    /// How a refused connection is told: a 503 (HTTP doors) or an `error:` line.
+    var refusesWithHTTP: Bool
+    /// Unsent bytes one connection may queue before it is cut off.
+    var writeQueueLimit: Int
+    /// Time to complete the door's handshake (first request, upgrade, `iam:`).
+    var handshakeTimeoutMillis: UInt64
+    /// A connection that sends no message this long is closed.
+    var idleTimeoutMillis: UInt64
+    /// Messages per second a connection may send, and the burst; nil: unlimited.
+    var rate: (perSecond: Double, burst: Double)?
+    /// Refusals within ``abuseWindowMillis`` beyond `factor × rate` disconnect.
+    var abuseFactor: Double
+    var abuseWindowMillis: Int64
+
+    /// The policy of `door` as the configuration sets it.
+    init(_ door: DoorKind, _ configuration: ServerConfiguration) {
+        self.door = door
+        tls = door != .line || configuration.lineTLS
+        refusesWithHTTP = door != .line
+        writeQueueLimit = configuration.writeQueueLimit
+        handshakeTimeoutMillis = configuration.handshakeTimeoutMillis
+        idleTimeoutMillis = configuration.idleTimeoutMillis
+        abuseFactor = configuration.rateAbuseFactor
+        abuseWindowMillis = configuration.rateAbuseWindowMillis
+        switch door {
+        case .line: rate = (configuration.lineRatePerSecond, configuration.lineBurst)
+        case .native, .socketIO: rate = (configuration.nativeRatePerSecond, configuration.nativeBurst)
+        case .http, .echo: rate = nil
+        }
+    }
+}
+
+extension ServerCore {
+    /// Binds a door's listener. Every accepted connection gets the door's write-queue limit,
+    /// TLS when the door speaks it, and admission (total and per-IP; a refused one is told
+    /// why and closed). `accept` then runs on the connection's loop with its ticket and must
+    /// set the connection's handler (one left without is closed at once).
+    func listen(_ policy: DoorPolicy, port: Int, group: EventLoopGroup,
+                accept: @escaping @Sendable (TCPConnection, AdmissionTicket) -> Void) throws(IOError) -> TCPListener {
+        try TCPListener.bind(host: configuration.host, port: port, group: group) { [self] connection in
+            connection.maxQueuedBytes = policy.writeQueueLimit
+            if policy.tls, let tls {
+                do {
+                    try connection.startTLS(tls)
+                } catch {
+                    return  // no handler: closed at once
+                }
+            }
+            switch gate.admit(ip: connection.remoteIP) {
+            case .failure(let refusal):
+                limits.breached(refusal.limit)
+                connection.handler = RefusedConnection(connection: connection, message: refusal.message,
+                                                       http: policy.refusesWithHTTP)
+            case .success(let ticket):
+                accept(connection, ticket)
+            }
+        }
+    }
+}

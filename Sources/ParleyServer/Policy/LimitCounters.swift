@@ -1,0 +1,40 @@
+import Synchronization
+
+/// The abuse limits a client can run into, named as in `/metrics`.
+enum Limit: String, CaseIterable, Sendable {
+    case maxConnections = "max_connections"
+    case maxConnectionsPerIP = "max_connections_per_ip"
+    case handshakeTimeout = "handshake_timeout"
+    case idleTimeout = "idle_timeout"
+    case messageSize = "message_size"
+    case messageRate = "message_rate"
+    case rateAbuseDisconnect = "rate_abuse_disconnect"
+    case roomsPerConnection = "rooms_per_connection"
+    case membersListed = "members_listed"
+    case restRate = "rest_rate"
+}
+
+/// How often each limit was breached since start. Lock-free: breaches can come from every
+/// loop at once, and a flood must not make the counting itself a point of contention.
+final class LimitCounters: Sendable {
+    private let counts: [Counter]
+
+    /// One atomic per limit (an `Atomic` cannot live in an array directly: it is not copyable).
+    private final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
+    init() { counts = Limit.allCases.map { _ in Counter() } }
+
+    private func counter(_ limit: Limit) -> Counter {
+        counts[Limit.allCases.firstIndex(of: limit)!]
+    }
+
+    func breached(_ limit: Limit) {
+        counter(limit).value.add(1, ordering: .relaxed)
+    }
+
+    func count(_ limit: Limit) -> Int {
+        counter(limit).value.load(ordering: .relaxed)
+    }
+}
