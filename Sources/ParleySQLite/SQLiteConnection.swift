@@ -102,6 +102,9 @@ struct Statement {
 
     func run() throws(ParleyError) { while try step() {} }
 
+    /// Ends a result early (a statement left mid-result would hold a read transaction open).
+    func reset() { sqlite3_reset(handle) }
+
     func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
     func string(_ column: Int32) -> String? {

@@ -37,6 +37,7 @@ public final class SQLiteMessageStore: MessageStore {
         case retention(Int64, @Sendable (Result<Void, ParleyError>) -> Void)
         case maxPageCount(Int, @Sendable (Result<Void, ParleyError>) -> Void)
         case lastOffsets(@Sendable ([RoomKey: Int64]) -> Void)
+        case loadRoom(RoomKey, Int64, @Sendable (Result<RoomRecovery, ParleyError>) -> Void)
     }
     typealias ReadJob = @Sendable (SQLiteConnection) -> Void
 
@@ -62,6 +63,8 @@ public final class SQLiteMessageStore: MessageStore {
             if let pages = options.maxPageCount { try write.exec("PRAGMA max_page_count = \(pages)") }
             state = try WriterState(connection: write, retention: options.retention,
                                     retentionIntervalMillis: Int64(options.retentionIntervalMillis))
+            // Retention runs when the store opens (then in the background), before any read.
+            state.enforceRetention(nowMillis: clockMillis())
         } catch {
             throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
         }
@@ -200,6 +203,13 @@ public final class SQLiteMessageStore: MessageStore {
         }
     }
 
+    public func loadRoom(_ room: RoomKey, clientMessageIDsSince: Int64,
+                         completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void) {
+        // On the writer thread: it knows every room's last offset, appends already queued
+        // included (it handles its jobs in order).
+        writer.submit(.loadRoom(room, clientMessageIDsSince, completion))
+    }
+
     public func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery {
         let result = Mutex<Result<[RememberedPublish], ParleyError>?>(nil)
         let done = Semaphore()
@@ -292,6 +302,9 @@ private final class WriterState: @unchecked Sendable {
             case .lastOffsets(let completion):
                 flush()
                 completion(lastOffsets())
+            case .loadRoom(let room, let since, let completion):
+                flush()
+                completion(Result { () throws(ParleyError) in try loadRoom(room, clientMessageIDsSince: since) })
             case .maxPageCount(let pages, let completion):
                 flush()
                 completion(Result { () throws(ParleyError) in try connection.exec("PRAGMA max_page_count = \(pages)") })
@@ -299,6 +312,41 @@ private final class WriterState: @unchecked Sendable {
         }
         flush()
         if nowMillis >= nextRetentionMillis { enforceRetention(nowMillis: nowMillis) }
+    }
+
+    /// A room's last offset and its client message ids since `since` (Unix ms). Offsets grow
+    /// with time in a room, so the first young enough message is found by a binary search on
+    /// offsets rather than by scanning the room's old messages.
+    func loadRoom(_ key: RoomKey, clientMessageIDsSince since: Int64) throws(ParleyError) -> RoomRecovery {
+        guard let room = rooms[key] else { return RoomRecovery() }
+        let probe = try connection.statement("SELECT offset, ts FROM messages WHERE room_id = ?1 AND offset >= ?2 ORDER BY offset LIMIT 1")
+        var low: Int64 = 1, high = room.last + 1
+        while low < high {
+            let mid = low + (high - low) / 2
+            probe.bind(1, room.id)
+            probe.bind(2, mid)
+            if try probe.step() {
+                let (offset, ts) = (probe.int64(0), probe.int64(1))
+                if ts >= since { high = min(mid, offset) } else { low = offset + 1 }
+            } else {
+                high = mid
+            }
+            probe.reset()
+        }
+        let statement = try connection.statement("""
+            SELECT client_message_id, id, offset, ts FROM messages
+            WHERE room_id = ?1 AND offset >= ?2 AND client_message_id IS NOT NULL ORDER BY offset
+            """)
+        statement.bind(1, room.id)
+        statement.bind(2, low)
+        var recovery = RoomRecovery(lastOffset: room.last)
+        while try statement.step() {
+            guard statement.int64(3) >= since else { continue }
+            recovery.recentPublishes.append(RememberedPublish(room: key, clientMessageID: statement.string(0) ?? "",
+                                                              id: statement.string(1) ?? "", offset: statement.int64(2),
+                                                              timestampMillis: statement.int64(3)))
+        }
+        return recovery
     }
 
     /// One transaction for the whole batch: all of it is durable, or none of it.

@@ -17,6 +17,24 @@ final class RecordingInbox: Inbox {
 }
 
 private let lobby = RoomKey(channel: "demo", room: "observable-room")
+
+extension Hub {
+    /// Publishes and returns the stored message: an in-memory hub answers before `publish`
+    /// returns.
+    @discardableResult
+    func publishNow(_ body: JSONValue, to key: RoomKey, from sender: Member?, messageID: String? = nil) throws -> Message {
+        let result = Mutex<Result<Message, ParleyError>?>(nil)
+        try publish(body, to: key, from: sender, messageID: messageID) { outcome in result.withLock { $0 = outcome } }
+        return try #require(result.withLock { $0 }).get()
+    }
+
+    /// A page of stored history, from an in-memory store (answers at once).
+    func historyNow(of key: RoomKey, before offset: Int64? = nil, limit: Int) throws -> MessagePage {
+        let result = Mutex<Result<MessagePage, ParleyError>?>(nil)
+        storedHistory(of: key, before: offset, limit: limit) { outcome in result.withLock { $0 = outcome } }
+        return try #require(result.withLock { $0 }).get()
+    }
+}
 private let alice = Member(id: "a1", clientData: ["name": "alice", "color": "#FF0000"])
 private let bob = Member(id: "b2", clientData: ["name": "bob"])
 private let carol = Member(id: "c3")
@@ -60,14 +78,14 @@ private let carol = Member(id: "c3")
 
     @Test func offsetsIncreaseByOneAndTypingIsNotStored() throws {
         let hub = Hub()
-        let first = try hub.publish("hi", to: lobby, from: alice)
-        let typing = try hub.publish(["typing": true], to: lobby, from: alice)
-        let second = try hub.publish(["text": "yo"], to: lobby, from: bob)
+        let first = try hub.publishNow("hi", to: lobby, from: alice)
+        let typing = try hub.publishNow(["typing": true], to: lobby, from: alice)
+        let second = try hub.publishNow(["text": "yo"], to: lobby, from: bob)
         #expect(first.offset == 1)
         #expect(typing.offset == 0)
         #expect(second.offset == 2)
-        #expect(hub.lastOffset(of: lobby) == 2)
-        #expect(hub.history(of: lobby, limit: 10).messages.map(\.offset) == [1, 2])
+        #expect(try hub.historyNow(of: lobby, limit: 1).messages.last?.offset == 2)
+        #expect(try hub.historyNow(of: lobby, limit: 10).messages.map(\.offset) == [1, 2])
         #expect(first.id != second.id)
     }
 
@@ -156,10 +174,10 @@ private let carol = Member(id: "c3")
         configuration.historyCapacity = 10
         let hub = Hub(configuration: configuration)
         for i in 1...25 { try hub.publish(.number(JSONNumber(i)), to: lobby, from: nil) }
-        let newest = hub.history(of: lobby, limit: 4)
+        let newest = try hub.historyNow(of: lobby, limit: 4)
         #expect(newest.messages.map(\.offset) == [22, 23, 24, 25])
         #expect(newest.hasMore)
-        let older = hub.history(of: lobby, before: 22, limit: 100)
+        let older = try hub.historyNow(of: lobby, before: 22, limit: 100)
         #expect(older.messages.map(\.offset) == Array(16...21))
         #expect(!older.hasMore)
     }
@@ -173,14 +191,14 @@ private let carol = Member(id: "c3")
         #expect(throws: ParleyError.self) { try hub.publish("c", to: RoomKey(channel: "c", room: "3"), from: nil) }
     }
 
-    @Test func occupiedRoomsListsRoomsWithMembers() throws {
+    @Test func occupiedRoomsListsRoomsWithMembers() async throws {
         let hub = Hub()
         let inbox = RecordingInbox()
         try hub.subscribe(1, as: alice, to: RoomKey(channel: "demo", room: "b"), inbox: inbox)
         try hub.subscribe(1, as: alice, to: RoomKey(channel: "demo", room: "a"), inbox: inbox)
-        try hub.publish("x", to: RoomKey(channel: "demo", room: "empty"), from: nil)
+        try hub.publishNow("x", to: RoomKey(channel: "demo", room: "empty"), from: nil)
         try hub.subscribe(2, as: bob, to: RoomKey(channel: "other", room: "z"), inbox: inbox)
-        #expect(hub.occupiedRooms(in: "demo") == ["a", "b"])
+        #expect(try await hub.occupiedRooms(in: "demo", limit: 10) == ["a", "b"])
     }
 }
 
@@ -300,7 +318,7 @@ private let carol = Member(id: "c3")
 }
 
 @Suite struct HubChannelQueryTests {
-    @Test func roomMembersAndClientIDsSpanTheChannel() throws {
+    @Test func roomMembersAndClientIDsSpanTheChannel() async throws {
         let hub = Hub()
         let inbox = RecordingInbox()
         let other = RoomKey(channel: "demo", room: "b-room")
@@ -308,12 +326,12 @@ private let carol = Member(id: "c3")
         try hub.subscribe(2, as: bob, to: lobby, inbox: inbox)
         try hub.subscribe(1, as: alice, to: other, inbox: inbox)
         try hub.subscribe(3, as: carol, to: RoomKey(channel: "elsewhere", room: "x"), inbox: inbox)
-        let listing = hub.roomMembers(in: "demo")
+        let listing = try await hub.roomMembers(in: "demo", limit: 100)
         #expect(listing.map(\.room) == ["b-room", "observable-room"])
         #expect(listing.map { $0.members.map(\.id) } == [["a1"], ["a1", "b2"]])
-        #expect(hub.clientIDs(in: "demo") == ["a1", "b2"])
+        #expect(try await hub.clientIDs(in: "demo") == ["a1", "b2"])
         hub.unsubscribe(1, from: other)
-        #expect(hub.roomMembers(in: "demo").map(\.room) == ["observable-room"])
-        #expect(hub.clientIDs(in: "nobody").isEmpty)
+        #expect(try await hub.roomMembers(in: "demo", limit: 100).map(\.room) == ["observable-room"])
+        #expect(try await hub.clientIDs(in: "nobody").isEmpty)
     }
 }

@@ -301,3 +301,17 @@ public struct JSONObject: Sendable, Hashable, RandomAccessCollection, Expressibl
         entries.append(Entry(key: key, value: value))
     }
 }
+
+extension JSONValue {
+    /// About how many bytes this value takes in memory (its text plus a fixed cost per
+    /// value): what the history cache counts against its byte limits.
+    public var approximateSize: Int {
+        switch self {
+        case .null, .bool: 8
+        case .number(let number): 16 + number.text.utf8.count
+        case .string(let string): 16 + string.utf8.count
+        case .array(let values): values.reduce(16) { $0 + $1.approximateSize }
+        case .object(let object): object.entries.reduce(16) { $0 + 16 + $1.key.utf8.count + $1.value.approximateSize }
+        }
+    }
+}

@@ -70,6 +70,21 @@ public final class InMemoryMessageStore: MessageStore {
         completion(.success(()))
     }
 
+    public func loadRoom(_ room: RoomKey, clientMessageIDsSince: Int64,
+                         completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void) {
+        let recovery = rooms.withLock { rooms -> RoomRecovery in
+            guard let log = rooms[room] else { return RoomRecovery() }
+            var recovery = RoomRecovery(lastOffset: log.lastOffset)
+            for message in log.messages where message.timestampMillis >= clientMessageIDsSince {
+                guard let clientID = log.clientIDs[message.offset] else { continue }
+                recovery.recentPublishes.append(RememberedPublish(room: room, clientMessageID: clientID, id: message.id,
+                                                                  offset: message.offset, timestampMillis: message.timestampMillis))
+            }
+            return recovery
+        }
+        completion(.success(recovery))
+    }
+
     public func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery {
         rooms.withLock { rooms in
             var recovery = StoreRecovery()
@@ -86,11 +101,11 @@ public final class InMemoryMessageStore: MessageStore {
     }
 }
 
-extension Array {
+extension RandomAccessCollection where Index == Int {
     /// The first index whose element does not satisfy `belongs` (elements satisfying it must
     /// come first): a binary search.
     func partitionPoint(_ belongs: (Element) -> Bool) -> Int {
-        var low = 0, high = count
+        var low = startIndex, high = endIndex
         while low < high {
             let mid = (low + high) / 2
             if belongs(self[mid]) { low = mid + 1 } else { high = mid }

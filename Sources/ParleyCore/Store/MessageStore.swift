@@ -35,6 +35,17 @@ public struct StoreRecovery: Sendable, Equatable {
     }
 }
 
+/// Where one room stands in a store: its last offset (0 when it never had a message) and the
+/// client message ids it must still recognise.
+public struct RoomRecovery: Sendable, Equatable {
+    public var lastOffset: Int64
+    public var recentPublishes: [RememberedPublish]
+    public init(lastOffset: Int64 = 0, recentPublishes: [RememberedPublish] = []) {
+        self.lastOffset = lastOffset
+        self.recentPublishes = recentPublishes
+    }
+}
+
 /// How long stored messages are kept, per room. nil keeps everything.
 public struct StoreRetention: Sendable, Equatable {
     public var maxMessagesPerRoom: Int?
@@ -99,12 +110,29 @@ public protocol MessageStore: AnyObject, Sendable {
     func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void)
 
     /// Each room's last offset and the client message ids published at or after
-    /// `clientMessageIDsSince` (Unix ms). Blocking: the hub calls it once, when it is made,
-    /// never on an event loop.
+    /// `clientMessageIDsSince` (Unix ms). Blocking, and it reads every room: for tools and
+    /// tests, never on an event loop.
     func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery
+
+    /// One room's last offset (counting appends already made, in call order) and its client
+    /// message ids published at or after `clientMessageIDsSince`: what a broker needs before
+    /// it assigns the room's next offset.
+    func loadRoom(_ room: RoomKey, clientMessageIDsSince: Int64,
+                  completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void)
 }
 
 extension MessageStore {
+    /// A slow but correct ``loadRoom(_:clientMessageIDsSince:completion:)`` for stores that
+    /// only implement ``recover(clientMessageIDsSince:)`` (test doubles).
+    public func loadRoomByRecovering(_ room: RoomKey, clientMessageIDsSince: Int64,
+                                     completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void) {
+        completion(Result { () throws(ParleyError) -> RoomRecovery in
+            let all = try recover(clientMessageIDsSince: clientMessageIDsSince)
+            return RoomRecovery(lastOffset: all.lastOffsets[room] ?? 0,
+                                recentPublishes: all.recentPublishes.filter { $0.room == room })
+        })
+    }
+
     public func append(_ message: Message, clientMessageID: String? = nil) async throws(ParleyError) {
         let result = await withCheckedContinuation { continuation in
             append(message, clientMessageID: clientMessageID) { continuation.resume(returning: $0) }

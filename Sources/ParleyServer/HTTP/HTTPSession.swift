@@ -17,6 +17,19 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     private var requestTimerRunning = false
     private var stopping = false
     private var upgraded = false
+    /// A REST answer is being produced (off the loop); later requests wait, so responses go
+    /// out in request order.
+    private var answering = false
+    /// What arrived while an answer was being produced, in order (bounded: reading stops
+    /// until they are served).
+    private var waiting: [Pending] = []
+    private enum Pending {
+        case request(HTTPRequestHead, [UInt8])
+        case upgrade(HTTPRequestHead, [UInt8])
+        case error(HTTPResponse)
+    }
+    /// Most requests a client may pipeline behind one being answered.
+    static let maxPipelined = 16
     /// The door policy's share of this connection (admission, handshake timeout); handed on
     /// to the session that takes the connection over after an upgrade.
     let sessionGuard: SessionGuard
@@ -60,17 +73,16 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 let request = body
                 body = []
                 sessionGuard.handshakeCompleted()
-                respond(to: head, body: request)
+                handle(.request(head, request))
             case .upgrade(let leftover):
                 guard let head else { continue }
                 self.head = nil
                 sessionGuard.handshakeCompleted()
-                upgrade(head, leftover: leftover)
+                handle(.upgrade(head, leftover))
                 return
             case .error(let error):
                 if error.response.status == 413 { core.limits.breached(.messageSize) }
-                connection.write(error.response.encoded(keepAlive: false))
-                connection.close()
+                handle(.error(error.response))
                 return
             }
         }
@@ -102,6 +114,44 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         }
     }
 
+    /// Serves `pending` now, or after the answers before it.
+    private func handle(_ pending: Pending) {
+        guard !answering else {
+            waiting.append(pending)
+            if waiting.count >= Self.maxPipelined { connection.stopReading() }
+            return
+        }
+        switch pending {
+        case .request(let head, let body): respond(to: head, body: body)
+        case .upgrade(let head, let leftover): upgrade(head, leftover: leftover)
+        case .error(let response):
+            connection.write(response.encoded(keepAlive: false))
+            connection.close()
+        }
+    }
+
+    /// An answer produced off the loop is ready: send it, then serve what waited.
+    private func answered(_ response: HTTPResponse, head: HTTPRequestHead, keepAlive: Bool) {
+        answering = false
+        guard connection.state == .open else { return }
+        send(response, head: head, keepAlive: keepAlive && !stopping)
+        guard connection.state == .open else { return }
+        while !answering, !waiting.isEmpty, connection.state == .open, !upgraded {
+            handle(waiting.removeFirst())
+        }
+        if waiting.isEmpty, connection.state == .open, !upgraded { connection.startReading() }
+    }
+
+    private func send(_ response: HTTPResponse, head: HTTPRequestHead, keepAlive: Bool) {
+        var response = response
+        if head.method == "HEAD" {
+            response.headers.set("Content-Length", String(response.body.count))
+            response.body = []
+        }
+        connection.write(response.encoded(keepAlive: keepAlive))
+        if !keepAlive { connection.close() }
+    }
+
     private func respond(to head: HTTPRequestHead, body: [UInt8]) {
         let keepAlive = head.keepAlive && !stopping
         if SocketIODoor.handles(head.path) {
@@ -126,14 +176,18 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             response = .text(429, "too many requests (limit \(Int(core.configuration.restRatePerSecond)) per second per address); slow down\n")
             response.headers.set("Retry-After", String(core.restRate.retryAfterSeconds))
         } else {
-            response = RESTRoutes.handle(router: router, head: head, body: body, core: core)
+            // Routes answer when they have the answer (a publish once it is durable): off the
+            // loop, then back on it in request order.
+            answering = true
+            let me = LoopBound(self, on: connection.loop)
+            let (router, core) = (self.router, self.core)
+            Task {
+                let response = await RESTRoutes.handle(router: router, head: head, body: body, core: core)
+                me.run { $0.answered(response, head: head, keepAlive: keepAlive) }
+            }
+            return
         }
-        if head.method == "HEAD" {
-            response.headers.set("Content-Length", String(response.body.count))
-            response.body = []
-        }
-        connection.write(response.encoded(keepAlive: keepAlive))
-        if !keepAlive { connection.close() }
+        send(response, head: head, keepAlive: keepAlive)
     }
 
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
@@ -205,7 +259,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     func serverIsStopping() {
         stopping = true
         // Idle: close now. Mid-request: the response goes out with `Connection: close`.
-        if parser.isIdle && head == nil { connection.close() }
+        if parser.isIdle && head == nil && !answering && waiting.isEmpty { connection.close() }
     }
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {

@@ -193,11 +193,15 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
         // The lobby's recent messages first, as ordinary `NAME:TEXT` lines (the protocol has
         // no way to mark them), then the joiner's own join, which ends the history.
-        for message in snapshot.history + snapshot.replay {
+        for message in snapshot.history {
             if let frame = LineEncoding.encode(.message(message)) { connection.write(frame) }
         }
         // The joiner sees its own join like everybody else.
         if let member, let frame = LineEncoding.encode(.memberJoined(member)) { connection.write(frame) }
+        // Messages published since it said `iam:` (while the join went round) come after it.
+        for message in snapshot.replay {
+            if let frame = LineEncoding.encode(.message(message)) { connection.write(frame) }
+        }
     }
 
     func didUnsubscribe(from room: RoomKey) {}

@@ -59,12 +59,7 @@ public final class ParleyServer: Sendable {
         var hubConfiguration = HubConfiguration()
         hubConfiguration.historyCapacity = configuration.historyCapacity
         store = try Self.openStore(configuration)
-        do {
-            hub = try Hub(configuration: hubConfiguration, store: store)
-        } catch {
-            store.close()
-            throw StartupError(description: "cannot read the data store \(store.path): \(error.message)")
-        }
+        hub = Hub(configuration: hubConfiguration, store: store)
         let loopCount: Int
         switch configuration.loops {
         case .cores: loopCount = EventLoopGroup.coreCount
@@ -95,11 +90,13 @@ public final class ParleyServer: Sendable {
             store.close()
             throw error
         }
-        // Typing flags that were not refreshed expire on their own.
+        // Typing flags that were not refreshed expire on their own; idle rooms leave memory.
         let hub = self.hub
         group.loops[0].execute {
             let timer = LoopTimer(loop: group.loops[0])
             timer.start(after: 1000, repeating: 1000, keepAlive: true) { hub.expireTyping() }
+            let eviction = LoopTimer(loop: group.loops[0])
+            eviction.start(after: 5000, repeating: 5000, keepAlive: true) { hub.evictIdleRooms() }
         }
     }
 

@@ -8,8 +8,9 @@ struct RESTRequest: Sendable {
     let body: [UInt8]
 }
 
-/// A REST route: answers one request using the hub.
-typealias RESTHandler = @Sendable (RESTRequest, ServerCore) -> HTTPResponse
+/// A REST route: answers one request using the hub, when it has the answer (a publish
+/// answers once the message is durable).
+typealias RESTHandler = @Sendable (RESTRequest, ServerCore) async -> HTTPResponse
 
 /// The Scaledrone-compatible REST API (protocols.md §1); authentication in RESTAuth.swift.
 /// Success is 200 with JSON; failures are ≥400 with a text body.
@@ -27,12 +28,12 @@ enum RESTRoutes {
     }
 
     /// Routes `head` and runs its handler; 404 / 405 as text otherwise.
-    static func handle(router: HTTPRouter<RESTHandler>, head: HTTPRequestHead, body: [UInt8], core: ServerCore) -> HTTPResponse {
+    static func handle(router: HTTPRouter<RESTHandler>, head: HTTPRequestHead, body: [UInt8], core: ServerCore) async -> HTTPResponse {
         switch router.match(method: head.method, path: head.path) {
         case .found(let handler, let params):
             let request = RESTRequest(head: head, params: params, body: body)
             if let refusal = RESTAuth.check(request, core: core) { return refusal }
-            return handler(request, core)
+            return await handler(request, core)
         case .methodNotAllowed(let allowed):
             var response = HTTPResponse.text(405, "method not allowed\n")
             response.headers.set("Allow", allowed.joined(separator: ", "))
@@ -44,7 +45,9 @@ enum RESTRoutes {
 
     // MARK: publishing
 
-    @Sendable static func publishToRoom(_ request: RESTRequest, _ core: ServerCore) -> HTTPResponse {
+    /// Answers once the message is durable: 200 with `{id, offset}`, or an error status
+    /// (503 when the store failed) with a text body. Nothing is delivered that was not stored.
+    @Sendable static func publishToRoom(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
         let channel = request.params["channel"] ?? "", room = request.params["room"] ?? ""
         guard RoomKey.isValidName(channel), RoomKey.isValidName(room) else { return .text(400, "invalid channel or room name\n") }
         let body: JSONValue
@@ -53,7 +56,7 @@ enum RESTRoutes {
         case .failure(let failure): return failure.response
         }
         do {
-            let message = try core.hub.publish(body, to: RoomKey(channel: channel, room: room), from: nil)
+            let message = try await core.hub.publish(body, to: RoomKey(channel: channel, room: room), from: nil)
             var w = JSONWriter()
             writeReceipt(message, into: &w, withRoom: false)
             return .json(200, w.bytes)
@@ -62,30 +65,64 @@ enum RESTRoutes {
         }
     }
 
-    @Sendable static func publishToRooms(_ request: RESTRequest, _ core: ServerCore) -> HTTPResponse {
+    /// Publishes to each room on its own and reports per room, in the order asked: 200 when
+    /// every room stored it, 207 when only some did (each entry says `id`/`offset` or
+    /// `error`), and 503 (or the first error's status) when none did. Rooms can live on
+    /// different nodes of a cluster, so there is no all-or-nothing across rooms.
+    @Sendable static func publishToRooms(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
         let channel = request.params["channel"] ?? ""
         let names = request.head.queryValues("r")
         guard RoomKey.isValidName(channel) else { return .text(400, "invalid channel name\n") }
         guard !names.isEmpty else { return .text(400, "name at least one room with ?r=ROOM\n") }
+        guard names.count <= maxRoomsPerPublish else { return .text(400, "at most \(maxRoomsPerPublish) rooms per publish\n") }
         guard names.allSatisfy(RoomKey.isValidName) else { return .text(400, "invalid room name\n") }
         let body: JSONValue
         switch parseBody(request.body) {
         case .success(let value): body = value
         case .failure(let failure): return failure.response
         }
+        let hub = core.hub
+        let results = await withTaskGroup(of: (Int, Result<Message, ParleyError>).self) { group in
+            for (index, name) in names.enumerated() {
+                group.addTask {
+                    do throws(ParleyError) {
+                        return (index, .success(try await hub.publish(body, to: RoomKey(channel: channel, room: name), from: nil)))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            var results = [Result<Message, ParleyError>?](repeating: nil, count: names.count)
+            for await (index, result) in group { results[index] = result }
+            return results.map { $0! }
+        }
         var w = JSONWriter()
         w.beginArray()
-        for name in names {
-            do {
-                let message = try core.hub.publish(body, to: RoomKey(channel: channel, room: name), from: nil)
+        var firstError: ParleyError?
+        for (name, result) in zip(names, results) {
+            switch result {
+            case .success(let message):
                 writeReceipt(message, into: &w, withRoom: true)
-            } catch {
-                return failure(error)
+            case .failure(let error):
+                firstError = firstError ?? error
+                w.beginObject()
+                w.key("room"); w.writeString(name)
+                w.key("error"); w.writeString(error.message)
+                w.endObject()
             }
         }
         w.endArray()
-        return .json(200, w.bytes)
+        guard let firstError else { return .json(200, w.bytes) }
+        if results.allSatisfy({ if case .failure = $0 { true } else { false } }) {
+            var response = failure(firstError)
+            response.headers.set("Content-Type", "text/plain; charset=utf-8")
+            return response
+        }
+        return .json(207, w.bytes)
     }
+
+    /// Most rooms one multi-room publish may name.
+    static let maxRoomsPerPublish = 100
 
     private static func writeReceipt(_ message: Message, into w: inout JSONWriter, withRoom: Bool) {
         w.beginObject()
@@ -111,39 +148,72 @@ enum RESTRoutes {
 
     // MARK: queries
 
-    @Sendable static func stats(_ request: RESTRequest, _ core: ServerCore) -> HTTPResponse {
-        let channel = request.params["channel"] ?? ""
-        var w = JSONWriter()
-        w.beginObject()
-        w.key("users_count"); w.writeInt(core.hub.clientIDs(in: channel).count)
-        w.endObject()
-        return .json(200, w.bytes)
+    /// Most rooms one query answers (`?after=ROOM` pages on, `?limit=N` asks for fewer).
+    static let maxRoomsPerPage = 1_000
+
+    private static func page(_ request: RESTRequest) -> (after: String?, limit: Int) {
+        let limit = request.head.query("limit").flatMap(Int.init).map { max(1, min($0, maxRoomsPerPage)) } ?? maxRoomsPerPage
+        return (request.head.query("after"), limit)
     }
 
-    @Sendable static func channelMembers(_ request: RESTRequest, _ core: ServerCore) -> HTTPResponse {
-        stringArray(core.hub.clientIDs(in: request.params["channel"] ?? ""))
+    private static func clientIDs(_ request: RESTRequest, _ core: ServerCore) async throws(ParleyError) -> [String] {
+        try await core.hub.clientIDs(in: request.params["channel"] ?? "", roomLimit: maxRoomsPerPage)
     }
 
-    @Sendable static func rooms(_ request: RESTRequest, _ core: ServerCore) -> HTTPResponse {
-        stringArray(core.hub.occupiedRooms(in: request.params["channel"] ?? ""))
-    }
-
-    @Sendable static func roomMembers(_ request: RESTRequest, _ core: ServerCore) -> HTTPResponse {
-        let key = RoomKey(channel: request.params["channel"] ?? "", room: request.params["room"] ?? "")
-        return stringArray(uniqueIDs(core.hub.members(of: key)))
-    }
-
-    @Sendable static func roomMemberMap(_ request: RESTRequest, _ core: ServerCore) -> HTTPResponse {
-        var w = JSONWriter()
-        w.beginObject()
-        for (room, members) in core.hub.roomMembers(in: request.params["channel"] ?? "") {
-            w.key(room)
-            w.beginArray()
-            for id in uniqueIDs(members) { w.writeString(id) }
-            w.endArray()
+    @Sendable static func stats(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        do {
+            let count = try await clientIDs(request, core).count
+            var w = JSONWriter()
+            w.beginObject()
+            w.key("users_count"); w.writeInt(count)
+            w.endObject()
+            return .json(200, w.bytes)
+        } catch {
+            return failure(error)
         }
-        w.endObject()
-        return .json(200, w.bytes)
+    }
+
+    @Sendable static func channelMembers(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        do { return stringArray(try await clientIDs(request, core)) } catch { return failure(error) }
+    }
+
+    /// The channel's rooms with members, sorted by name: `?after=ROOM&limit=N` pages.
+    @Sendable static func rooms(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let (after, limit) = page(request)
+        do {
+            return stringArray(try await core.hub.occupiedRooms(in: request.params["channel"] ?? "", after: after, limit: limit))
+        } catch {
+            return failure(error)
+        }
+    }
+
+    @Sendable static func roomMembers(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let key = RoomKey(channel: request.params["channel"] ?? "", room: request.params["room"] ?? "")
+        do {
+            return stringArray(uniqueIDs(try await core.hub.members(of: key, limit: Hub.maxMembersPerRoomQuery).members))
+        } catch {
+            return failure(error)
+        }
+    }
+
+    /// `{room: [ids]}` for the channel's rooms with members: `?after=ROOM&limit=N` pages.
+    @Sendable static func roomMemberMap(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let channel = request.params["channel"] ?? ""
+        let (after, limit) = page(request)
+        do {
+            var w = JSONWriter()
+            w.beginObject()
+            for (room, members) in try await core.hub.roomMembers(in: channel, after: after, limit: limit) {
+                w.key(room)
+                w.beginArray()
+                for id in uniqueIDs(members) { w.writeString(id) }
+                w.endArray()
+            }
+            w.endObject()
+            return .json(200, w.bytes)
+        } catch {
+            return failure(error)
+        }
     }
 
     private static func uniqueIDs(_ members: [Member]) -> [String] {

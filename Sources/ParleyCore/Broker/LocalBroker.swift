@@ -1,0 +1,390 @@
+import Synchronization
+
+/// The single-node ``Broker``: offsets are assigned in this process, messages are kept by a
+/// ``MessageStore`` (SQLite under `--data`, or memory), and events go straight to this
+/// node's delivery.
+///
+/// Each room has a sequencer behind its own lock. A publish takes the next offset and is
+/// handed to the store under that lock, so the store gets a room's messages in offset order;
+/// events wait in the room's queue, in call order, until every message before them is
+/// stored, and go to the delivery from there. A failed write rewinds the room's offset so
+/// stored offsets stay 1…n (the messages after it fail too: their offsets no longer follow).
+/// A room's sequencer is loaded from the store on first use and leaves memory when it has
+/// been idle for a while (``evictIdle(nowMillis:idleMillis:)``).
+public final class LocalBroker: Broker {
+    public let store: any MessageStore
+    private let clock: any Clock
+    private let idempotencyWindowMillis: Int64
+    private let maxRooms: Int
+    private let rooms = Mutex<[RoomKey: Sequencer]>([:])
+    private let target = Mutex<(any BrokerDelivery)?>(nil)
+
+    /// A broker over `store`. `maxRooms` bounds the rooms held in memory at once.
+    public init(store: any MessageStore, clock: any Clock = SystemClock(),
+                idempotencyWindowMillis: Int64 = 24 * 3_600_000, maxRooms: Int = 1_000_000) {
+        self.store = store
+        self.clock = clock
+        self.idempotencyWindowMillis = idempotencyWindowMillis
+        self.maxRooms = maxRooms
+    }
+
+    public func setDelivery(_ delivery: any BrokerDelivery) {
+        target.withLock { $0 = delivery }
+    }
+
+    /// Rooms whose sequencer is in memory now.
+    public var roomsInMemory: Int { rooms.withLock { $0.count } }
+
+    // MARK: Broker
+
+    public func publish(_ message: Message, clientMessageID: String?,
+                        completion: @escaping @Sendable (Result<Message, ParleyError>) -> Void) throws(ParleyError) {
+        let sequencer = try self.sequencer(for: message.room)
+        run(sequencer, .publish(message, clientMessageID, completion))
+    }
+
+    public func broadcast(_ event: RoomEvent, in room: RoomKey) {
+        guard let sequencer = try? sequencer(for: room) else { return }
+        run(sequencer, .broadcast(event))
+    }
+
+    public func subscribe(_ room: RoomKey, completion: @escaping @Sendable (Result<RoomPosition, ParleyError>) -> Void) {
+        do {
+            run(try sequencer(for: room), .subscribe(completion))
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
+    public func unsubscribe(_ room: RoomKey) {
+        guard let sequencer = rooms.withLock({ $0[room] }) else { return }
+        run(sequencer, .unsubscribe)
+    }
+
+    /// Forgets rooms nobody has used for `idleMillis`: nothing queued, nothing in flight, no
+    /// subscriber. Their offsets and recent client message ids are read from the store again
+    /// when they are next used. Returns how many left memory.
+    @discardableResult
+    public func evictIdle(nowMillis: Int64, idleMillis: Int64) -> Int {
+        rooms.withLock { rooms in
+            let idle = rooms.filter { $0.value.isIdle(before: nowMillis - idleMillis) }.map(\.key)
+            for key in idle { rooms.removeValue(forKey: key) }
+            return idle.count
+        }
+    }
+
+    // MARK: sequencers
+
+    private func sequencer(for room: RoomKey) throws(ParleyError) -> Sequencer {
+        let (sequencer, isNew) = try rooms.withLock { rooms throws(ParleyError) -> (Sequencer, Bool) in
+            if let existing = rooms[room] { return (existing, false) }
+            guard rooms.count < maxRooms else {
+                throw ParleyError(.limitReached, "this server holds its maximum of \(maxRooms) rooms")
+            }
+            let created = Sequencer(room: room, nowMillis: clock.nowMillis())
+            rooms[room] = created
+            return (created, true)
+        }
+        if isNew { load(sequencer) }
+        return sequencer
+    }
+
+    private func load(_ sequencer: Sequencer) {
+        let since = clock.nowMillis() - idempotencyWindowMillis
+        store.loadRoom(sequencer.room, clientMessageIDsSince: since) { [self] result in
+            var callbacks: [@Sendable () -> Void] = []
+            let failed = sequencer.lock.withLock { state -> Bool in
+                guard case .loading(let deferred) = state.phase else { return false }
+                switch result {
+                case .success(let recovery):
+                    state.phase = .ready
+                    state.nextOffset = recovery.lastOffset + 1
+                    state.storedOffset = recovery.lastOffset
+                    for publish in recovery.recentPublishes {
+                        state.remember(publish.clientMessageID,
+                                       Remembered(id: publish.id, offset: publish.offset, timestampMillis: publish.timestampMillis, waiters: nil))
+                    }
+                    for operation in deferred { callbacks += apply(operation, to: sequencer, in: &state) }
+                    return false
+                case .failure(let error):
+                    state.phase = .failed
+                    for operation in deferred { callbacks += operation.fail(error) }
+                    return true
+                }
+            }
+            if failed { rooms.withLock { if $0[sequencer.room] === sequencer { $0[sequencer.room] = nil } } }
+            for callback in callbacks { callback() }
+        }
+    }
+
+    private func run(_ sequencer: Sequencer, _ operation: Operation) {
+        var retry = false
+        let callbacks = sequencer.lock.withLock { state -> [@Sendable () -> Void] in
+            state.lastUsedMillis = clock.nowMillis()
+            switch state.phase {
+            case .loading(var deferred):
+                deferred.append(operation)
+                state.phase = .loading(deferred)
+                return []
+            case .failed:
+                retry = true
+                return []
+            case .ready:
+                return apply(operation, to: sequencer, in: &state)
+            }
+        }
+        if retry {
+            // The room failed to load and was dropped from the map: load it afresh.
+            if let fresh = try? self.sequencer(for: sequencer.room), fresh !== sequencer {
+                run(fresh, operation)
+            } else {
+                for callback in operation.fail(ParleyError(.unavailable, "the store cannot read room \(sequencer.room)")) { callback() }
+            }
+            return
+        }
+        for callback in callbacks { callback() }
+    }
+
+    /// One operation on a ready room, lock held. Returns what to call once unlocked.
+    private func apply(_ operation: Operation, to sequencer: Sequencer, in state: inout Sequencer.State) -> [@Sendable () -> Void] {
+        switch operation {
+        case .publish(let message, let clientMessageID, let completion):
+            return publish(message, clientMessageID: clientMessageID, completion: completion, sequencer: sequencer, in: &state)
+        case .broadcast(let event):
+            guard state.subscriptions > 0 else { return [] }
+            state.queue.append(.event(event))
+            flush(sequencer.room, &state)
+            return []
+        case .subscribe(let completion):
+            state.subscriptions += 1
+            let position = RoomPosition(stored: state.storedOffset, published: state.nextOffset - 1)
+            return [{ completion(.success(position)) }]
+        case .unsubscribe:
+            state.subscriptions = max(0, state.subscriptions - 1)
+            if state.subscriptions == 0 { state.queue.removeAll { if case .event = $0 { true } else { false } } }
+            return []
+        }
+    }
+
+    private func publish(_ draft: Message, clientMessageID: String?,
+                         completion: @escaping @Sendable (Result<Message, ParleyError>) -> Void,
+                         sequencer: Sequencer, in state: inout Sequencer.State) -> [@Sendable () -> Void] {
+        let now = draft.timestampMillis
+        if let clientMessageID {
+            state.forget(before: now - idempotencyWindowMillis)
+            if let known = state.remembered[clientMessageID] {
+                let original = Message(id: known.id, offset: known.offset, timestampMillis: known.timestampMillis,
+                                       room: draft.room, sender: draft.sender, body: draft.body)
+                if known.waiters != nil {
+                    state.remembered[clientMessageID]!.waiters!.append(completion)
+                    return []
+                }
+                return [{ completion(.success(original)) }]
+            }
+        }
+        let message = Message(id: draft.id, offset: state.nextOffset, timestampMillis: now, room: draft.room,
+                              sender: draft.sender, body: draft.body)
+        state.nextOffset += 1
+        state.inFlight += 1
+        if let clientMessageID {
+            state.remember(clientMessageID, Remembered(id: message.id, offset: message.offset, timestampMillis: now, waiters: []))
+        }
+        state.queue.append(.message(message, stored: false))
+        let epoch = state.epoch
+        let handoff = AppendHandoff()
+        store.append(message, clientMessageID: clientMessageID) { [self] result in
+            guard !handoff.resolveEarly(result) else { return }
+            let callbacks = sequencer.lock.withLock { state in
+                stored(message, result, epoch: epoch, clientMessageID: clientMessageID, completion: completion,
+                       room: sequencer.room, in: &state)
+            }
+            for callback in callbacks { callback() }
+        }
+        guard let early = handoff.returned() else { return [] }
+        return stored(message, early, epoch: epoch, clientMessageID: clientMessageID, completion: completion,
+                      room: sequencer.room, in: &state)
+    }
+
+    /// The store answered for `message`; room lock held. Returns what to call once unlocked.
+    private func stored(_ message: Message, _ result: Result<Void, ParleyError>, epoch: UInt64, clientMessageID: String?,
+                        completion: @escaping @Sendable (Result<Message, ParleyError>) -> Void, room: RoomKey,
+                        in state: inout Sequencer.State) -> [@Sendable () -> Void] {
+        state.inFlight -= 1
+        var waiters = [completion]
+        let outcome: Result<Message, ParleyError>
+        switch result {
+        case .success:
+            state.storedOffset = message.offset
+            if let index = state.queue.firstIndex(where: { $0.isMessage(at: message.offset) }) {
+                state.queue[index] = .message(message, stored: true)
+            }
+            if let clientMessageID {
+                waiters += state.remembered[clientMessageID]?.waiters ?? []
+                state.remembered[clientMessageID]?.waiters = nil
+            }
+            outcome = .success(message)
+        case .failure(let error):
+            if epoch == state.epoch {
+                // The messages after it fail too (their offsets no longer follow): rewind once.
+                state.epoch += 1
+                state.nextOffset = state.storedOffset + 1
+            }
+            state.queue.removeAll { $0.isMessage(id: message.id) }
+            if let clientMessageID, state.remembered[clientMessageID]?.offset == message.offset {
+                waiters += state.remembered.removeValue(forKey: clientMessageID)?.waiters ?? []
+            }
+            outcome = .failure(error.code == .conflict
+                ? ParleyError(.unavailable, "not stored: an earlier message of this room could not be stored")
+                : error)
+        }
+        flush(room, &state)
+        return waiters.map { waiter in { waiter(outcome) } }
+    }
+
+    /// Delivers the queue's head while it is ready: broadcasts, and messages once stored.
+    private func flush(_ room: RoomKey, _ state: inout Sequencer.State) {
+        guard let first = state.queue.first, first.isReady else { return }
+        let delivery = state.subscriptions > 0 ? target.withLock { $0 } : nil
+        var taken = 0
+        for entry in state.queue {
+            guard entry.isReady else { break }
+            taken += 1
+            guard let delivery else { continue }
+            switch entry {
+            case .event(let event): delivery.broker(deliver: event, in: room)
+            case .message(let message, _): delivery.broker(deliver: .message(message), in: room)
+            }
+        }
+        state.queue.removeFirst(taken)
+    }
+}
+
+/// What a caller asked of a room, kept while the room loads.
+private enum Operation: Sendable {
+    case publish(Message, String?, @Sendable (Result<Message, ParleyError>) -> Void)
+    case broadcast(RoomEvent)
+    case subscribe(@Sendable (Result<RoomPosition, ParleyError>) -> Void)
+    case unsubscribe
+
+    /// The callbacks that report `error` for this operation.
+    func fail(_ error: ParleyError) -> [@Sendable () -> Void] {
+        switch self {
+        case .publish(_, _, let completion): [{ completion(.failure(error)) }]
+        case .subscribe(let completion): [{ completion(.failure(error)) }]
+        case .broadcast, .unsubscribe: []
+        }
+    }
+}
+
+/// A client message id seen in a room: the original's id and offset, and who waits for it to
+/// be stored (nil once stored).
+private struct Remembered {
+    let id: String
+    let offset: Int64
+    let timestampMillis: Int64
+    var waiters: [@Sendable (Result<Message, ParleyError>) -> Void]?
+}
+
+/// One room of a ``LocalBroker``.
+private final class Sequencer: Sendable {
+    enum Entry {
+        case message(Message, stored: Bool)
+        case event(RoomEvent)
+
+        var isReady: Bool {
+            if case .message(_, let stored) = self { return stored }
+            return true
+        }
+        func isMessage(at offset: Int64) -> Bool {
+            if case .message(let message, _) = self { return message.offset == offset }
+            return false
+        }
+        func isMessage(id: String) -> Bool {
+            if case .message(let message, _) = self { return message.id == id }
+            return false
+        }
+    }
+
+    enum Phase {
+        case loading([Operation])
+        case ready
+        case failed
+    }
+
+    struct State {
+        var phase = Phase.loading([])
+        /// The offset the next message gets.
+        var nextOffset: Int64 = 1
+        /// The newest offset the store has confirmed.
+        var storedOffset: Int64 = 0
+        /// Bumped when a write fails, so the failures that follow rewind only once.
+        var epoch: UInt64 = 0
+        var inFlight = 0
+        /// Events in call order, each delivered once everything before it is ready.
+        var queue: [Entry] = []
+        var subscriptions = 0
+        var lastUsedMillis: Int64
+        var remembered: [String: Remembered] = [:]
+        /// Client message ids in the order they were seen, to forget them after the window.
+        var rememberedOrder: [(timestampMillis: Int64, messageID: String)] = []
+        var rememberedStart = 0
+
+        mutating func remember(_ messageID: String, _ entry: Remembered) {
+            remembered[messageID] = entry
+            rememberedOrder.append((entry.timestampMillis, messageID))
+        }
+
+        mutating func forget(before millis: Int64) {
+            while rememberedStart < rememberedOrder.count, rememberedOrder[rememberedStart].timestampMillis < millis {
+                let id = rememberedOrder[rememberedStart].messageID
+                if remembered[id]?.timestampMillis ?? .max < millis, remembered[id]?.waiters == nil { remembered[id] = nil }
+                rememberedStart += 1
+            }
+            if rememberedStart > 1024 && rememberedStart * 2 > rememberedOrder.count {
+                rememberedOrder.removeFirst(rememberedStart)
+                rememberedStart = 0
+            }
+        }
+    }
+
+    let room: RoomKey
+    let lock: Mutex<State>
+
+    init(room: RoomKey, nowMillis: Int64) {
+        self.room = room
+        lock = Mutex(State(lastUsedMillis: nowMillis))
+    }
+
+    func isIdle(before millis: Int64) -> Bool {
+        lock.withLock { state in
+            guard case .ready = state.phase else { return false }
+            return state.subscriptions == 0 && state.inFlight == 0 && state.queue.isEmpty
+                && state.lastUsedMillis < millis && !state.remembered.values.contains { $0.waiters != nil }
+        }
+    }
+}
+
+/// Hands an append's result to whoever finishes second: the publisher still holding the room
+/// lock (the store answered before `append` returned, e.g. in memory), or the store's thread.
+private final class AppendHandoff: Sendable {
+    private enum State { case waiting, early(Result<Void, ParleyError>), returned }
+    private let state = Mutex<State>(.waiting)
+
+    /// Store side: true when the publisher will handle the result itself.
+    func resolveEarly(_ result: Result<Void, ParleyError>) -> Bool {
+        state.withLock { state in
+            guard case .waiting = state else { return false }
+            state = .early(result)
+            return true
+        }
+    }
+
+    /// Publisher side, once `append` returned: the result if it already came.
+    func returned() -> Result<Void, ParleyError>? {
+        state.withLock { state in
+            if case .early(let result) = state { return result }
+            state = .returned
+            return nil
+        }
+    }
+}

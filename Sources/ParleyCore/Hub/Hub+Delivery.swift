@@ -1,0 +1,70 @@
+extension Hub {
+    /// One event the broker delivered for `key`, in the room's order.
+    func deliver(_ event: RoomEvent, in key: RoomKey) {
+        guard let room = rooms.withLock({ $0[key] }) else { return }
+        var resynchronize = false
+        let reads = room.lock.withLock { state -> [@Sendable () -> Void] in
+            guard case .live = state.phase else {
+                // Still subscribing: kept until the snapshot is in. A room that floods past
+                // the bound is rebuilt from presence instead (messages are never lost: the
+                // snapshot's offset and the store cover them).
+                if state.buffered.count < configuration.maxBufferedEvents {
+                    state.buffered.append(event)
+                } else {
+                    resynchronize = true
+                }
+                return []
+            }
+            if apply(event, to: &state) { state.post(.event(key, event)) }
+            // A join completes the subscribes waiting for it, also when it shows nothing new
+            // (a session subscribing twice).
+            guard case .memberJoined(let member) = event else { return [] }
+            return joinArrived(member, in: room, state: &state)
+        }
+        for read in reads { read() }
+        if resynchronize { self.resynchronize(key) }
+    }
+
+    /// Applies `event` to the room's view; false when it changes nothing the sessions must
+    /// see (a join of a member already present, a leave of one already gone, a message
+    /// already delivered).
+    func apply(_ event: RoomEvent, to state: inout LocalRoom.State) -> Bool {
+        switch event {
+        case .memberJoined(let member):
+            return state.members.insert(member)
+        case .memberLeft(let member):
+            guard state.members.remove(member.id) != nil else { return false }
+            _ = state.typing.clear(member.id)
+            return true
+        case .message(let message):
+            if let flag = Message.typingState(of: message.body) {
+                if let sender = message.sender { _ = state.typing.set(sender, typing: flag, nowMillis: message.timestampMillis) }
+                return true
+            }
+            guard message.offset > state.deliveredOffset else { return false }
+            state.deliveredOffset = message.offset
+            state.history.append(message)
+            if let sender = message.sender { _ = state.typing.clear(sender.id) }
+            return true
+        }
+    }
+
+    /// Rebuilds a room's members from presence after the broker may have lost joins or
+    /// leaves: the sessions here are told the difference as ordinary joins and leaves.
+    func resynchronize(_ key: RoomKey) {
+        guard let room = rooms.withLock({ $0[key] }) else { return }
+        presence.members(of: key, limit: configuration.maxMembersPerRoom) { [self] result in
+            guard case .success(let (members, _)) = result else { return }
+            room.lock.withLock { state in
+                guard case .live = state.phase else { return }
+                let fresh = Set(members.map(\.id))
+                for member in state.members.list() where !fresh.contains(member.id) {
+                    if apply(.memberLeft(member), to: &state) { state.post(.event(key, .memberLeft(member))) }
+                }
+                for member in members where apply(.memberJoined(member), to: &state) {
+                    state.post(.event(key, .memberJoined(member)))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+extension Hub {
+    /// Adds `session` to `key` as `member`. Its inbox gets `.subscribed` with the snapshot:
+    /// up to `historyCount` recent messages, and with `since`, every stored message after that
+    /// offset in `replay`; everything later reaches it live, with no gap and no duplicate. The
+    /// others get `.memberJoined`. The snapshot comes once the join has gone through the
+    /// broker (and the history, when memory does not hold it, has been read), so it holds
+    /// everything published before this call. Subscribing twice is harmless: the second gets
+    /// a fresh snapshot and nobody sees a join.
+    public func subscribe(_ session: SessionID, as member: Member, to key: RoomKey, inbox: any Inbox,
+                          historyCount: Int = 0, since: Int64? = nil) throws(ParleyError) {
+        let limit = configuration.maxMembersPerRoom
+        let token = subscribeTokens.wrappingAdd(1, ordering: .relaxed).newValue
+        let entry = LocalRoom.Session(member: member, inbox: inbox, stage: .awaitingRoom, token: token,
+                                      historyCount: max(0, historyCount), since: since, start: nil)
+        let now = clock.nowMillis()
+        let (room, created) = try rooms.withLock { rooms throws(ParleyError) -> (LocalRoom, Bool) in
+            if let room = rooms[key] { return (room, false) }
+            guard rooms.count < configuration.maxRooms else {
+                throw ParleyError(.limitReached, "this server holds its maximum of \(configuration.maxRooms) rooms")
+            }
+            let room = LocalRoom(key: key, configuration: configuration, nowMillis: now)
+            rooms[key] = room
+            return (room, true)
+        }
+        enum Next { case wait, announce, done }
+        let next = try room.lock.withLock { state throws(ParleyError) -> Next in
+            state.lastActivityMillis = now
+            if let existing = state.sessions[session], case .live = existing.stage {
+                // Already in: a fresh snapshot from memory, and no join for anybody.
+                let snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? state.members.list() : [],
+                                                 history: state.history.latest(entry.historyCount), lastOffset: state.deliveredOffset)
+                inbox.post(.subscribed(session, snapshot))
+                return .done
+            }
+            guard state.members.contains(member.id) || state.members.count < limit else {
+                throw ParleyError(.limitReached, "room \(key.room) is full (\(limit) members)")
+            }
+            var entry = entry
+            if case .live = state.phase { entry.stage = .awaitingJoin }
+            state.sessions[session] = entry
+            return state.phase == .live ? .announce : .wait
+        }
+        if created {
+            broker.subscribe(key) { [self] result in subscribed(room, result) }
+        } else if next == .announce {
+            announceJoin(member, in: room, session: session, token: token)
+        }
+    }
+
+    /// The broker subscription is in place (or failed): seed the room from presence, then
+    /// announce the waiting sessions' joins.
+    private func subscribed(_ room: LocalRoom, _ result: Result<RoomPosition, ParleyError>) {
+        switch result {
+        case .failure(let error):
+            failAll(room, error)
+        case .success(let position):
+            presence.members(of: room.key, limit: configuration.maxMembersPerRoom) { [self] result in
+                switch result {
+                case .failure(let error):
+                    failAll(room, error)
+                case .success(let (members, _)):
+                    let waiting = room.lock.withLock { state -> [(SessionID, LocalRoom.Session)] in
+                        state.phase = .live
+                        state.members = MemberMirror(members)
+                        state.deliveredOffset = position.stored
+                        let buffered = state.buffered
+                        state.buffered = []
+                        for event in buffered { _ = apply(event, to: &state) }
+                        var waiting: [(SessionID, LocalRoom.Session)] = []
+                        for (id, session) in state.sessions where session.stage == .awaitingRoom {
+                            state.sessions[id]!.stage = .awaitingJoin
+                            // They start where the node's subscription starts (their subscribe
+                            // came first): what is published meanwhile reaches them as replay.
+                            state.sessions[id]!.start = position.published
+                            waiting.append((id, session))
+                        }
+                        return waiting
+                    }
+                    for (id, session) in waiting { announceJoin(session.member, in: room, session: id, token: session.token) }
+                }
+            }
+        }
+    }
+
+    /// The room could not be followed: every session waiting for it is told, and the room
+    /// leaves memory (the next subscribe tries again).
+    private func failAll(_ room: LocalRoom, _ error: ParleyError) {
+        let failed = room.lock.withLock { state -> [(SessionID, any Inbox)] in
+            let failed = state.sessions.map { ($0.key, $0.value.inbox) }
+            state.sessions = [:]
+            return failed
+        }
+        rooms.withLock { if $0[room.key] === room { $0[room.key] = nil } }
+        for (session, inbox) in failed {
+            var snapshot = SubscribeSnapshot(room: room.key, members: [], history: [], lastOffset: 0)
+            snapshot.failure = error
+            inbox.post(.subscribed(session, snapshot))
+        }
+    }
+
+    /// Adds the member to the room's presence and sends its join through the broker; the
+    /// session completes when the join is delivered back here.
+    private func announceJoin(_ member: Member, in room: LocalRoom, session: SessionID, token: UInt64) {
+        presence.add(member, to: room.key) { [self] result in
+            switch result {
+            case .success:
+                broker.broadcast(.memberJoined(member), in: room.key)
+            case .failure(let error):
+                failSubscribe(room, session: session, token: token, error: error)
+            }
+        }
+    }
+
+    /// A delivered join completes the subscribes waiting for it (lock held). Returns the
+    /// store reads to start once unlocked.
+    func joinArrived(_ member: Member, in room: LocalRoom, state: inout LocalRoom.State) -> [@Sendable () -> Void] {
+        var reads: [@Sendable () -> Void] = []
+        for (id, session) in state.sessions where session.stage == .awaitingJoin && session.member.id == member.id {
+            if let read = complete(id, in: room, state: &state) { reads.append(read) }
+        }
+        return reads
+    }
+
+    /// Completes a subscribe from memory when it holds what is needed; else marks it reading
+    /// and returns the store read to start once unlocked.
+    private func complete(_ id: SessionID, in room: LocalRoom, state: inout LocalRoom.State) -> (@Sendable () -> Void)? {
+        guard let session = state.sessions[id] else { return nil }
+        let delivered = state.deliveredOffset
+        // With `since`: everything after it as replay, and the newest history. Without: the
+        // session starts at `start` (or now), with the history up to there.
+        let from: Int64, historyEnd: Int64
+        if let since = session.since {
+            from = min(max(since, 0), delivered)
+            historyEnd = delivered
+        } else {
+            from = min(session.start ?? delivered, delivered)
+            historyEnd = from
+        }
+        guard state.covers(historyCount: session.historyCount, endingAt: historyEnd, after: from) else {
+            state.sessions[id]!.stage = .reading
+            let token = session.token
+            return { [self] in readHistory(room: room, session: id, token: token, historyCount: session.historyCount,
+                                           endingAt: historyEnd, from: from, upTo: delivered) }
+        }
+        goLive(id, in: room, state: &state, history: state.history.before(historyEnd + 1, limit: session.historyCount),
+               replay: state.tail(after: from))
+        return nil
+    }
+
+    private func goLive(_ id: SessionID, in room: LocalRoom, state: inout LocalRoom.State, history: [Message], replay: [Message]) {
+        guard let session = state.sessions[id] else { return }
+        state.sessions[id]!.stage = .live
+        state.addInbox(session.inbox)
+        // Only observable rooms show their members: copying a large room's list on every
+        // join made subscribing O(members) in time and transient memory.
+        var snapshot = SubscribeSnapshot(room: room.key, members: room.key.isObservable ? state.members.list() : [],
+                                         history: history, lastOffset: state.deliveredOffset)
+        snapshot.replay = replay
+        session.inbox.post(.subscribed(id, snapshot))
+    }
+
+    /// Reads the history and replay a subscriber needs from the store, then catches up with
+    /// what was delivered meanwhile (from memory, or the store again) and completes it.
+    private func readHistory(room: LocalRoom, session: SessionID, token: UInt64, historyCount: Int,
+                             endingAt historyEnd: Int64, from: Int64, upTo stored: Int64) {
+        let store = self.store
+        let key = room.key
+        func history(_ done: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+            if historyCount == 0 { done(.success(MessagePage(messages: [], hasMore: false))); return }
+            store.messages(in: key, before: historyEnd + 1, limit: historyCount, completion: done)
+        }
+        history { historyResult in
+            let replay: (@escaping @Sendable (Result<[Message], ParleyError>) -> Void) -> Void = { done in
+                if stored <= from { done(.success([])); return }
+                store.messages(in: key, after: from, limit: Int(stored - from), completion: done)
+            }
+            replay { replayResult in
+                switch (historyResult, replayResult) {
+                case (.success(let history), .success(let replay)):
+                    self.catchUp(room: room, session: session, token: token, history: history.messages, replay: replay, upTo: stored)
+                case (.failure(let error), _), (_, .failure(let error)):
+                    self.failSubscribe(room, session: session, token: token, error: error)
+                }
+            }
+        }
+    }
+
+    private func catchUp(room: LocalRoom, session: SessionID, token: UInt64, history: [Message], replay: [Message], upTo read: Int64) {
+        let again = room.lock.withLock { state -> Int64? in
+            guard let entry = state.sessions[session], entry.token == token, entry.stage == .reading else { return nil }
+            var replay = replay
+            if state.deliveredOffset > read {
+                guard state.covers(historyCount: 0, endingAt: read, after: read) else { return read }
+                replay += state.tail(after: read)
+            }
+            goLive(session, in: room, state: &state, history: history, replay: replay)
+            return nil
+        }
+        guard let again else { return }
+        // More was delivered meanwhile than memory holds: read it too, then try again.
+        let delivered = room.lock.withLock { $0.deliveredOffset }
+        store.messages(in: room.key, after: again, limit: Int(delivered - again)) { result in
+            switch result {
+            case .success(let more):
+                self.catchUp(room: room, session: session, token: token, history: history, replay: replay + more,
+                             upTo: more.last?.offset ?? again)
+            case .failure(let error):
+                self.failSubscribe(room, session: session, token: token, error: error)
+            }
+        }
+    }
+
+    private func failSubscribe(_ room: LocalRoom, session: SessionID, token: UInt64, error: ParleyError) {
+        let member = room.lock.withLock { state -> (Member, any Inbox)? in
+            guard let entry = state.sessions[session], entry.token == token else { return nil }
+            state.sessions[session] = nil
+            var snapshot = SubscribeSnapshot(room: room.key, members: [], history: [], lastOffset: state.deliveredOffset)
+            snapshot.failure = error
+            entry.inbox.post(.subscribed(session, snapshot))
+            return (entry.member, entry.inbox)
+        }
+        if let (member, _) = member { announceLeave(member, in: room.key) }
+    }
+
+    /// Removes `session` from `key`: its inbox gets `.unsubscribed` at once, the others
+    /// `.memberLeft` once the leave has gone through the broker. Returns false when it was
+    /// not in the room.
+    @discardableResult
+    public func unsubscribe(_ session: SessionID, from key: RoomKey) -> Bool {
+        guard let room = rooms.withLock({ $0[key] }) else { return false }
+        let now = clock.nowMillis()
+        let left = room.lock.withLock { state -> LocalRoom.Session? in
+            guard let entry = state.sessions.removeValue(forKey: session) else { return nil }
+            state.lastActivityMillis = now
+            if case .live = entry.stage {
+                state.removeInbox(entry.inbox)
+                entry.inbox.post(.unsubscribed(session, key))
+            }
+            return entry
+        }
+        guard let left else { return false }
+        // A session that never got past the node's own subscription was never announced.
+        if left.stage != .awaitingRoom { announceLeave(left.member, in: key) }
+        return true
+    }
+
+    private func announceLeave(_ member: Member, in key: RoomKey) {
+        stopLocalTyping(member, in: key)
+        presence.remove(member, from: key) { [self] result in
+            if case .success(true) = result { broker.broadcast(.memberLeft(member), in: key) }
+        }
+    }
+}

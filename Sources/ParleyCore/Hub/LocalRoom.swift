@@ -1,0 +1,136 @@
+import Synchronization
+
+/// The members of a room as this node sees them, in join order, keyed by member id (unique
+/// across the cluster). Joins and leaves are idempotent, so events that overlap a snapshot
+/// apply cleanly.
+struct MemberMirror: Sendable {
+    private var byID: [String: (sequence: UInt64, member: Member)] = [:]
+    private var nextSequence: UInt64 = 0
+    /// The list in join order, built when first asked for after a change.
+    private var ordered: [Member]? = []
+
+    init(_ members: [Member] = []) {
+        for member in members { _ = insert(member) }
+    }
+
+    var count: Int { byID.count }
+    func contains(_ id: String) -> Bool { byID[id] != nil }
+
+    /// Adds `member`, or refreshes its data in place; true when it is new.
+    mutating func insert(_ member: Member) -> Bool {
+        if let existing = byID[member.id] {
+            if existing.member != member {
+                byID[member.id] = (existing.sequence, member)
+                ordered = nil
+            }
+            return false
+        }
+        nextSequence += 1
+        byID[member.id] = (nextSequence, member)
+        ordered?.append(member)
+        return true
+    }
+
+    /// Removes the member with `id`; returns it when it was there.
+    mutating func remove(_ id: String) -> Member? {
+        guard let removed = byID.removeValue(forKey: id) else { return nil }
+        ordered = nil
+        return removed.member
+    }
+
+    /// Members in join order.
+    mutating func list() -> [Member] {
+        if let ordered { return ordered }
+        let built = byID.values.sorted { $0.sequence < $1.sequence }.map(\.member)
+        ordered = built
+        return built
+    }
+}
+
+/// One room as this node serves it: its local sessions and their inboxes, and its view of
+/// the room (members, typists, the recent messages, the newest offset delivered here), kept
+/// current by the events the broker delivers, in the room's order.
+final class LocalRoom: Sendable {
+    /// Where a local session's subscribe stands.
+    enum Stage {
+        /// The node is still subscribing to the room.
+        case awaitingRoom
+        /// Its join was announced; it completes when the join comes back through the
+        /// broker, which puts it after everything published before the subscribe.
+        case awaitingJoin
+        /// Its history or replay is being read from the store.
+        case reading
+        /// Subscribed: its inbox gets the room's events.
+        case live
+    }
+
+    struct Session {
+        let member: Member
+        let inbox: any Inbox
+        var stage: Stage
+        /// Identifies this subscribe among later ones of the same session.
+        let token: UInt64
+        let historyCount: Int
+        /// Replay what is stored after this offset (the client's `since`).
+        let since: Int64?
+        /// Without `since`: where the session starts, when that is before its completion
+        /// (it subscribed while the node was subscribing); nil starts at the completion.
+        var start: Int64?
+    }
+
+    enum Phase {
+        /// Waiting for the broker subscription and the presence snapshot; events are buffered.
+        case subscribing
+        case live
+    }
+
+    struct State {
+        var phase = Phase.subscribing
+        /// Events that came while subscribing, applied once the snapshot is in.
+        var buffered: [RoomEvent] = []
+        var members = MemberMirror()
+        var typing: TypingTracker
+        var history: MessageHistory
+        /// The newest offset delivered here; local subscribers have seen exactly up to it.
+        var deliveredOffset: Int64 = 0
+        var sessions: [SessionID: Session] = [:]
+        /// Inbox → how many of the room's live sessions it serves.
+        var inboxes: [ObjectIdentifier: (inbox: any Inbox, count: Int)] = [:]
+        var lastActivityMillis: Int64
+
+        mutating func addInbox(_ inbox: any Inbox) {
+            inboxes[ObjectIdentifier(inbox), default: (inbox, 0)].count += 1
+        }
+
+        mutating func removeInbox(_ inbox: any Inbox) {
+            let id = ObjectIdentifier(inbox)
+            guard let entry = inboxes[id] else { return }
+            if entry.count <= 1 { inboxes.removeValue(forKey: id) } else { inboxes[id]!.count -= 1 }
+        }
+
+        func post(_ delivery: Delivery) {
+            for target in inboxes.values { target.inbox.post(delivery) }
+        }
+
+        /// Whether memory holds the `historyCount` messages up to `historyEnd` and every
+        /// delivered message after `offset`.
+        func covers(historyCount: Int, endingAt historyEnd: Int64, after offset: Int64) -> Bool {
+            let first = history.first?.offset ?? (deliveredOffset + 1)
+            let wanted = min(Int64(historyCount), historyEnd)
+            return first <= offset + 1 && (wanted == 0 || first <= historyEnd - wanted + 1)
+        }
+
+        func tail(after offset: Int64) -> [Message] { offset >= deliveredOffset ? [] : history.after(offset) }
+    }
+
+    let key: RoomKey
+    let lock: Mutex<State>
+
+    init(key: RoomKey, configuration: HubConfiguration, nowMillis: Int64) {
+        self.key = key
+        lock = Mutex(State(typing: TypingTracker(timeoutMillis: configuration.typingTimeoutMillis),
+                           history: MessageHistory(capacity: configuration.historyCapacity,
+                                                   maxBytes: configuration.historyBytesPerRoom),
+                           lastActivityMillis: nowMillis))
+    }
+}
