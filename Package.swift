@@ -49,6 +49,9 @@ let package = Package(
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyIO", "ParleyTestSupport"]),
+        // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
+        // every implementation.
+        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

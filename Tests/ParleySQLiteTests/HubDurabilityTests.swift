@@ -211,3 +211,9 @@ final class GatedStore: MessageStore {
         #expect(try store.inner.recover(clientMessageIDsSince: 0).lastOffsets[key] == 1)
     }
 }
+
+func temporaryDatabase() -> String {
+    let directory = NSTemporaryDirectory() + "parley-store-\(UUID().uuidString)"
+    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    return directory + "/parley.sqlite3"
+}

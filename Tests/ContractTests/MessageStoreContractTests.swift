@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import ParleyCore
-@testable import ParleySQLite
+import ParleySQLite
 
 /// One contract, every store: memory and SQLite must pass the same tests.
 enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
