@@ -54,6 +54,8 @@ public final class TCPConnection {
     private var isReading = false
     /// TLS state when the connection is encrypted (see ``startTLS(_:serverName:)``).
     private var tls: TLSSession?
+    /// Called once the queue has drained to a mark (``whenDrained(below:_:)``).
+    private var drainWaiter: (mark: Int, body: () -> Void)?
 
     init(loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>) {
         self.loop = loop
@@ -217,12 +219,34 @@ public final class TCPConnection {
         }
     }
 
+    /// Runs `body` once (on this loop) when no more than `mark` bytes wait to be written:
+    /// at the end of this loop turn when that is already so. A reader of a large backlog
+    /// (a replay, a file) writes a chunk, then waits here before reading the next, so memory
+    /// stays bounded whatever the peer's speed. One waiter at a time; a new one replaces it.
+    public func whenDrained(below mark: Int, _ body: @escaping () -> Void) {
+        guard state == .open else { return }
+        drainWaiter = (mark, body)
+        if queuedBytes <= mark {
+            let (loop, id) = (self.loop, self.id)
+            loop.execute { loop.connections[id]?.checkDrained() }
+        }
+    }
+
+    private func checkDrained() {
+        guard state == .open, let waiter = drainWaiter, queuedBytes <= waiter.mark else { return }
+        drainWaiter = nil
+        waiter.body()
+    }
+
     private func writeCompleted(_ request: WriteRequest, status: Int32) {
         out.pointee.inFlightWrites -= 1
         if status < 0 && status != UV_ECANCELED.rawValue {
-            close(flush: false, reason: .peerClosed)
+            // A reset or broken pipe is the peer going away; anything else keeps its errno.
+            let peerGone = status == UV_EPIPE.rawValue || status == UV_ECONNRESET.rawValue
+            close(flush: false, reason: peerGone ? .peerClosed : .error(IOError(uv: status, "write")))
             return
         }
+        if drainWaiter != nil { checkDrained() }
         if state == .closingAfterFlush && out.pointee.inFlightWrites == 0 && out.pointee.pending.isEmpty {
             finishClose()
         }
@@ -278,6 +302,7 @@ public final class TCPConnection {
     }
 
     private func didClose() {
+        drainWaiter = nil
         loop.connections.removeValue(forKey: id)
         let handler = self.handler
         self.handler = nil

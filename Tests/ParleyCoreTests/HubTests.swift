@@ -335,3 +335,62 @@ private let carol = Member(id: "c3")
         #expect(try await hub.clientIDs(in: "nobody").isEmpty)
     }
 }
+
+@Suite struct HubMemoryTests {
+    /// Rooms used once and left leave memory (hub and broker); their history stays stored.
+    @Test func aHundredThousandRoomsUsedOnceAndLeftLeaveMemory() throws {
+        let clock = ManualClock()
+        var configuration = HubConfiguration()
+        configuration.roomIdleMillis = 1_000
+        let hub = Hub(configuration: configuration, clock: clock)
+        let inbox = RecordingInbox()
+        for n in 0..<100_000 {
+            let key = RoomKey(channel: "many", room: "r\(n)")
+            try hub.subscribe(SessionID(n + 1), as: Member(id: "m\(n)"), to: key, inbox: inbox)
+            try hub.publishNow(.string("hello \(n)"), to: key, from: nil)
+            #expect(hub.unsubscribe(SessionID(n + 1), from: key))
+            if n % 10_000 == 0 { inbox.clear() }
+        }
+        let broker = try #require(hub.broker as? LocalBroker)
+        #expect(hub.roomsInMemory == 100_000)
+        #expect(hub.historyBudget?.bytes ?? 0 > 0)
+        // Not idle long enough yet: nothing goes.
+        #expect(hub.evictIdleRooms() == 0)
+        clock.advance(millis: 1_500)
+        #expect(hub.evictIdleRooms() == 100_000)
+        #expect(hub.roomsInMemory == 0)
+        #expect(broker.roomsInMemory == 0)
+        #expect(hub.historyBudget?.bytes == 0)
+        // History is still there, and the offsets go on.
+        let key = RoomKey(channel: "many", room: "r42")
+        #expect(try hub.historyNow(of: key, limit: 10).messages.map(\.body) == ["hello 42"])
+        #expect(try hub.publishNow("again", to: key, from: nil).offset == 2)
+    }
+
+    /// The history cache is bounded in bytes per room, and by a budget shared by every room.
+    @Test func historyCacheIsBoundedInBytes() throws {
+        let key = RoomKey(channel: "c", room: "big")
+        var history = MessageHistory(capacity: 1_000, maxBytes: 10_000)
+        for n in 1...100 {
+            history.append(Message(id: "\(n)", offset: Int64(n), timestampMillis: 0, room: key, sender: nil,
+                                   body: .string(String(repeating: "x", count: 500))))
+        }
+        #expect(history.bytes <= 10_000)
+        #expect(history.count < 100)
+        #expect(history.all.last?.offset == 100)
+        #expect(history.all.map(\.offset) == Array((101 - Int64(history.count))...100))
+        let budget = HistoryBudget(limit: 5_000)
+        var one = MessageHistory(capacity: 1_000, budget: budget), two = MessageHistory(capacity: 1_000, budget: budget)
+        for n in 1...20 {
+            let message = Message(id: "\(n)", offset: Int64(n), timestampMillis: 0, room: key, sender: nil, body: .string(String(repeating: "y", count: 400)))
+            one.append(message)
+            two.append(message)
+            #expect(budget.bytes <= 5_000)
+        }
+        #expect(one.all.last?.offset == 20)
+        #expect(two.all.last?.offset == 20)
+        two.removeAll()
+        one.removeAll()
+        #expect(budget.bytes == 0)
+    }
+}

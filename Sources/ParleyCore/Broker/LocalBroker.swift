@@ -120,7 +120,8 @@ public final class LocalBroker: Broker {
     private func run(_ sequencer: Sequencer, _ operation: Operation) {
         var retry = false
         let callbacks = sequencer.lock.withLock { state -> [@Sendable () -> Void] in
-            state.lastUsedMillis = clock.nowMillis()
+            // Giving a subscription back is not a use: it must not keep the room in memory.
+            if case .unsubscribe = operation {} else { state.lastUsedMillis = clock.nowMillis() }
             switch state.phase {
             case .loading(var deferred):
                 deferred.append(operation)

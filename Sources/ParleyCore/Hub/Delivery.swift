@@ -22,6 +22,10 @@ public struct SubscribeSnapshot: Sendable, Equatable {
     public internal(set) var replay: [Message] = []
     /// Set when the history could not be read: the subscription did not happen.
     public internal(set) var failure: ParleyError? = nil
+    /// False when `replay` is only the first page of a long replay: the session asks for the
+    /// next with ``Hub/continueReplay(_:in:)`` once it has written this one, and gets
+    /// ``Delivery/replay(_:_:_:complete:)`` pages until the last, after which it is live.
+    public internal(set) var replayComplete = true
 }
 
 /// A unit of work the hub sends to an ``Inbox``.
@@ -32,6 +36,8 @@ public enum Delivery: Sendable {
     case subscribed(SessionID, SubscribeSnapshot)
     /// A session has left a room.
     case unsubscribed(SessionID, RoomKey)
+    /// The next page of a session's replay; after the page marked complete it is live.
+    case replay(SessionID, RoomKey, [Message], complete: Bool)
 }
 
 /// Where the hub sends deliveries: in Parley, one per event loop, serving all the sessions on

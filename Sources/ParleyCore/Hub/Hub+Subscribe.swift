@@ -18,7 +18,7 @@ extension Hub {
             guard rooms.count < configuration.maxRooms else {
                 throw ParleyError(.limitReached, "this server holds its maximum of \(configuration.maxRooms) rooms")
             }
-            let room = LocalRoom(key: key, configuration: configuration, nowMillis: now)
+            let room = LocalRoom(key: key, configuration: configuration, budget: historyBudget, nowMillis: now)
             rooms[key] = room
             return (room, true)
         }
@@ -159,12 +159,14 @@ extension Hub {
         session.inbox.post(.subscribed(id, snapshot))
     }
 
-    /// Reads the history and replay a subscriber needs from the store, then catches up with
-    /// what was delivered meanwhile (from memory, or the store again) and completes it.
+    /// Reads the history and the first replay page a subscriber needs from the store, then
+    /// catches up with what was delivered meanwhile and completes it (or starts a paged
+    /// replay when there is more than a page).
     private func readHistory(room: LocalRoom, session: SessionID, token: UInt64, historyCount: Int,
                              endingAt historyEnd: Int64, from: Int64, upTo stored: Int64) {
         let store = self.store
         let key = room.key
+        let page = configuration.replayPageSize
         func history(_ done: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
             if historyCount == 0 { done(.success(MessagePage(messages: [], hasMore: false))); return }
             store.messages(in: key, before: historyEnd + 1, limit: historyCount, completion: done)
@@ -172,12 +174,13 @@ extension Hub {
         history { historyResult in
             let replay: (@escaping @Sendable (Result<[Message], ParleyError>) -> Void) -> Void = { done in
                 if stored <= from { done(.success([])); return }
-                store.messages(in: key, after: from, limit: Int(stored - from), completion: done)
+                store.messages(in: key, after: from, limit: min(page, Int(stored - from)), completion: done)
             }
             replay { replayResult in
                 switch (historyResult, replayResult) {
                 case (.success(let history), .success(let replay)):
-                    self.catchUp(room: room, session: session, token: token, history: history.messages, replay: replay, upTo: stored)
+                    self.catchUp(room: room, session: session, token: token, history: history.messages, replay: replay,
+                                 upTo: replay.last?.offset ?? from)
                 case (.failure(let error), _), (_, .failure(let error)):
                     self.failSubscribe(room, session: session, token: token, error: error)
                 }
@@ -185,27 +188,76 @@ extension Hub {
         }
     }
 
-    private func catchUp(room: LocalRoom, session: SessionID, token: UInt64, history: [Message], replay: [Message], upTo read: Int64) {
-        let again = room.lock.withLock { state -> Int64? in
-            guard let entry = state.sessions[session], entry.token == token, entry.stage == .reading else { return nil }
-            var replay = replay
-            if state.deliveredOffset > read {
-                guard state.covers(historyCount: 0, endingAt: read, after: read) else { return read }
-                replay += state.tail(after: read)
+    /// The session has `replay` up to offset `read` ready: when memory covers the rest it
+    /// goes live with it; when less than a page is missing, that is read and it tries again;
+    /// otherwise `replay` goes out as a page and the rest follows page by page.
+    private func catchUp(room: LocalRoom, session: SessionID, token: UInt64, history: [Message]?, replay: [Message], upTo read: Int64) {
+        enum Next { case done, readMore(after: Int64, limit: Int) }
+        let page = configuration.replayPageSize
+        let next = room.lock.withLock { state -> Next in
+            guard let entry = state.sessions[session], entry.token == token else { return .done }
+            switch entry.stage {
+            case .reading, .replaying(_, true): break
+            default: return .done
             }
-            goLive(session, in: room, state: &state, history: history, replay: replay)
-            return nil
+            let delivered = state.deliveredOffset
+            if delivered <= read || state.covers(historyCount: 0, endingAt: read, after: read) {
+                // Memory holds the rest (at most the history cache): finish with it, live.
+                let rest = delivered > read ? state.tail(after: read) : []
+                if let history {
+                    goLive(session, in: room, state: &state, history: history, replay: replay + rest)
+                } else {
+                    state.sessions[session]!.stage = .live
+                    state.addInbox(entry.inbox)
+                    entry.inbox.post(.replay(session, room.key, replay + rest, complete: true))
+                }
+                return .done
+            } else if replay.count < page {
+                return .readMore(after: read, limit: min(page - replay.count, Int(delivered - read)))
+            }
+            // A full page: send it and wait until the session asks for the next.
+            state.sessions[session]!.stage = .replaying(after: read, requested: false)
+            if let history {
+                var snapshot = SubscribeSnapshot(room: room.key, members: room.key.isObservable ? state.members.list() : [],
+                                                 history: history, lastOffset: state.deliveredOffset)
+                snapshot.replay = replay
+                snapshot.replayComplete = false
+                entry.inbox.post(.subscribed(session, snapshot))
+            } else {
+                entry.inbox.post(.replay(session, room.key, replay, complete: false))
+            }
+            return .done
         }
-        guard let again else { return }
-        // More was delivered meanwhile than memory holds: read it too, then try again.
-        let delivered = room.lock.withLock { $0.deliveredOffset }
-        store.messages(in: room.key, after: again, limit: Int(delivered - again)) { result in
+        guard case .readMore(let after, let limit) = next else { return }
+        store.messages(in: room.key, after: after, limit: limit) { result in
             switch result {
             case .success(let more):
                 self.catchUp(room: room, session: session, token: token, history: history, replay: replay + more,
-                             upTo: more.last?.offset ?? again)
+                             upTo: more.last?.offset ?? after)
             case .failure(let error):
                 self.failSubscribe(room, session: session, token: token, error: error)
+            }
+        }
+    }
+
+    /// The session has written its last replay page and wants the next (see
+    /// ``SubscribeSnapshot/replayComplete``).
+    public func continueReplay(_ session: SessionID, in key: RoomKey) {
+        guard let room = rooms.withLock({ $0[key] }) else { return }
+        let position = room.lock.withLock { state -> (after: Int64, token: UInt64, upTo: Int64)? in
+            guard let entry = state.sessions[session], case .replaying(let after, false) = entry.stage else { return nil }
+            state.sessions[session]!.stage = .replaying(after: after, requested: true)
+            return (after, entry.token, state.deliveredOffset)
+        }
+        guard let position else { return }
+        let limit = max(1, min(configuration.replayPageSize, Int(position.upTo - position.after)))
+        store.messages(in: key, after: position.after, limit: limit) { result in
+            switch result {
+            case .success(let page):
+                self.catchUp(room: room, session: session, token: position.token, history: nil, replay: page,
+                             upTo: page.last?.offset ?? position.after)
+            case .failure(let error):
+                self.failSubscribe(room, session: session, token: position.token, error: error)
             }
         }
     }

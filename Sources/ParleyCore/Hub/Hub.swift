@@ -21,6 +21,9 @@ public struct HubConfiguration: Sendable {
     public var roomIdleMillis: Int64 = 60_000
     /// Most events buffered for a room while this node subscribes to it.
     public var maxBufferedEvents: Int = 100_000
+    /// Most messages one replay page holds (a resume from far back goes page by page, each
+    /// read when the session has written the one before).
+    public var replayPageSize: Int = 1_000
 
     public init() {}
 }

@@ -17,6 +17,13 @@ public protocol RoomSubscriber<Frame>: AnyObject {
     func didSubscribe(_ snapshot: SubscribeSnapshot)
     /// The session left the room.
     func didUnsubscribe(from room: RoomKey)
+    /// The next page of a long replay (see ``SubscribeSnapshot/replayComplete``).
+    func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool)
+}
+
+extension RoomSubscriber {
+    /// Sessions that never ask for `since` get no replay pages.
+    public func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool) {}
 }
 
 /// The sessions of one event loop and their rooms: the hub's deliveries for this loop land
@@ -61,10 +68,16 @@ public final class LocalHub<Frame> {
             fanOut(event, in: key, to: list)
         case .subscribed(let id, let snapshot):
             guard let session = sessions[id] else { return }
-            if sessionRooms[id, default: []].insert(snapshot.room).inserted {
+            if snapshot.replayComplete, snapshot.failure == nil, sessionRooms[id, default: []].insert(snapshot.room).inserted {
                 rooms[snapshot.room, default: []].append(session)
             }
             session.didSubscribe(snapshot)
+        case .replay(let id, let key, let messages, let complete):
+            guard let session = sessions[id] else { return }
+            if complete, sessionRooms[id, default: []].insert(key).inserted {
+                rooms[key, default: []].append(session)
+            }
+            session.didReplay(messages, in: key, complete: complete)
         case .unsubscribed(let id, let key):
             guard let session = sessions[id] else { return }
             sessionRooms[id]?.remove(key)

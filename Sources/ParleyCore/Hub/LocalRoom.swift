@@ -52,7 +52,7 @@ struct MemberMirror: Sendable {
 /// current by the events the broker delivers, in the room's order.
 final class LocalRoom: Sendable {
     /// Where a local session's subscribe stands.
-    enum Stage {
+    enum Stage: Equatable {
         /// The node is still subscribing to the room.
         case awaitingRoom
         /// Its join was announced; it completes when the join comes back through the
@@ -60,6 +60,9 @@ final class LocalRoom: Sendable {
         case awaitingJoin
         /// Its history or replay is being read from the store.
         case reading
+        /// Its long replay is being sent page by page; the last one sent ended at `after`,
+        /// and `requested` says whether the session asked for the next.
+        case replaying(after: Int64, requested: Bool)
         /// Subscribed: its inbox gets the room's events.
         case live
     }
@@ -126,11 +129,11 @@ final class LocalRoom: Sendable {
     let key: RoomKey
     let lock: Mutex<State>
 
-    init(key: RoomKey, configuration: HubConfiguration, nowMillis: Int64) {
+    init(key: RoomKey, configuration: HubConfiguration, budget: HistoryBudget?, nowMillis: Int64) {
         self.key = key
         lock = Mutex(State(typing: TypingTracker(timeoutMillis: configuration.typingTimeoutMillis),
                            history: MessageHistory(capacity: configuration.historyCapacity,
-                                                   maxBytes: configuration.historyBytesPerRoom),
+                                                   maxBytes: configuration.historyBytesPerRoom, budget: budget),
                            lastActivityMillis: nowMillis))
     }
 }

@@ -199,9 +199,11 @@ public enum ConfigFile {
                 }
             }
             if let value = top["history"] {
-                let history = try object(value, "history", allowed: ["retentionCount", "retentionDays"])
+                let history = try object(value, "history", allowed: ["retentionCount", "retentionDays", "cacheRoomBytes", "cacheBytes"])
                 if let v = history["retentionCount"] { configuration.retentionCount = try integer(v, "history.retentionCount", 1...Int(Int32.max)) }
                 if let v = history["retentionDays"] { configuration.retentionDays = try integer(v, "history.retentionDays", 1...100_000) }
+                if let v = history["cacheRoomBytes"] { configuration.historyBytesPerRoom = try integer(v, "history.cacheRoomBytes", 0...(1 << 40)) }
+                if let v = history["cacheBytes"] { configuration.historyBytesTotal = try integer(v, "history.cacheBytes", 0...(1 << 50)) }
             }
             if let value = top["tls"] {
                 let tls = try object(value, "tls", allowed: ["cert", "key", "line"])

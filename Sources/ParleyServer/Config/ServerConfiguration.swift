@@ -19,6 +19,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var writeQueueLimit = 4 << 20
     /// Recent messages cached in memory per room (all of history is in the store).
     public var historyCapacity = 1_000
+    /// Bytes of recent messages cached in memory per room.
+    public var historyBytesPerRoom = 1 << 20
+    /// Bytes of recent messages cached in memory across all rooms.
+    public var historyBytesTotal = 256 << 20
     /// Stored messages kept per room; nil keeps everything.
     public var retentionCount: Int?
     /// Days a stored message is kept; nil keeps everything.
@@ -164,6 +168,12 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--history", env: "PARLEY_HISTORY", value: "N", help: "recent messages cached in memory per room (default 1000)") { c, v throws(UsageError) in
             c.historyCapacity = try integer(v, "--history", 0...1_000_000)
+        },
+        Option(flag: "--history-room-memory", env: "PARLEY_HISTORY_ROOM_MEMORY", value: "BYTES", help: "bytes of recent messages cached per room (default 1048576)") { c, v throws(UsageError) in
+            c.historyBytesPerRoom = try integer(v, "--history-room-memory", 0...(1 << 40))
+        },
+        Option(flag: "--history-memory", env: "PARLEY_HISTORY_MEMORY", value: "BYTES", help: "bytes of recent messages cached across all rooms (default 268435456)") { c, v throws(UsageError) in
+            c.historyBytesTotal = try integer(v, "--history-memory", 0...(1 << 50))
         },
         Option(flag: "--retention-count", env: "PARLEY_RETENTION_COUNT", value: "N", help: "stored messages kept per room (default: all)") { c, v throws(UsageError) in
             c.retentionCount = try integer(v, "--retention-count", 1...Int(Int32.max))

@@ -318,9 +318,20 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             sendJSON(NativeEncoding.historyMessage(message, index: index))
         }
         // `since`: everything missed, as ordinary pushes, before anything live.
-        for message in snapshot.replay {
-            sendJSON(NativeEncoding.replayMessage(message))
-        }
+        didReplay(snapshot.replay, in: snapshot.room, complete: snapshot.replayComplete)
+    }
+
+    /// Bytes left to write before the next page of a long replay is read.
+    static let replayLowWater = 256 << 10
+
+    func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool) {
+        guard rooms.contains(room), connection.state == .open else { return }
+        for message in messages { sendJSON(NativeEncoding.replayMessage(message)) }
+        guard !complete else { return }
+        // A long replay goes page by page: the next is read once this one is mostly out,
+        // so a client that was away long enough still resumes, and memory stays flat.
+        let (hub, session) = (core.hub, sessionID)
+        connection.whenDrained(below: Self.replayLowWater) { hub.continueReplay(session, in: room) }
     }
 
     func didUnsubscribe(from room: RoomKey) {}

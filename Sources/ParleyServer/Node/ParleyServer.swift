@@ -58,6 +58,8 @@ public final class ParleyServer: Sendable {
         self.configuration = configuration
         var hubConfiguration = HubConfiguration()
         hubConfiguration.historyCapacity = configuration.historyCapacity
+        hubConfiguration.historyBytesPerRoom = configuration.historyBytesPerRoom
+        hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
         store = try Self.openStore(configuration)
         hub = Hub(configuration: hubConfiguration, store: store)
         let loopCount: Int
