@@ -394,3 +394,51 @@ private let carol = Member(id: "c3")
         #expect(budget.bytes == 0)
     }
 }
+
+/// An inbox that holds room events without finishing them (a loop that has fallen behind).
+final class HoldingInbox: Inbox {
+    let held = Mutex<[RoomBacklog]>([])
+    func post(_ delivery: Delivery) {}
+    func post(_ delivery: Delivery, completing backlog: RoomBacklog) { held.withLock { $0.append(backlog) } }
+    /// Finishes the oldest `count` held events.
+    func finish(_ count: Int) {
+        let batch = held.withLock { held in
+            let batch = Array(held.prefix(count))
+            held.removeFirst(batch.count)
+            return batch
+        }
+        for backlog in batch { backlog.done() }
+    }
+}
+
+@Suite struct BackPressureTests {
+    @Test func aRoomBehindItsDeliveriesSlowsItsPublishersOnlyUntilItCatchesUp() throws {
+        var configuration = HubConfiguration()
+        configuration.backlogHighMark = 10
+        let hub = Hub(configuration: configuration)
+        let slow = HoldingInbox(), fast = RecordingInbox()
+        let roomA = RoomKey(channel: "c", room: "a"), roomB = RoomKey(channel: "c", room: "b")
+        try hub.subscribe(1, as: alice, to: roomA, inbox: slow)
+        try hub.subscribe(2, as: bob, to: roomB, inbox: fast)
+        var overAt: Int?
+        for n in 1...20 {
+            let backlog = try #require(try hub.publish(.number(JSONNumber(n)), to: roomA, from: nil))
+            if backlog.isOverHigh && overAt == nil { overAt = n }
+        }
+        #expect(overAt == 11)
+        // Another room is not slowed.
+        for n in 1...20 {
+            let backlog = try #require(try hub.publish(.number(JSONNumber(n)), to: roomB, from: nil))
+            #expect(!backlog.isOverHigh)
+        }
+        let resumed = Mutex(false)
+        let backlog = try #require(try hub.publish("one more", to: roomA, from: nil))
+        backlog.whenBelowLowMark { resumed.withLock { $0 = true } }
+        #expect(!resumed.withLock { $0 })
+        slow.finish(10)
+        #expect(!resumed.withLock { $0 })
+        slow.finish(6)
+        #expect(resumed.withLock { $0 })
+        #expect(backlog.count == 5)
+    }
+}

@@ -45,4 +45,15 @@ public enum Delivery: Sendable {
 public protocol Inbox: AnyObject, Sendable {
     /// Called with a room's lock held: enqueue and return; never call back into the hub.
     func post(_ delivery: Delivery)
+    /// Like ``post(_:)``, for a room event counted in its room's backlog: call
+    /// `backlog.done()` once it has been handled.
+    func post(_ delivery: Delivery, completing backlog: RoomBacklog)
+}
+
+extension Inbox {
+    /// Inboxes that handle deliveries as they are posted finish them at once.
+    public func post(_ delivery: Delivery, completing backlog: RoomBacklog) {
+        post(delivery)
+        backlog.done()
+    }
 }

@@ -15,7 +15,7 @@ extension Hub {
                 }
                 return []
             }
-            if apply(event, to: &state) { state.post(.event(key, event)) }
+            if apply(event, to: &state) { state.post(.event(key, event), counting: room.backlog) }
             // A join completes the subscribes waiting for it, also when it shows nothing new
             // (a session subscribing twice).
             guard case .memberJoined(let member) = event else { return [] }

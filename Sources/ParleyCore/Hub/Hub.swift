@@ -21,6 +21,9 @@ public struct HubConfiguration: Sendable {
     public var roomIdleMillis: Int64 = 60_000
     /// Most events buffered for a room while this node subscribes to it.
     public var maxBufferedEvents: Int = 100_000
+    /// A room whose deliveries and publishes in progress on this node pass this many slows
+    /// its publishers down (their connections stop being read) until half of it is done.
+    public var backlogHighMark: Int = 4_096
     /// Most messages one replay page holds (a resume from far back goes page by page, each
     /// read when the session has written the one before).
     public var replayPageSize: Int = 1_000
@@ -93,9 +96,14 @@ public final class Hub: Sendable {
     /// of a publish seen in the room within ``HubConfiguration/idempotencyWindowMillis`` is
     /// neither stored nor delivered again: `whenStored` reports the original's id and offset.
     /// Throws when the publish is refused at once (e.g. the room limit).
+    ///
+    /// Returns the room's backlog when this node follows the room: a door slows a publisher
+    /// down while it is over its high mark (``RoomBacklog/isOverHigh``).
+    @discardableResult
     public func publish(_ body: JSONValue, to key: RoomKey, from sender: Member?, messageID: String? = nil,
-                        whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) throws(ParleyError) {
+                        whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) throws(ParleyError) -> RoomBacklog? {
         let now = clock.nowMillis()
+        let backlog = rooms.withLock { $0[key]?.backlog }
         let message = Message(id: ids.next(), offset: 0, timestampMillis: now, room: key, sender: sender, body: body)
         if let flag = Message.typingState(of: body) {
             if let sender {
@@ -107,10 +115,20 @@ public final class Hub: Sendable {
             }
             broker.broadcast(.message(message), in: key)
             whenStored?(.success(message))
-            return
+            return backlog
         }
         if let sender { stopLocalTyping(sender, in: key) }
-        try broker.publish(message, clientMessageID: messageID) { result in whenStored?(result) }
+        backlog?.add()
+        do {
+            try broker.publish(message, clientMessageID: messageID) { result in
+                whenStored?(result)
+                backlog?.done()
+            }
+        } catch {
+            backlog?.done()
+            throw error
+        }
+        return backlog
     }
 
     func stopLocalTyping(_ sender: Member, in key: RoomKey) {

@@ -115,6 +115,12 @@ final class LocalRoom: Sendable {
             for target in inboxes.values { target.inbox.post(delivery) }
         }
 
+        /// Posts a room event to every inbox, counted in the room's backlog until handled.
+        func post(_ delivery: Delivery, counting backlog: RoomBacklog) {
+            backlog.add(inboxes.count)
+            for target in inboxes.values { target.inbox.post(delivery, completing: backlog) }
+        }
+
         /// Whether memory holds the `historyCount` messages up to `historyEnd` and every
         /// delivered message after `offset`.
         func covers(historyCount: Int, endingAt historyEnd: Int64, after offset: Int64) -> Bool {
@@ -128,9 +134,12 @@ final class LocalRoom: Sendable {
 
     let key: RoomKey
     let lock: Mutex<State>
+    /// Deliveries and publishes of this room not finished yet, for publisher back-pressure.
+    let backlog: RoomBacklog
 
     init(key: RoomKey, configuration: HubConfiguration, budget: HistoryBudget?, nowMillis: Int64) {
         self.key = key
+        backlog = RoomBacklog(highMark: configuration.backlogHighMark, lowMark: configuration.backlogHighMark / 2)
         lock = Mutex(State(typing: TypingTracker(timeoutMillis: configuration.typingTimeoutMillis),
                            history: MessageHistory(capacity: configuration.historyCapacity,
                                                    maxBytes: configuration.historyBytesPerRoom, budget: budget),

@@ -23,6 +23,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var historyBytesPerRoom = 1 << 20
     /// Bytes of recent messages cached in memory across all rooms.
     public var historyBytesTotal = 256 << 20
+    /// Deliveries and publishes of one room in progress on this node above which its
+    /// publishers are slowed (not read) until half of them are done.
+    public var roomBacklog = 4_096
     /// Stored messages kept per room; nil keeps everything.
     public var retentionCount: Int?
     /// Days a stored message is kept; nil keeps everything.
@@ -174,6 +177,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--history-memory", env: "PARLEY_HISTORY_MEMORY", value: "BYTES", help: "bytes of recent messages cached across all rooms (default 268435456)") { c, v throws(UsageError) in
             c.historyBytesTotal = try integer(v, "--history-memory", 0...(1 << 50))
+        },
+        Option(flag: "--room-backlog", env: "PARLEY_ROOM_BACKLOG", value: "N", help: "a room's deliveries in progress before its publishers are slowed (default 4096)") { c, v throws(UsageError) in
+            c.roomBacklog = try integer(v, "--room-backlog", 2...100_000_000)
         },
         Option(flag: "--retention-count", env: "PARLEY_RETENTION_COUNT", value: "N", help: "stored messages kept per room (default: all)") { c, v throws(UsageError) in
             c.retentionCount = try integer(v, "--retention-count", 1...Int(Int32.max))

@@ -123,10 +123,11 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             guard !text.isEmpty else { return }
             let me = LoopBound(self, on: connection.loop)
             do {
-                try core.hub.publish(.string(text), to: lobby, from: member) { result in
+                let backlog = try core.hub.publish(.string(text), to: lobby, from: member) { result in
                     guard case .failure(let error) = result else { return }
                     me.run { $0.reply("error: \(error.message); message not sent") }
                 }
+                sessionGuard.throttle(by: backlog, reading: connection)
             } catch {
                 reply("error: \(error.message)")
             }

@@ -194,7 +194,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             // durable: an acknowledged message is never lost.
             let me = LoopBound(self, on: connection.loop)
             do {
-                try core.hub.publish(message, to: RoomKey(channel: channel, room: room), from: member, messageID: messageID) { result in
+                let backlog = try core.hub.publish(message, to: RoomKey(channel: channel, room: room), from: member, messageID: messageID) { result in
                     switch result {
                     case .success(let published):
                         guard let callback else { return }
@@ -208,6 +208,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                         me.run { $0.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
                     }
                 }
+                sessionGuard.throttle(by: backlog, reading: connection)
             } catch {
                 sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
             }

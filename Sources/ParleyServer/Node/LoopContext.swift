@@ -38,6 +38,14 @@ final class LoopInbox: Inbox {
         let loop = self.loop
         loop.execute { LoopContext.of(loop).localHub.handle(delivery) }
     }
+
+    func post(_ delivery: Delivery, completing backlog: RoomBacklog) {
+        let loop = self.loop
+        loop.execute {
+            LoopContext.of(loop).localHub.handle(delivery)
+            backlog.done()
+        }
+    }
 }
 
 /// A door's connection that can say goodbye when the server stops.

@@ -60,6 +60,7 @@ public final class ParleyServer: Sendable {
         hubConfiguration.historyCapacity = configuration.historyCapacity
         hubConfiguration.historyBytesPerRoom = configuration.historyBytesPerRoom
         hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
+        hubConfiguration.backlogHighMark = configuration.roomBacklog
         store = try Self.openStore(configuration)
         hub = Hub(configuration: hubConfiguration, store: store)
         let loopCount: Int

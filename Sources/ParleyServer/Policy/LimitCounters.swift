@@ -12,6 +12,8 @@ enum Limit: String, CaseIterable, Sendable {
     case roomsPerConnection = "rooms_per_connection"
     case membersListed = "members_listed"
     case restRate = "rest_rate"
+    /// Not a refusal: a publisher was slowed while its room's deliveries caught up.
+    case publisherThrottled = "publisher_throttled"
 }
 
 /// How often each limit was breached since start. Lock-free: breaches can come from every

@@ -94,6 +94,28 @@ final class SessionGuard {
     /// The rate in force, for the refusal's text.
     var ratePerSecond: Double { rate?.ratePerSecond ?? 0 }
 
+    /// A connection not read while its publishes' room catches up.
+    private weak var throttled: TCPConnection?
+
+    /// Back-pressure from fan-out: when the room just published to has more deliveries and
+    /// publishes in progress than its high mark, stop reading this publisher until the room
+    /// is back under its low mark (the kernel then holds, and finally blocks, its writes).
+    /// Other rooms' publishers go on.
+    func throttle(by backlog: RoomBacklog?, reading connection: TCPConnection) {
+        guard let backlog, backlog.isOverHigh, throttled == nil else { return }
+        throttled = connection
+        connection.stopReading()
+        core.limits.breached(.publisherThrottled)
+        let me = LoopBound(self, on: loop)
+        backlog.whenBelowLowMark { me.run { $0.resumeReading() } }
+    }
+
+    private func resumeReading() {
+        guard let connection = throttled else { return }
+        throttled = nil
+        connection.startReading()
+    }
+
     /// The connection is gone: stop the timers and give its place back.
     func end() {
         handshakeCompleted()
