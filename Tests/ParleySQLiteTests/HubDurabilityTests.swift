@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 @testable import ParleyCore
 import ParleySQLite
+import ParleyTestSupport
 
 /// Records every delivery, in order.
 final class RecordingInbox: Inbox {
@@ -100,8 +101,7 @@ func publishAndWait(_ hub: Hub, _ body: JSONValue, messageID: String? = nil) -> 
         try hub.subscribe(1, as: Member(id: "r"), to: room, inbox: inbox, historyCount: 3, since: 20)
         // Published while the store is being read: must follow the replay, once.
         for n in 51...80 { try hub.publish(.number(JSONNumber(n)), to: room, from: nil) }
-        let deadline = Date().addingTimeInterval(10)
-        while inbox.messages.last?.offset != 80 && Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await eventually("offset 80 delivered", timeout: 10) { inbox.messages.last?.offset == 80 }
         #expect(inbox.messages.map(\.offset) == Array(21...80))
         let snapshot = inbox.log.withLock { $0 }.compactMap { if case .subscribed(_, let s) = $0 { s } else { nil } }.first
         #expect(snapshot?.history.map(\.offset) == [48, 49, 50])

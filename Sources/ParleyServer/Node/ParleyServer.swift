@@ -68,13 +68,21 @@ public final class ParleyServer: Sendable {
     public let httpPort: Int
 
     /// Starts the loops and binds every door. Throws when a port cannot be bound.
-    public init(configuration: ServerConfiguration) throws {
+    public convenience init(configuration: ServerConfiguration) throws {
+        try self.init(configuration: configuration, store: { $0 })
+    }
+
+    /// Starts like ``init(configuration:)``, with the hub over the store `makeStore` returns
+    /// for the SQLite store under `--data`: that store itself, another in front of it (tests
+    /// put a fault-injecting decorator there), or another store altogether. The SQLite store
+    /// is opened, and closed at shutdown, in every case.
+    public init(configuration: ServerConfiguration, store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
         self.configuration = configuration
         var hubConfiguration = HubConfiguration()
         hubConfiguration.historyCapacity = configuration.historyCapacity
         store = try Self.openStore(configuration)
         do {
-            hub = try Hub(configuration: hubConfiguration, store: store)
+            hub = try Hub(configuration: hubConfiguration, store: makeStore(store))
         } catch {
             store.close()
             throw StartupError(description: "cannot read the data store \(store.path): \(error.message)")
