@@ -12,7 +12,7 @@ INTEROP_EIO3_VENV = .venv-interop-eio3
 BENCH_VENV   = .venv-bench
 ARGS        ?=
 
-.PHONY: all deps build release run test unit interop fuzz fuzz-smoke conformance bench clean
+.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance bench clean
 
 all: build
 
@@ -37,13 +37,21 @@ release: deps
 run: release
 	./.build/release/parley serve $(ARGS)
 
-# The whole suite: release build, Swift unit and end-to-end tests, interop tests with real
-# third-party clients when present.
-test: deps release unit fuzz-smoke interop
+# The whole suite: the dependency check, release build, Swift unit and end-to-end tests,
+# interop tests with real third-party clients when present.
+test: deps check-dependencies release unit fuzz-smoke interop
+
+# Package.swift declares exactly what each module imports, and each module imports only what
+# the layering allows (the rules are in the script).
+check-dependencies:
+	python3 Tests/tools/check_dependencies.py --self-test
+	python3 Tests/tools/check_dependencies.py
 
 # Serial: many end-to-end tests block while they wait on sockets, and on a 2-core machine
 # parallel suites could starve each other's timers (about 1 minute in all).
-unit:
+# The bench venv is a prerequisite: SocketIOSmokeTests drives the python-socketio server in it
+# (and fails, rather than skipping, without it).
+unit: $(BENCH_VENV)/.ready
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --no-parallel
 

@@ -21,7 +21,7 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
 
         .target(name: "ParleyIO", dependencies: ["CLibUV", "COpenSSL"]),
-        .target(name: "ParleyHTTP", dependencies: ["ParleyIO"]),
+        .target(name: "ParleyHTTP"),
         .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
@@ -32,26 +32,26 @@ let package = Package(
         // Its loop-confined counters skip dynamic exclusivity checks in release builds (the
         // bench shares the CPU with the server it measures). Only the executable uses this
         // target, so the unsafe flag never reaches a package that depends on ParleyClient.
-        .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"],
+        .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
-        .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench", "ParleyIO", "ParleyWebSocket"]),
+        .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench"]),
         // Autobahn|Testsuite client-side runner for `make conformance` (not part of `parley`).
         .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
                           path: "Sources/AutobahnClient"),
 
-        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyHTTP", "ParleyServer"], path: "Tests/ParleyTestSupport"),
+        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyServer", "ParleyCore"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore", "ParleyTestSupport"]),
-        .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore"]),
+        .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyIO", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyTestSupport"]),
         // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
         // every implementation.
-        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite"]),
+        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

@@ -3,10 +3,12 @@ import Synchronization
 import Testing
 import ParleyCore
 import ParleySQLite
+import ParleyTestSupport
 
-/// One contract, every store: memory and SQLite must pass the same tests.
+/// One contract, every store: memory and SQLite must pass the same tests (and the test
+/// suites' fault-injecting store, letting everything through to SQLite).
 enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
-    case memory, sqlite
+    case memory, sqlite, faultInjectingOverSQLite
     var description: String { rawValue }
 
     func make(retention: StoreRetention = .keepEverything, path: String? = nil) throws -> any MessageStore {
@@ -20,6 +22,8 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
             // Background retention runs at "time 0", so only the explicit calls with the
             // tests' made-up timestamps drop anything.
             return try SQLiteMessageStore(path: path ?? temporaryDatabase(), options: options, clockMillis: { 0 })
+        case .faultInjectingOverSQLite:
+            return FaultInjectingMessageStore(wrapping: try StoreKind.sqlite.make(retention: retention, path: path))
         }
     }
 }
@@ -160,16 +164,17 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         defer { store.close() }
         for offset in Int64(1)...20 {
             try await store.append(message(offset))
+            // The load pattern, not a wait: appends keep coming while retention's 1 ms interval
+            // passes again and again.
             try await Task.sleep(for: .milliseconds(2))
         }
-        try await Task.sleep(for: .milliseconds(5))
         try await store.append(message(21))
-        // Retention runs right after that commit; give the writer a moment to finish it.
+        // Retention runs after a commit once its interval has passed, or when the writer idles
+        // for that long: wait until it has run after the last append.
         var kept: [Int64] = []
-        for _ in 0..<200 {
+        try await eventually("retention down to 5 messages") {
             kept = try await store.messages(in: room, after: 0, limit: 100).map(\.offset)
-            if kept.count <= 5 { break }
-            try await Task.sleep(for: .milliseconds(10))
+            return kept.count <= 5
         }
         #expect(kept == Array(17...21))
     }

@@ -79,7 +79,12 @@ final class ServerProcess {
                 }
             }
         }
-        Thread.sleep(forTimeInterval: Double.random(in: 0.5...1.5))
+        // Killed at a random moment once publishing is in full swing: after a random number of
+        // acknowledgements rather than a random time, so a slow machine still gets there.
+        let target = Int.random(in: 50...1_000)
+        try eventuallyBlocking("\(target) acknowledged publishes", timeout: 60, pollMillis: 1) {
+            acknowledged.withLock { $0.count } >= target
+        }
         server.kill()
         #expect(group.wait(timeout: .now() + 20) == .success)
         let acked = acknowledged.withLock { $0 }
@@ -105,7 +110,9 @@ final class ServerProcess {
     }
 }
 
-/// A real full disk: a 2 MB tmpfs (needs root and mount; skipped otherwise).
+/// A real full disk: a 2 MB tmpfs (needs root and mount; skipped otherwise). What it adds to
+/// `StoreFailureTests`, which run for everyone: the kernel's ENOSPC through SQLite's WAL,
+/// reported as "disk full", and the same database file usable again once space is back.
 @Suite(.serialized) struct FullDiskTests {
     static func sh(_ arguments: [String]) -> Bool {
         let process = Process()

@@ -99,10 +99,15 @@ import Testing
             indexes.append(message["index"]?.intValue ?? -1)
         }
         #expect(indexes == [0, 1])
-        #expect(await client.ws.staysQuiet(for: 0.2))
+        // No third one: a message published after the subscribe is the next thing it gets.
+        #expect(try await writer.publishAcknowledged("marker 1", to: "chat-1")["error"] == nil)
+        let afterHistory = try await client.next()
+        #expect(afterHistory["type"] == "publish" && afterHistory["message"] == "marker 1", "\(afterHistory)")
         // history 0: subscribe gets no history, the history command is refused.
         #expect(try await client.subscribe("readonly", historyCount: 10)["error"] == nil)
-        #expect(await client.ws.staysQuiet(for: 0.2))
+        #expect(try await writer.publishAcknowledged("marker 2", to: "readonly")["error"] == nil)
+        let afterSubscribe = try await client.next()
+        #expect(afterSubscribe["type"] == "publish" && afterSubscribe["message"] == "marker 2", "\(afterSubscribe)")
         #expect(try await client.history("readonly", limit: 10)["error"]?.stringValue?.contains("does not allow reading the history") == true)
         let page = try await client.history("chat-1", limit: 10)
         #expect(page["messages"]?.arrayValue?.count == 2)

@@ -63,13 +63,12 @@ import Testing
         for version in [4, 3] {
             let client = try PollingClient.open(port: server.httpPort, version: version)
             // A GET held while the upgrade happens is released with a noop.
-            let port = server.httpPort, query = client.query
-            let held = BackgroundThread { (try? rawHTTP(port: port, "GET", "/socket.io/?\(query)"))?.body ?? "error" }
-            Thread.sleep(forTimeInterval: 0.2)
+            let held = try HeldRequest(port: server.httpPort, "GET", "/socket.io/?\(client.query)")
+            try server.settle()   // the session holds it now
             let ws = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=\(version)&transport=websocket&sid=\(client.sid)")
             try ws.sendText("2probe")
             #expect(try ws.receiveText() == "3probe")
-            #expect(try held.result(timeout: 5) == (version == 4 ? "6" : "1:6"))
+            #expect(try held.response().body == (version == 4 ? "6" : "1:6"))
             try ws.sendText("5")
             if version == 4 {
                 try ws.sendText("40")
@@ -137,11 +136,10 @@ import Testing
         #expect(try rawHTTP(port: port, "POST", "/socket.io/?EIO=4&transport=polling", body: []).status == 400)
         // A second concurrent GET: 400 (and the session is closed, as upstream does).
         let client = try PollingClient.open(port: port, version: 4)
-        let query = client.query
-        let held = BackgroundThread { (try? rawHTTP(port: port, "GET", "/socket.io/?\(query)"))?.status ?? 0 }
-        Thread.sleep(forTimeInterval: 0.2)
+        let held = try HeldRequest(port: port, "GET", "/socket.io/?\(client.query)")
+        try server.settle()   // the session holds it now
         #expect(try client.get().status == 400)
-        #expect(try held.result(timeout: 5) == 200)
+        #expect(try held.response().status == 200)
         #expect(try client.get().status == 400)
         // Malformed payloads: 400 with text, the session survives.
         let other = try PollingClient.open(port: port, version: 4)
@@ -296,8 +294,18 @@ import Testing
         try other.sendText("40")
         try other.sendText("42[\"connectUser\",\"olga\"]")
         _ = try other.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
-        #expect(lurker.nothingArrives(within: 0.3))
+        // The lurker's own request is answered, and that answer is the first thing it gets.
+        try lurker.sendText("42[\"noSuchEvent\"]")
+        let answer = try lurker.receiveText()
+        #expect(eventArguments(answer, "error")?.first?.stringValue?.contains("unknown event") == true, "\(answer)")
         lurker.abort()
-        #expect(other.nothingArrives(within: 0.3))
+        try eventuallyBlocking("the lurker's connection released") { server.openConnectionCount == 1 }
+        try server.settle()   // its session is gone, and whatever that announces is on its way
+        // Olga's own message comes back (a message is sent as the typing state, then the
+        // message), and nothing came before it.
+        try other.sendText("42[\"chatMessage\",\"olga\",\"after the lurker\"]")
+        let typing = try other.receiveText(), next = try other.receiveText()
+        #expect(eventArguments(typing, "userTypingUpdate") == [[:]], "\(typing)")
+        #expect(eventArguments(next, "newChatMessage")?[1] == "after the lurker", "\(next)")
     }
 }

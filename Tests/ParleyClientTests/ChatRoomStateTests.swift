@@ -1,6 +1,7 @@
 import Foundation
 import ParleyClient
 import ParleyCore
+import ParleyTestSupport
 import Testing
 
 private func member(_ name: String, me: Bool = false, color: String = "#AABBCC") -> ChatMember {

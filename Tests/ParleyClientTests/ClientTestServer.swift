@@ -27,9 +27,3 @@ func within<T: Sendable>(_ seconds: Double, _ what: String = "operation",
         return value
     }
 }
-
-struct TimeoutError: Error, CustomStringConvertible {
-    let what: String
-    let seconds: Double
-    var description: String { "\(what) did not finish within \(seconds)s" }
-}

@@ -2,6 +2,7 @@ import Foundation
 import ParleyClient
 import ParleyCore
 import ParleyIO
+import ParleyTestSupport
 import ParleyWebSocket
 import Synchronization
 import Testing
@@ -86,7 +87,9 @@ final class ClosingFakeServer: Sendable {
         try await eventually("rejected") {
             if case .disconnected(.rejected) = await client.state { true } else { false }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // A client with the same policy sent away with 1001 comes back three times meanwhile;
+        // this one never does.
+        try await waitForControlClientReconnects(3, policy: client.reconnectPolicy)
         #expect(server.connections == 1)
     }
 

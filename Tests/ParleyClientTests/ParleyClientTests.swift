@@ -2,6 +2,7 @@ import Foundation
 import ParleyClient
 import ParleyCore
 import ParleyServer
+import ParleyTestSupport
 import Testing
 
 private func client(_ port: Int, name: String, channel: String = "demo",
@@ -154,10 +155,12 @@ private func client(_ port: Int, name: String, channel: String = "demo",
         try await eventually("alice connected again", timeout: 15) { await alice.state == .connected }
         try await carolRoom.publish(text: "m5")
         try await eventually("m1...m5", timeout: 10) { await log.messageTexts.count >= 5 }
-        try await Task.sleep(for: .milliseconds(200))   // anything duplicated would show up now
-        #expect(await log.messageTexts == ["m1", "m2", "m3", "m4", "m5"])
+        // Nothing duplicated behind them: a message published now is the next one she gets.
+        try await carolRoom.publish(text: "marker")
+        try await eventually("the marker", timeout: 10) { await log.messageTexts.last == "marker" }
+        #expect(await log.messageTexts == ["m1", "m2", "m3", "m4", "m5", "marker"])
         let offsets = await log.events.compactMap { if case .message(let m) = $0 { m.offset } else { nil } }
-        #expect(offsets == [1, 2, 3, 4, 5])
+        #expect(offsets == [1, 2, 3, 4, 5, 6])
         await alice.disconnect()
         await carol.disconnect()
     }
@@ -186,6 +189,7 @@ private func client(_ port: Int, name: String, channel: String = "demo",
 
         proxy.counters.blocked.store(true, ordering: .relaxed)
         proxy.dropAll()
+        let acceptedBeforeTheDrop = proxy.counters.accepted.load(ordering: .relaxed)
         try await eventually("alice reconnecting") {
             if case .reconnecting = await alice.state { true } else { false }
         }
@@ -193,7 +197,10 @@ private func client(_ port: Int, name: String, channel: String = "demo",
         try await bobRoom.publish(text: "m4")
         // Published while down: queued, sent after the reconnect, acknowledged once.
         let offline = Task { try await aliceRoom.publish(text: "from alice while away") }
-        try await Task.sleep(for: .milliseconds(300))
+        // Down for real: the proxy turns away at least one of her attempts before it lets her in.
+        try await eventually("a reconnect attempt turned away") {
+            proxy.counters.accepted.load(ordering: .relaxed) > acceptedBeforeTheDrop
+        }
         proxy.counters.blocked.store(false, ordering: .relaxed)
 
         let ack = try await within(10, "offline publish ack") { try await offline.value }
@@ -232,7 +239,9 @@ private func client(_ port: Int, name: String, channel: String = "demo",
             Issue.record("state \(await mallory.state)")
             return
         }
-        try await Task.sleep(for: .milliseconds(800))
+        // A client with the same policy that is sent away with 1001 comes back three times
+        // meanwhile; this one never does.
+        try await waitForControlClientReconnects(3, policy: mallory.reconnectPolicy)
         #expect(proxy.counters.accepted.load(ordering: .relaxed) == 1)
         await #expect(throws: ParleyClientError.self) { _ = try await mallory.subscribe("x") }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import ParleyClient
 import ParleyIO
+import ParleyTestSupport
 import Synchronization
 
 /// Collects a room's events in the background so tests can wait for one (polling, with a timeout).
@@ -42,13 +43,17 @@ actor EventLog {
     func clear() { events = [] }
 }
 
-/// Waits until `condition` returns true.
-func eventually(_ what: String, timeout: Double = 5, _ condition: @Sendable () async -> Bool) async throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while !(await condition()) {
-        guard Date() < deadline else { throw TimeoutError(what: what, seconds: timeout) }
-        try await Task.sleep(for: .milliseconds(10))
-    }
+/// Returns once a client with `policy` that a server sends away with 1001 ("going away", which
+/// is retried) has come back `times` times. A test that proves a client does NOT come back
+/// waits for this instead of a while: a reconnect with the same policy, had it been
+/// scheduled, would have happened by then, however busy the machine.
+func waitForControlClientReconnects(_ times: Int, policy: ReconnectPolicy) async throws {
+    let server = try ClosingFakeServer(closeCode: 1001, reason: "control")
+    defer { server.stop() }
+    let control = ParleyClient(url: nativeURL(port: server.port), channel: "demo", reconnectPolicy: policy)
+    try await control.connect()
+    try await eventually("the control client came back \(times) times", timeout: 20) { server.connections > times }
+    await control.disconnect()
 }
 
 /// A TCP proxy in front of the server so a test can cut a client's connection from the

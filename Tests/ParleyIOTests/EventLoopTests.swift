@@ -135,8 +135,7 @@ final class EchoHandler: ConnectionHandler {
         defer { listener.close() }
         let socket = try TestSocket(port: listener.port, receiveBuffer: 4096)
         try socket.send("go")
-        let deadline = Date().addingTimeInterval(10)
-        while closed.value == nil && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try await eventually("the slow reader's connection closed", timeout: 10) { closed.value != nil }
         #expect(closed.value == .writeQueueOverflow)
     }
 
@@ -178,7 +177,8 @@ final class EchoHandler: ConnectionHandler {
         let listener = try TCPListener.bind(host: "127.0.0.1", port: 0, group: group) { _ in }
         let port = listener.port
         listener.close()
-        try await Task.sleep(for: .milliseconds(50))
+        // The listener closes on its loop, a moment later: wait until the port refuses.
+        try await eventually("port \(port) refuses connections") { (try? TestSocket(port: port)) == nil }
         let loop = group.loops[0]
         let failed = await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
             loop.execute {

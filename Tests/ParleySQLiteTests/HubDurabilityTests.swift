@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 @testable import ParleyCore
 import ParleySQLite
+import ParleyTestSupport
 
 /// Records every delivery, in order.
 final class RecordingInbox: Inbox {
@@ -112,45 +113,10 @@ func lastOffsetNow(_ hub: Hub, _ key: RoomKey = room) -> Int64 {
         try hub.subscribe(1, as: Member(id: "r"), to: room, inbox: inbox, historyCount: 3, since: 20)
         // Published while the store is being read: must follow the replay, once.
         for n in 51...80 { try hub.publish(.number(JSONNumber(n)), to: room, from: nil, whenStored: { _ in }) }
-        let deadline = Date().addingTimeInterval(10)
-        while inbox.messages.last?.offset != 80 && Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await eventually("offset 80 delivered", timeout: 10) { inbox.messages.last?.offset == 80 }
         #expect(inbox.messages.map(\.offset) == Array(21...80))
         let snapshot = inbox.log.withLock { $0 }.compactMap { if case .subscribed(_, let s) = $0 { s } else { nil } }.first
         #expect(snapshot?.history.map(\.offset) == [48, 49, 50])
-    }
-}
-
-/// An in-memory store whose appends complete only when the test says so.
-final class GatedStore: MessageStore {
-    let inner = InMemoryMessageStore()
-    private let held = Mutex<[(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)]>([])
-
-    func append(_ message: Message, clientMessageID: String?, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
-        held.withLock { $0.append((message, clientMessageID, completion)) }
-    }
-    /// Completes the first `count` held appends, in order, on this thread.
-    func release(_ count: Int = .max) {
-        let batch = held.withLock { held in
-            let batch = Array(held.prefix(count))
-            held.removeFirst(batch.count)
-            return batch
-        }
-        for (message, id, completion) in batch { inner.append(message, clientMessageID: id, completion: completion) }
-    }
-    func messages(in room: RoomKey, after offset: Int64, limit: Int, completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
-        inner.messages(in: room, after: offset, limit: limit, completion: completion)
-    }
-    func messages(in room: RoomKey, before: Int64?, limit: Int, completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
-        inner.messages(in: room, before: before, limit: limit, completion: completion)
-    }
-    func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
-        inner.enforceRetention(nowMillis: nowMillis, completion: completion)
-    }
-    func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery {
-        try inner.recover(clientMessageIDsSince: clientMessageIDsSince)
-    }
-    func loadRoom(_ room: RoomKey, clientMessageIDsSince: Int64, completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void) {
-        inner.loadRoom(room, clientMessageIDsSince: clientMessageIDsSince, completion: completion)
     }
 }
 

@@ -108,14 +108,16 @@ private func randomMessage(_ rng: inout SeededRNG) -> (text: String?, binary: [U
         }
     }
 
+    /// Sequences of well-formed frames with random opcodes, flags and payloads stress the
+    /// message-level rules (fragmentation, control frames, deflate, sizes) rather than the
+    /// header checks. Whatever the sequence: the way the bytes are chunked changes nothing; no
+    /// message over the size limit is delivered; the connection ends only with our close frame,
+    /// echoing the peer's close or giving a protocol reason, and nothing follows the end.
     @Test func randomValidLookingFrameSequences() {
-        // Sequences of well-formed frames with random opcodes/flags/payloads stress the
-        // message-level rules rather than the header checks.
         var rng = SeededRNG(seed: 99)
         let client = WebSocketProtocolMachine(role: .client, deflate: PerMessageDeflateParameters())
-        for _ in 0..<2000 {
-            let machine = WebSocketProtocolMachine(role: .server, configuration: WebSocketConfiguration(maxMessageSize: 4096),
-                                                   deflate: PerMessageDeflateParameters())
+        var messages = 0, peerCloses = 0, failures = 0
+        for sequence in 0..<2000 {
             var stream: [UInt8] = []
             for _ in 0..<Int.random(in: 1...8, using: &rng) {
                 let op = [WebSocketOpcode.text, .binary, .continuation, .ping, .pong, .close].randomElement(using: &rng)!
@@ -126,7 +128,35 @@ private func randomMessage(_ rng: inout SeededRNG) -> (text: String?, binary: [U
                     stream += clientFrame(op, payload, fin: Bool.random(using: &rng), rsv1: Int.random(in: 0..<6, using: &rng) == 0)
                 }
             }
-            _ = machine.receive(stream)
+            let actions = dripFeed(stream) {
+                WebSocketProtocolMachine(role: .server, configuration: WebSocketConfiguration(maxMessageSize: 4096),
+                                         deflate: PerMessageDeflateParameters())
+            }
+            for action in actions {
+                switch action {
+                case .text(let text): #expect(text.utf8.count <= 4096, "sequence \(sequence)"); messages += 1
+                case .binary(let bytes): #expect(bytes.count <= 4096, "sequence \(sequence)"); messages += 1
+                default: break
+                }
+            }
+            guard let end = actions.firstIndex(of: .closeConnection) else {
+                #expect(sentCloseCode(actions) == nil, "sequence \(sequence): a close frame but the connection stays")
+                #expect(!actions.contains { if case .peerClosed = $0 { true } else { false } }, "sequence \(sequence)")
+                continue
+            }
+            #expect(end == actions.count - 1, "sequence \(sequence): \(actions[(end + 1)...]) after the end")
+            if case .peerClosed(let code, _)? = actions.first(where: { if case .peerClosed = $0 { true } else { false } }) {
+                peerCloses += 1
+                #expect(sentCloseCode(actions) == code ?? 1000, "sequence \(sequence): the echo carries the peer's code")
+            } else {
+                failures += 1
+                let code = sentCloseCode(actions)
+                #expect(code == 1002 || code == 1007 || code == 1009, "sequence \(sequence): failed with \(String(describing: code))")
+            }
         }
+        // The sequences reached every outcome, so each check above had something to check.
+        // (The seed is fixed: 138 messages, 5 peer closes, 1922 failures, the rest left open.)
+        #expect(messages > 100 && peerCloses > 0 && failures > 100 && peerCloses + failures < 2000,
+                "\(messages) messages, \(peerCloses) closes, \(failures) failures")
     }
 }

@@ -54,7 +54,15 @@ public final class ParleyServer: Sendable {
     public let httpPort: Int
 
     /// Starts the loops and binds every door. Throws when a port cannot be bound.
-    public init(configuration: ServerConfiguration) throws {
+    public convenience init(configuration: ServerConfiguration) throws {
+        try self.init(configuration: configuration, store: { $0 })
+    }
+
+    /// Starts like ``init(configuration:)``, with the hub over the store `makeStore` returns
+    /// for the SQLite store under `--data`: that store itself, another in front of it (tests
+    /// put a fault-injecting decorator there), or another store altogether. The SQLite store
+    /// is opened, and closed at shutdown, in every case.
+    public init(configuration: ServerConfiguration, store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
         self.configuration = configuration
         var hubConfiguration = HubConfiguration()
         hubConfiguration.historyCapacity = configuration.historyCapacity
@@ -62,7 +70,7 @@ public final class ParleyServer: Sendable {
         hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
         hubConfiguration.backlogHighMark = configuration.roomBacklog
         store = try Self.openStore(configuration)
-        hub = Hub(configuration: hubConfiguration, store: store)
+        hub = Hub(configuration: hubConfiguration, store: makeStore(store))
         let loopCount: Int
         switch configuration.loops {
         case .cores: loopCount = EventLoopGroup.coreCount

@@ -20,8 +20,11 @@ final class IdleWatch {
 
     /// Monotonic milliseconds since the first watch.
     private static func now() -> UInt64 {
+        // `origin` first: read after the clock, the first call would see a negative time.
+        let origin = self.origin
         let elapsed = ContinuousClock.now - origin
-        return UInt64(elapsed.components.seconds) * 1000 + UInt64(elapsed.components.attoseconds / 1_000_000_000_000_000)
+        let millis = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+        return UInt64(max(0, millis))
     }
 
     private func arm(after milliseconds: UInt64) {

@@ -1,0 +1,38 @@
+import ParleyCore
+import Synchronization
+
+/// An in-memory store whose appends complete only when the test says so.
+public final class GatedStore: MessageStore {
+    public let inner = InMemoryMessageStore()
+    public init() {}
+    private let held = Mutex<[(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)]>([])
+
+    public func append(_ message: Message, clientMessageID: String?, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        held.withLock { $0.append((message, clientMessageID, completion)) }
+    }
+    /// Completes the first `count` held appends, in order, on this thread.
+    public func release(_ count: Int = .max) {
+        let batch = held.withLock { held in
+            let batch = Array(held.prefix(count))
+            held.removeFirst(batch.count)
+            return batch
+        }
+        for (message, id, completion) in batch { inner.append(message, clientMessageID: id, completion: completion) }
+    }
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        inner.messages(in: room, after: offset, limit: limit, completion: completion)
+    }
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        inner.messages(in: room, before: before, limit: limit, completion: completion)
+    }
+    public func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        inner.enforceRetention(nowMillis: nowMillis, completion: completion)
+    }
+    public func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery {
+        try inner.recover(clientMessageIDsSince: clientMessageIDsSince)
+    }
+    public func loadRoom(_ room: RoomKey, clientMessageIDsSince: Int64, completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void) {
+        inner.loadRoom(room, clientMessageIDsSince: clientMessageIDsSince, completion: completion)
+    }
+}
+
