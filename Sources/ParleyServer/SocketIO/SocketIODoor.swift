@@ -50,7 +50,7 @@ enum SocketIODoor {
     /// The layers on each new session: Socket.IO, and the SocketChat application on it.
     private static func engineIO(_ core: ServerCore) -> EngineIODoor {
         EngineIODoor(core: core, sessions: core.socketIO.sessions) { session in
-            SocketIOConnection(channel: session, application: SocketChatApplication(core: core, loop: session.loop))
+            SocketIOConnection(channel: session, application: SocketChatApplication(core: core, engineIO: session))
         }
     }
 }

@@ -2,8 +2,7 @@ import ParleyCore
 import ParleyIO
 
 /// One namespace of a Socket.IO connection, as an application uses it: emit events (with
-/// optional ack callbacks), hand pre-encoded room frames straight down, close the connection.
-/// Loop-confined (its connection's loop).
+/// optional ack callbacks), close the connection. Loop-confined (its connection's loop).
 final class SocketIOSocket {
     let namespace: String
     /// The Socket.IO socket id (`sid` of a v3+ CONNECT reply), not the Engine.IO session id.
@@ -30,8 +29,6 @@ final class SocketIOSocket {
     }
 
     var loop: EventLoop { connection.channel.loop }
-    /// The transport the connection uses now (the format pre-encoded frames must have).
-    var transport: EngineIOTransport { connection.channel.transport }
     var version: EngineIOVersion { connection.channel.version }
 
     /// Emits an event. With `attachments`, `arguments` hold a placeholder for each
@@ -56,13 +53,6 @@ final class SocketIOSocket {
         }
         connection.send(packet, attachments: attachments)
         return true
-    }
-
-    /// Writes frames made once for many sessions (``EngineIOFrames/preEncoded(_:for:)`` of
-    /// Socket.IO packets of this namespace), in the form for ``transport``. This skips the
-    /// Socket.IO encoder: it is the room fan-out path.
-    func sendPreEncoded(_ frames: IOBuffer, as transport: EngineIOTransport) {
-        connection.channel.sendPreEncoded(frames, as: transport)
     }
 
     /// Ends the whole connection (every namespace).

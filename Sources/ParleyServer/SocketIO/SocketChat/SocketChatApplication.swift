@@ -8,6 +8,9 @@ import ParleyIO
 /// the connection's hub subscriber while its socket is connected.
 final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     let core: ServerCore
+    /// The connection's Engine.IO session: room events, encoded once per loop for every
+    /// socket on the same transport, go straight to it (see ``receive(_:in:frame:)``).
+    let engineIO: any EngineIOMessageChannel
     let loop: EventLoop
     let sessionID: SessionID
     /// The socket on `/`, while connected.
@@ -21,9 +24,10 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// The lobby channel's auth rules and this socket's token (CONNECT `auth: {token}`).
     private lazy var auth = ChannelAccess(channel: lobby.channel, core: core)
 
-    init(core: ServerCore, loop: EventLoop) {
+    init(core: ServerCore, engineIO: any EngineIOMessageChannel) {
         self.core = core
-        self.loop = loop
+        self.engineIO = engineIO
+        loop = engineIO.loop
         sessionID = core.socketIO.makeSessionID(loop: loop)
         rate = TokenBucket(ratePerSecond: core.configuration.nativeRatePerSecond, burst: core.configuration.nativeBurst)
         LoopContext.of(loop).socketChat.core = core
@@ -165,12 +169,15 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     // MARK: room events
 
-    var wireFormat: WireFormat { .socketIOFormat(for: socket?.transport ?? .polling) }
+    // The fan-out path, run for every delivery: it reads only `let`s and plain values, so it
+    // costs no reference counting beyond the frame's.
+
+    var wireFormat: WireFormat { .socketIOFormat(for: engineIO.transport) }
 
     func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
-        guard let frame, member != nil, let socket else { return }
-        // Encoded once per loop for every socket of this transport: straight to Engine.IO.
-        socket.sendPreEncoded(frame, as: socket.transport)
+        guard let frame, member != nil else { return }
+        // Packets of `/` encoded for this transport, the same bytes for every socket on it.
+        engineIO.sendPreEncoded(frame, as: engineIO.transport)
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
