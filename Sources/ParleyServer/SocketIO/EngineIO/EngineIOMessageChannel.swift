@@ -11,8 +11,9 @@ enum EngineIOTransport: Sendable, Equatable {
     case webSocket
 }
 
-/// An Engine.IO session as the layer above sees it: a channel of message packets. The
-/// Socket.IO layer talks to it only through this protocol (so it can be tested with a fake).
+/// An Engine.IO session as the layers above see it: a channel of message packets. The
+/// Socket.IO layer talks to it only through this protocol (so it can be tested with a fake);
+/// an application with room events hands it its pre-encoded frames directly.
 /// Loop-confined: call it on ``loop`` only.
 protocol EngineIOMessageChannel: AnyObject {
     var version: EngineIOVersion { get }

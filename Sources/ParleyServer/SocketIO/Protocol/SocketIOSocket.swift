@@ -8,7 +8,8 @@ final class SocketIOSocket {
     /// The Socket.IO socket id (`sid` of a v3+ CONNECT reply), not the Engine.IO session id.
     let id: String
     let connection: SocketIOConnection
-    /// CONNECT accepted and not left: events from the client are handed on.
+    /// CONNECT accepted and not left: events from the client are handed on. Set by the
+    /// connection.
     var isConnected = false
     /// The application knows this socket: from an accepted CONNECT until it is told that the
     /// socket left.
