@@ -42,8 +42,10 @@ for target in $TARGETS; do
     line) build line Fuzz/FuzzLine.swift Sources/ParleyServer/Line/LineDecoder.swift Sources/ParleyServer/Line/LineCommand.swift ;;
     json) build json Fuzz/FuzzJSON.swift -lParleyCore ;;
     native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift -lParleyCore ;;
-    socketio) build socketio Fuzz/FuzzSocketIO.swift Sources/ParleyServer/SocketIO/EngineIOPacket.swift \
-      Sources/ParleyServer/SocketIO/EngineIOPayload.swift Sources/ParleyServer/SocketIO/SocketIOPacket.swift -lParleyCore ;;
+    socketio) build socketio Fuzz/FuzzSocketIO.swift Sources/ParleyServer/SocketIO/EngineIO/EngineIOPacket.swift \
+      Sources/ParleyServer/SocketIO/EngineIO/EngineIOPayload.swift Sources/ParleyServer/SocketIO/EngineIO/EngineIOOutbox.swift \
+      Sources/ParleyServer/SocketIO/Protocol/SocketIOPacket.swift Sources/ParleyServer/SocketIO/Protocol/SocketIOBinaryAssembler.swift \
+      -lParleyCore ;;
     *) echo "unknown fuzz target $target" >&2; exit 2 ;;
   esac
 done

@@ -88,21 +88,21 @@ import Testing
         let alice = Member(id: "n1", clientData: ["name": "alice"])
         let users = [SocketChatUser(id: "n1", nickname: "alice", isConnected: true), SocketChatUser(id: "s1", nickname: "bob", isConnected: false)]
         let message = Message(id: "m", offset: 1, timestampMillis: 0, room: lobby, sender: alice, body: "hi")
-        #expect(SocketIOEncoding.packets(for: .message(message), users: users, typing: [])
+        #expect(SocketChatEncoding.packets(for: .message(message), users: users, typing: [])
                 == ["42[\"userTypingUpdate\",{}]", "42[\"newChatMessage\",\"alice\",\"hi\",\"Thu, 01 Jan 1970 00:00:00 GMT\"]"])
         let typing = Message(id: "t", offset: 0, timestampMillis: 0, room: lobby, sender: alice, body: ["typing": true])
-        #expect(SocketIOEncoding.packets(for: .message(typing), users: users, typing: [alice]) == ["42[\"userTypingUpdate\",{\"alice\":1}]"])
+        #expect(SocketChatEncoding.packets(for: .message(typing), users: users, typing: [alice]) == ["42[\"userTypingUpdate\",{\"alice\":1}]"])
         let list = "42[\"userList\",[{\"id\":\"n1\",\"nickname\":\"alice\",\"isConnected\":true},{\"id\":\"s1\",\"nickname\":\"bob\",\"isConnected\":false}]]"
-        #expect(SocketIOEncoding.packets(for: .memberJoined(alice), users: users, typing: [])
+        #expect(SocketChatEncoding.packets(for: .memberJoined(alice), users: users, typing: [])
                 == [list, "42[\"userConnectUpdate\",{\"id\":\"n1\",\"nickname\":\"alice\",\"isConnected\":true}]"])
-        #expect(SocketIOEncoding.packets(for: .memberLeft(alice), users: users, typing: [])
+        #expect(SocketChatEncoding.packets(for: .memberLeft(alice), users: users, typing: [])
                 == [list, "42[\"userExitUpdate\",\"alice\"]", "42[\"userTypingUpdate\",{}]"])
-        let frame = try #require(SocketIOEncoding.frame(["42[1]", "42[2]"], as: .socketIOPolling))
+        let frame = try #require(SocketChatEncoding.frame(["42[1]", "42[2]"], as: .socketIOPolling))
         #expect(frame.bytes == Array("42[1]\u{1e}42[2]".utf8))
-        let frames = try #require(SocketIOEncoding.frame(["42[1]"], as: .socketIO))
+        let frames = try #require(SocketChatEncoding.frame(["42[1]"], as: .socketIO))
         #expect(frames.bytes == [0x81, 5] + Array("42[1]".utf8))
         // A REST message (no sender) and a non-string body still make three strings.
         let rest = Message(id: "r", offset: 2, timestampMillis: 0, room: lobby, sender: nil, body: ["x": 1])
-        #expect(SocketIOEncoding.packets(for: .message(rest), users: [], typing: []).last?.hasPrefix("42[\"newChatMessage\",\"parley\",\"{\\\"x\\\":1}\",") == true)
+        #expect(SocketChatEncoding.packets(for: .message(rest), users: [], typing: []).last?.hasPrefix("42[\"newChatMessage\",\"parley\",\"{\\\"x\\\":1}\",") == true)
     }
 }

@@ -1,18 +1,28 @@
 import ParleyCore
 
-/// The SocketChat events a client emits (protocols.md §2), parsed from an EVENT's arguments.
+/// The SocketChat events a client emits, parsed from an EVENT.
 enum SocketChatCommand: Equatable {
     case connectUser(nickname: String)
     case chatMessage(nickname: String?, text: String)
     case typing(nickname: String?, Bool)
     case exitUser(nickname: String?)
 
-    /// Parses `["name", args...]`; the error text is what the client is told.
+    /// Parses an event (binary attachments as base64 text); the error text is what the client
+    /// is told.
+    static func parse(_ event: SocketIOEvent) -> Result<SocketChatCommand, SocketIOError> {
+        guard !event.nameIsNumber else { return .failure(SocketIOError("an event needs a name")) }
+        return parse(name: event.name, arguments: event.argumentsWithAttachmentsAsBase64)
+    }
+
+    /// Parses `["name", args...]`.
     static func parse(_ data: JSONValue?) -> Result<SocketChatCommand, SocketIOError> {
         guard let array = data?.arrayValue, let name = array.first?.stringValue else {
             return .failure(SocketIOError("an event needs a name"))
         }
-        let args = Array(array.dropFirst())
+        return parse(name: name, arguments: Array(array.dropFirst()))
+    }
+
+    static func parse(name: String, arguments args: [JSONValue]) -> Result<SocketChatCommand, SocketIOError> {
         func string(_ index: Int) -> String? { index < args.count ? args[index].stringValue : nil }
         switch name {
         case "connectUser":

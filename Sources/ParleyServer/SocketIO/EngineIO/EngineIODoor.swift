@@ -1,0 +1,172 @@
+import ParleyCore
+import ParleyHTTP
+import ParleyIO
+import ParleyWebSocket
+
+/// An Engine.IO 3 and 4 server over HTTP long-polling and WebSocket, at one path of the HTTP
+/// door. It opens sessions and routes every later request to its session's loop; what sits
+/// on each session comes from `makeHandler` (the Socket.IO door puts Socket.IO there).
+struct EngineIODoor {
+    let core: ServerCore
+    /// This door's sessions.
+    let sessions: EngineIOSessionRegistry
+    /// Makes the layer above a new session, on its loop.
+    let makeHandler: (EngineIOSession) -> any EngineIOSessionHandler
+
+    static func webSocketConfiguration(_ configuration: ServerConfiguration) -> WebSocketConfiguration {
+        WebSocketConfiguration(maxMessageSize: configuration.socketIOMaxPayload, maxFrameSize: configuration.socketIOMaxPayload,
+                               offersDeflate: false, acceptsDeflate: false)
+    }
+
+    /// CORS for browser pages on other origins: echo the Origin, allow credentials.
+    static func addCORS(_ response: inout HTTPResponse, origin: String?) {
+        guard let origin else { return }
+        response.headers.set("Access-Control-Allow-Origin", origin)
+        response.headers.set("Access-Control-Allow-Credentials", "true")
+        response.headers.set("Vary", "Origin")
+    }
+
+    static func errorResponse(_ status: Int, code: Int, _ message: String) -> HTTPResponse {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("code"); w.writeInt(code)
+        w.key("message"); w.writeString(message)
+        w.endObject()
+        return .json(status, w.bytes)
+    }
+
+    static func payloadResponse(_ bytes: [UInt8]) -> HTTPResponse {
+        HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; charset=UTF-8", "Cache-Control": "no-store"], body: bytes)
+    }
+
+    // MARK: polling
+
+    /// Answers (now or later) one request on the door's path.
+    func handle(_ head: HTTPRequestHead, body: [UInt8], connection: TCPConnection, keepAlive: Bool) {
+        let origin = head.headers["Origin"]
+        func reply(_ response: HTTPResponse) {
+            var response = response
+            Self.addCORS(&response, origin: origin)
+            connection.write(response.encoded(keepAlive: keepAlive))
+            if !keepAlive { connection.close() }
+        }
+        if head.method == "OPTIONS" {
+            var response = HTTPResponse(status: 204)
+            response.headers.set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+            response.headers.set("Access-Control-Allow-Headers", head.headers["Access-Control-Request-Headers"] ?? "Content-Type")
+            response.headers.set("Access-Control-Max-Age", "86400")
+            return reply(response)
+        }
+        guard let version = EngineIOVersion(query: head.query("EIO")) else {
+            return reply(Self.errorResponse(400, code: 5, "Unsupported protocol version (EIO must be 3 or 4)"))
+        }
+        guard head.query("transport") == "polling" else {
+            if head.query("transport") == "websocket" {
+                return reply(Self.errorResponse(400, code: 3, "Bad request: websocket transport needs an Upgrade"))
+            }
+            return reply(Self.errorResponse(400, code: 0, "Transport unknown"))
+        }
+        guard head.method == "GET" || head.method == "POST" else {
+            return reply(Self.errorResponse(400, code: 2, "Bad handshake method"))
+        }
+        guard let sid = head.query("sid") else {
+            guard head.method == "GET" else { return reply(Self.errorResponse(400, code: 1, "Session ID unknown")) }
+            let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: nil,
+                                               registry: sessions, makeHandler: makeHandler)
+            return reply(Self.payloadResponse(session.takeOpeningPayload()))
+        }
+        guard let owner = sessions.owner(of: sid) else {
+            return reply(Self.errorResponse(400, code: 1, "Session ID unknown"))
+        }
+        guard body.count <= core.configuration.socketIOMaxPayload else {
+            core.limits.breached(.messageSize)
+            return reply(.text(413, "payload too large (limit \(core.configuration.socketIOMaxPayload) bytes)\n"))
+        }
+        EngineIOLoop.of(connection.loop).waiting[connection.id] = EngineIOLoop.Waiter(connection, sid: sid, owner: owner)
+        let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: keepAlive, origin: origin)
+        let isGet = head.method == "GET"
+        owner.executeSoon {
+            guard let session = EngineIOLoop.of(owner).sessions[sid], session.version == version else {
+                return target.send(Self.errorResponse(400, code: 1, "Session ID unknown"))
+            }
+            if isGet { session.poll(target) } else { session.post(body, target) }
+        }
+    }
+
+    /// A connection of the HTTP door closed: a held poll on it is gone.
+    static func connectionClosed(_ connection: TCPConnection) {
+        guard let waiter = EngineIOLoop.of(connection.loop).waiting.removeValue(forKey: connection.id) else { return }
+        let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: false, origin: nil)
+        let sid = waiter.sid, owner = waiter.owner
+        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.pollAborted(target) }
+    }
+
+    // MARK: websocket
+
+    /// Handles an upgrade request on the door's path. Returns true when the connection now
+    /// belongs to a WebSocket handler; otherwise an error was written and the connection closed.
+    func upgrade(_ head: HTTPRequestHead, leftover: [UInt8], connection: TCPConnection, from httpGuard: SessionGuard) -> Bool {
+        let origin = head.headers["Origin"]
+        func refuse(_ response: HTTPResponse) -> Bool {
+            var response = response
+            Self.addCORS(&response, origin: origin)
+            connection.write(response.encoded(keepAlive: false))
+            connection.close()
+            return false
+        }
+        guard let version = EngineIOVersion(query: head.query("EIO")) else {
+            return refuse(Self.errorResponse(400, code: 5, "Unsupported protocol version (EIO must be 3 or 4)"))
+        }
+        guard head.query("transport") == "websocket" else { return refuse(Self.errorResponse(400, code: 0, "Transport unknown")) }
+        let sid = head.query("sid")
+        var owner: EventLoop?
+        if let sid {
+            owner = sessions.owner(of: sid)
+            guard owner != nil else { return refuse(Self.errorResponse(400, code: 1, "Session ID unknown")) }
+        }
+        let configuration = Self.webSocketConfiguration(core.configuration)
+        let headers = head.headers
+        let result = WebSocketHandshake.serverResponse(method: head.method, versionMinor: head.versionMinor, header: { name in
+            let values = headers.values(name)
+            return values.isEmpty ? nil : values.joined(separator: ", ")
+        }, configuration: configuration)
+        guard case .success(let (responseHeaders, _)) = result else {
+            if case .failure(let error) = result {
+                var response = HTTPResponse.text(error.status, error.message + "\n")
+                for (name, value) in error.headers { response.headers.add(name, value) }
+                return refuse(response)
+            }
+            return false
+        }
+        var response = HTTPResponse(status: 101, headers: HTTPHeaders(responseHeaders))
+        Self.addCORS(&response, origin: origin)
+        connection.write(response.encoded(keepAlive: true))
+        let link = WebSocketLink(loop: connection.loop, connectionID: connection.id)
+        let sessionGuard = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: connection.loop, core: core, ticket: nil)
+        sessionGuard.takeTicket(from: httpGuard)
+        let handler: EngineIOWebSocketHandler
+        if let sid, let owner {
+            handler = EngineIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
+                                               version: version, owner: owner, sid: sid, sessionGuard: sessionGuard)
+            connection.handler = handler
+            EngineIOLoop.of(connection.loop).webSockets[connection.id] = handler
+            owner.executeSoon {
+                guard let session = EngineIOLoop.of(owner).sessions[sid], session.version == version else {
+                    return link.close(.policyViolation, reason: "Session ID unknown")
+                }
+                session.attachProbe(link)
+            }
+        } else {
+            let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: link,
+                                               registry: sessions, makeHandler: makeHandler)
+            handler = EngineIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
+                                               version: version, owner: connection.loop, sid: session.sid,
+                                               sessionGuard: sessionGuard)
+            connection.handler = handler
+            EngineIOLoop.of(connection.loop).webSockets[connection.id] = handler
+            session.sendOpening()
+        }
+        if !leftover.isEmpty { leftover.withUnsafeBytes { handler.connection(connection, didRead: $0) } }
+        return true
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import ParleyCore
+import ParleyHTTP
+import ParleyIO
+
+/// One event the SocketChat application emits.
+struct SocketChatEvent: Equatable {
+    let name: String
+    let arguments: [JSONValue]
+}
+
+/// How SocketChat shows room events and its own replies: the SocketChat event set. A room
+/// event becomes one or more events, encoded once per loop and per transport as Engine.IO
+/// message packets (`42[...]`) for the room fan-out.
+enum SocketChatEncoding {
+    /// The events showing a room event; empty when SocketChat does not show it.
+    static func events(for event: RoomEvent, users: [SocketChatUser], typing typists: [Member]) -> [SocketChatEvent] {
+        switch event {
+        case .message(let message):
+            let typing = typingUpdate(typists)
+            if message.isEphemeral { return [typing] }
+            let name = message.sender.map(\.displayName) ?? LineEncoding.serverName
+            return [typing, newChatMessage(name: name, text: text(of: message.body), millis: message.timestampMillis)]
+        case .memberJoined(let member):
+            return [userList(users),
+                    userConnectUpdate(SocketChatUser(id: member.id, nickname: member.displayName, isConnected: true))]
+        case .memberLeft(let member):
+            return [userList(users), userExitUpdate(member.displayName), typingUpdate(typists)]
+        }
+    }
+
+    /// The Engine.IO packet texts of a room event (events on `/`), for pre-encoded frames.
+    static func packets(for event: RoomEvent, users: [SocketChatUser], typing typists: [Member]) -> [String] {
+        events(for: event, users: users, typing: typists).map { SocketIOPacket.event($0.name, $0.arguments).engineIOText }
+    }
+
+    /// Packet texts as one buffer for every session of `format` on a loop.
+    static func frame(_ packets: [String], as format: WireFormat) -> IOBuffer? {
+        EngineIOFrames.preEncoded(packets, for: format.engineIOTransport)
+    }
+
+    /// A chat body as text: a string as it is, any other JSON as compact JSON text.
+    static func text(of body: JSONValue) -> String {
+        if case .string(let text) = body { return text }
+        return body.jsonString
+    }
+
+    /// Human-readable, as the original server's `toLocaleString()` was:
+    /// `Sun, 29 Nov 2026 13:49:02 GMT`.
+    static func date(millis: Int64) -> String {
+        httpDate(Date(timeIntervalSince1970: Double(millis) / 1000))
+    }
+
+    static func userJSON(_ user: SocketChatUser) -> JSONValue {
+        ["id": .string(user.id), "nickname": .string(user.nickname), "isConnected": .bool(user.isConnected)]
+    }
+
+    static func userList(_ users: [SocketChatUser]) -> SocketChatEvent {
+        SocketChatEvent(name: "userList", arguments: [.array(users.map(userJSON))])
+    }
+
+    static func userConnectUpdate(_ user: SocketChatUser) -> SocketChatEvent {
+        SocketChatEvent(name: "userConnectUpdate", arguments: [userJSON(user)])
+    }
+
+    static func userExitUpdate(_ nickname: String) -> SocketChatEvent {
+        SocketChatEvent(name: "userExitUpdate", arguments: [.string(nickname)])
+    }
+
+    static func typingUpdate(_ typing: [Member]) -> SocketChatEvent {
+        SocketChatEvent(name: "userTypingUpdate", arguments: [SocketChatRoster.typingMap(typing)])
+    }
+
+    static func newChatMessage(name: String, text: String, millis: Int64) -> SocketChatEvent {
+        SocketChatEvent(name: "newChatMessage", arguments: [.string(name), .string(text), .string(date(millis: millis))])
+    }
+}

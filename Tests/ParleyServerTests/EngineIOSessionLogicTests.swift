@@ -1,0 +1,66 @@
+import Foundation
+import ParleyCore
+import ParleyIO
+import Testing
+@testable import ParleyServer
+
+/// The Engine.IO session's logic without sockets: heartbeats, the polling outbox, frames.
+@Suite struct EngineIOHeartbeatTests {
+    @Test func engineIO4ServerPingsAndWaitsForThePong() {
+        var heartbeat = EngineIOHeartbeat(version: .v4, intervalMillis: 25_000, timeoutMillis: 20_000)
+        #expect(heartbeat.pingPeriodMillis == 25_000)
+        #expect(heartbeat.start().isEmpty)
+        #expect(heartbeat.pingDue() == [.sendPing, .armTimeout(afterMillis: 20_000)])
+        // No second ping while the first is unanswered; other packets do not count as a pong.
+        #expect(heartbeat.pingDue().isEmpty)
+        #expect(heartbeat.received(.message).isEmpty)
+        #expect(heartbeat.received(.ping).isEmpty)
+        #expect(heartbeat.awaitingPong)
+        #expect(heartbeat.received(.pong) == [.disarmTimeout])
+        #expect(!heartbeat.awaitingPong)
+        #expect(heartbeat.pingDue() == [.sendPing, .armTimeout(afterMillis: 20_000)])
+    }
+
+    @Test func engineIO3WaitsForClientPingsAndAnyPacketCounts() {
+        var heartbeat = EngineIOHeartbeat(version: .v3, intervalMillis: 300, timeoutMillis: 200)
+        #expect(heartbeat.pingPeriodMillis == nil)
+        #expect(heartbeat.start() == [.armTimeout(afterMillis: 500)])
+        #expect(heartbeat.pingDue().isEmpty)
+        for kind in [EngineIOPacket.Kind.ping, .message, .pong, .noop] {
+            #expect(heartbeat.received(kind) == [.armTimeout(afterMillis: 500)])
+        }
+    }
+}
+
+@Suite struct EngineIOOutboxTests {
+    @Test func countsBytesAndDrainsAsOnePayload() {
+        var outbox = EngineIOOutbox()
+        #expect(outbox.isEmpty)
+        outbox.append([EngineIOPacket(.message, "2[\"é\"]"), EngineIOPacket(binary: [1, 2, 3])])
+        outbox.append([EngineIOPacket(.noop)])
+        #expect(outbox.bytes == 7 + 3)
+        #expect(outbox.packets.count == 3)
+        var v3 = outbox
+        #expect(String(decoding: outbox.takePayload(version: .v4), as: UTF8.self) == "42[\"é\"]\u{1e}bAQID\u{1e}6")
+        #expect(outbox.isEmpty && outbox.bytes == 0)
+        #expect(String(decoding: v3.takePayload(version: .v3), as: UTF8.self) == "7:42[\"é\"]6:b4AQID1:6")
+    }
+}
+
+@Suite struct EngineIOFramesTests {
+    @Test func preEncodedFramesPerTransport() throws {
+        let texts = ["42[\"a\"]", "42[\"b\"]"]
+        #expect(EngineIOFrames.preEncoded([], for: .webSocket) == nil)
+        let polling = try #require(EngineIOFrames.preEncoded(texts, for: .polling))
+        #expect(polling.bytes == Array("42[\"a\"]\u{1e}42[\"b\"]".utf8))
+        #expect(EngineIOFrames.packets(inPolling: polling) == [EngineIOPacket(.message, "2[\"a\"]"), EngineIOPacket(.message, "2[\"b\"]")])
+        let webSocket = try #require(EngineIOFrames.preEncoded(texts, for: .webSocket))
+        #expect(webSocket.bytes == [0x81, 7] + Array("42[\"a\"]".utf8) + [0x81, 7] + Array("42[\"b\"]".utf8))
+    }
+
+    @Test func webSocketFramesOfTextAndBinaryPackets() {
+        let packets = [EngineIOPacket(.ping), EngineIOPacket(binary: [9, 8])]
+        #expect(EngineIOFrames.webSocket(packets, version: .v4).bytes == [0x81, 1, 0x32, 0x82, 2, 9, 8])
+        #expect(EngineIOFrames.webSocket(packets, version: .v3).bytes == [0x81, 1, 0x32, 0x82, 3, 4, 9, 8])
+    }
+}
