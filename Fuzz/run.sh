@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=${*:-"http websocket line json native socketio"}
+# redis: the RESP2/RESP3 reply decoder (ParleyRedis), part of the default set too.
+[ -z "$*" ] && TARGETS="$TARGETS redis"
 OUT=.build/fuzz
 mkdir -p "$OUT"
 FLAGS=(-O -sanitize=fuzzer,address -parse-as-library -I "$OUT" -L "$OUT")
@@ -44,6 +46,7 @@ for target in $TARGETS; do
     native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift -lParleyCore ;;
     socketio) build socketio Fuzz/FuzzSocketIO.swift Sources/ParleyServer/SocketIO/EngineIOPacket.swift \
       Sources/ParleyServer/SocketIO/EngineIOPayload.swift Sources/ParleyServer/SocketIO/SocketIOPacket.swift -lParleyCore ;;
+    redis) build redis Fuzz/FuzzRedis.swift Sources/ParleyRedis/RESP/*.swift ;;
     *) echo "unknown fuzz target $target" >&2; exit 2 ;;
   esac
 done

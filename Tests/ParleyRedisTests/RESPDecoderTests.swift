@@ -159,6 +159,7 @@ func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
             "(12a\r\n",                     // not a big number
             "_x\r\n",                       // null with content
             "=2\r\nab\r\n",                 // verbatim without format
+            "=5\r\n\u{1}xt:a\r\n",            // verbatim with a format that is not text
             "$?\r\n",                       // streamed strings are not supported
             "*?\r\n",
         ]

@@ -279,8 +279,8 @@ public struct RESPDecoder {
         case .blobError:
             complete(.error(String(decoding: payload, as: UTF8.self)))
         case .verbatimString:
-            guard payload.count >= 4, payload[3] == UInt8(ascii: ":") else {
-                fail("verbatim string without a format prefix")
+            guard payload.count >= 4, payload[3] == UInt8(ascii: ":"), payload[0..<3].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                fail("verbatim string without a three-letter format prefix")
                 return
             }
             complete(.verbatimString(format: String(decoding: payload[0..<3], as: UTF8.self), text: Array(payload[4...])))
