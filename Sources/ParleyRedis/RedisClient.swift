@@ -65,6 +65,9 @@ public final class RedisClient: RedisCommandExecutor {
 
     public var status: RedisStatus { board.status }
 
+    // The connections must be closed on their loops, not wherever the last reference goes.
+    deinit { close() }
+
     public func close() {
         guard !isClosed.exchange(true, ordering: .relaxed) else { return }
         board.markClosed()

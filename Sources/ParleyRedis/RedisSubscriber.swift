@@ -91,6 +91,9 @@ public final class RedisSubscriber: Sendable {
     /// The state of the subscriber connections.
     public var status: RedisStatus { board.status }
 
+    // The connections must be closed on their loop, not wherever the last reference goes.
+    deinit { close() }
+
     /// Closes every subscriber connection; waiting subscriptions fail with
     /// ``RedisError/Code/closed``.
     public func close() {

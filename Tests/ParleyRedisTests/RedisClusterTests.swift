@@ -75,6 +75,35 @@ import ParleyTestSupport
         #expect(try await client.broadcast(RedisCommand("DBSIZE")).compactMap(\.int).reduce(0, +) == 300)
         try await waitUntil("every connection ready") { client.status.state == .ready }
         #expect(client.status.connections == 6)  // 3 masters x 2 loops
+        let reloaded: Result<Void, RedisError> = try await awaitCallback { done in client.refreshSlotMap(completion: done) }
+        #expect((try? reloaded.get()) != nil)
+    }
+
+    @Test func aDeadMasterFailsOnlyItsOwnSlotsUntilItComesBack() async throws {
+        let fixture = try await Fixture.start()
+        defer { fixture.stop() }
+        let client = fixture.client
+        let tags = fixture.tagsOnEveryMaster(prefix: "k")
+        for tag in tags { try await client.call("SET", .string("{\(tag)}"), .string(tag)) }
+        let dead = try #require(fixture.cluster.nodes.first { $0.port == client.masters[0].port })
+
+        dead.kill()
+        try await waitUntil("the client to report the dead master") { client.status.state == .down }
+        let start = ContinuousClock.now
+        let lost = try await client.result(RedisCommand("GET", .string("{\(tags[0])}")))
+        guard case .failure(let error) = lost else { Issue.record("a dead master answered: \(lost)"); return }
+        #expect(error.code == .connection)
+        #expect(error.message.contains("127.0.0.1:\(dead.port)"))
+        #expect(ContinuousClock.now - start < .seconds(2))
+        // The other shards carry on.
+        #expect(try await client.call("GET", .string("{\(tags[1])}")).string == tags[1])
+        #expect(try await client.call("GET", .string("{\(tags[2])}")).string == tags[2])
+
+        try dead.restart()  // same port and nodes.conf: it rejoins with its slots
+        try fixture.cluster.waitUntilStable()
+        try await waitUntil("the client to be back") { client.status.state == .ready }
+        try await client.call("SET", .string("{\(tags[0])}"), "again")
+        #expect(try await client.call("GET", .string("{\(tags[0])}")).string == "again")
     }
 
     @Test func movedSlotsAreFollowedWithAStaleMap() async throws {

@@ -15,10 +15,14 @@ final class ClusterTopology: SubscriptionRouting {
         var clients: [String: RedisClient] = [:]
         var refreshing = false
         var refreshAgain = false
-        var retryScheduled = false
+        /// A reload waits for its turn (reloads are at least `minimumReloadGap` apart).
+        var delayedReload = false
+        var lastReloadFinished: UInt64 = 0
         var lastError: RedisError?
         /// Work waiting for the first slot map, bounded by `maxPendingCommands`.
         var waiters: [@Sendable (Result<ClusterSlotMap, RedisError>) -> Void] = []
+        /// Callers of `refresh(completion:)`, told when the next reload ends.
+        var reloadWaiters: [@Sendable (Result<Void, RedisError>) -> Void] = []
         var observers: [Int: @Sendable () -> Void] = [:]
         var nextToken = 1
         var closed = false
@@ -86,20 +90,62 @@ final class ClusterTopology: SubscriptionRouting {
 
     // MARK: reloading
 
-    /// Reloads the map (coalesced: a request during a reload runs one more after it).
+    /// Reloads are at least this far apart, so a storm of redirections or failures costs one
+    /// `CLUSTER SLOTS` per gap, not one per command.
+    static let minimumReloadGapMillis: UInt64 = 100
+
+    /// Reloads the map (coalesced: a request during a reload runs one more after it, and
+    /// reloads keep ``minimumReloadGapMillis`` apart).
     func refresh() {
-        let candidates = state.withLock { state -> [RedisEndpoint]? in
-            if state.closed { return nil }
+        enum Decision { case none, start([RedisEndpoint]), delay(UInt64) }
+        let decision = state.withLock { state -> Decision in
+            if state.closed { return .none }
             if state.refreshing {
                 state.refreshAgain = true
-                return nil
+                return .none
+            }
+            let now = monotonicMillis()
+            let earliest = state.lastReloadFinished + Self.minimumReloadGapMillis
+            if state.lastReloadFinished > 0 && now < earliest {
+                if state.delayedReload { return .none }
+                state.delayedReload = true
+                return .delay(earliest - now)
             }
             state.refreshing = true
             var seen = Set<String>()
-            return ((state.map?.nodes ?? []) + seeds).filter { seen.insert($0.address).inserted }
+            return .start(((state.map?.nodes ?? []) + seeds).filter { seen.insert($0.address).inserted })
         }
-        guard let candidates else { return }
-        load(from: candidates, index: 0, lastError: nil)
+        switch decision {
+        case .none: break
+        case .start(let candidates): load(from: candidates, index: 0, lastError: nil)
+        case .delay(let millis): reload(after: millis)
+        }
+    }
+
+    /// Reloads the map and calls `completion` when that reload has ended.
+    func refresh(completion: @escaping @Sendable (Result<Void, RedisError>) -> Void) {
+        let refused = state.withLock { state -> RedisError? in
+            if state.closed { return RedisError(.closed, "the Redis Cluster client is closed") }
+            guard state.reloadWaiters.count < configuration.maxPendingCommands else {
+                return RedisError(.queueFull, "too many callers wait for a slot map reload")
+            }
+            state.reloadWaiters.append(completion)
+            return nil
+        }
+        if let refused { return completion(.failure(refused)) }
+        refresh()
+    }
+
+    /// One reload later (the `delayedReload` flag is set by the caller).
+    private func reload(after millis: UInt64) {
+        let loop = group.loops[0]
+        loop.execute { [weak self] in
+            loop.schedule(after: millis) {
+                guard let self else { return }
+                self.state.withLock { $0.delayedReload = false }
+                self.refresh()
+            }
+        }
     }
 
     private func load(from candidates: [RedisEndpoint], index: Int, lastError: RedisError?) {
@@ -126,8 +172,9 @@ final class ClusterTopology: SubscriptionRouting {
     }
 
     private func finish(_ result: Result<ClusterSlotMap, RedisError>) {
-        let (observers, waiters, removed, again, retry) = state.withLock { state in
+        let (observers, waiters, reloadWaiters, removed, again, retryAfter) = state.withLock { state in
             state.refreshing = false
+            state.lastReloadFinished = monotonicMillis()
             var removed: [RedisClient] = []
             var changed = false
             switch result {
@@ -145,30 +192,26 @@ final class ClusterTopology: SubscriptionRouting {
             }
             let waiters = state.waiters
             state.waiters = []
+            let reloadWaiters = state.reloadWaiters
+            state.reloadWaiters = []
             let again = state.refreshAgain && !state.closed
             state.refreshAgain = false
-            var retry = false
-            if case .failure = result, !state.retryScheduled, !state.closed {
-                state.retryScheduled = true
-                retry = true
+            // Without any map nothing works: keep trying (with the reconnect backoff's cap).
+            var retryAfter: UInt64?
+            if !again, state.map == nil, !state.closed, !state.delayedReload {
+                state.delayedReload = true
+                retryAfter = UInt64(max(Int(Self.minimumReloadGapMillis), min(1_000, configuration.reconnectMaxDelayMillis)))
             }
-            return (changed ? Array(state.observers.values) : [], waiters, removed, again, retry)
+            return (changed ? Array(state.observers.values) : [], waiters, reloadWaiters, removed, again, retryAfter)
         }
         for client in removed { client.close() }
         for observer in observers { observer() }
         for waiter in waiters { waiter(result) }
+        for waiter in reloadWaiters { waiter(result.map { _ in () }) }
         if again {
             refresh()
-        } else if retry {
-            let loop = group.loops[0]
-            let delay = UInt64(max(50, min(1_000, configuration.reconnectMaxDelayMillis)))
-            loop.execute { [weak self] in
-                loop.schedule(after: delay) {
-                    guard let self else { return }
-                    self.state.withLock { $0.retryScheduled = false }
-                    self.refresh()
-                }
-            }
+        } else if let retryAfter {
+            reload(after: retryAfter)
         }
     }
 
@@ -206,12 +249,15 @@ final class ClusterTopology: SubscriptionRouting {
             return clients
         }
         for client in clients { client.close() }
-        let waiters = state.withLock { state in
-            let waiters = state.waiters
+        let (waiters, reloadWaiters) = state.withLock { state in
+            let taken = (state.waiters, state.reloadWaiters)
             state.waiters = []
-            return waiters
+            state.reloadWaiters = []
+            return taken
         }
-        for waiter in waiters { waiter(.failure(RedisError(.closed, "the Redis Cluster client is closed"))) }
+        let error = RedisError(.closed, "the Redis Cluster client is closed")
+        for waiter in waiters { waiter(.failure(error)) }
+        for waiter in reloadWaiters { waiter(.failure(error)) }
     }
 
     // MARK: SubscriptionRouting

@@ -38,11 +38,10 @@ public final class RedisClusterClient: RedisCommandExecutor {
 
     /// Reloads the slot map now; `completion` runs after the reload (or the one in progress).
     public func refreshSlotMap(completion: (@Sendable (Result<Void, RedisError>) -> Void)? = nil) {
-        topology.refresh()
-        guard let completion else { return }
-        // A map exists or the reload's failure will be reported: either way wait for it.
-        topology.withMap { result in completion(result.map { _ in () }) }
+        if let completion { topology.refresh(completion: completion) } else { topology.refresh() }
     }
+
+    deinit { topology.close() }
 
     public func send(_ command: RedisCommand, completion: @escaping @Sendable (Result<RedisValue, RedisError>) -> Void) {
         let slot = command.routingKey.map { RedisKeySlot.slot(for: $0) }

@@ -4,7 +4,9 @@
 /// (`WRONGTYPE Operation against a key holding the wrong kind of value`); ``serverCode``
 /// returns that word.
 public struct RedisError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure: stable, for branching and for mapping to Parley's own errors.
     public let code: Code
+    /// What a person reads (for ``Code/server``, Redis's error text).
     public let message: String
 
     public init(_ code: Code, _ message: String) {

@@ -38,7 +38,9 @@ public enum RedisValue: Sendable, Hashable {
 
 /// One key/value pair of a RESP3 map or attribute.
 public struct RedisPair: Sendable, Hashable {
+    /// The key (usually a string).
     public var key: RedisValue
+    /// The value for ``key``.
     public var value: RedisValue
     public init(key: RedisValue, value: RedisValue) {
         self.key = key
