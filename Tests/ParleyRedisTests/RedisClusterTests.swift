@@ -15,7 +15,11 @@ import ParleyTestSupport
         static func start(loops: Int = 2) async throws -> Fixture {
             let cluster = try RedisClusterServers.start(masters: 3)
             let group = EventLoopGroup(loopCount: loops)
-            let client = RedisClusterClient(seeds: try RedisEndpoint.seeds(cluster.seedList), group: group, configuration: fastConfiguration())
+            // Generous timeouts: three servers and the tests share two cores with everything else.
+            var configuration = fastConfiguration()
+            configuration.commandTimeoutMillis = 10_000
+            configuration.connectTimeoutMillis = 5_000
+            let client = RedisClusterClient(seeds: try RedisEndpoint.seeds(cluster.seedList), group: group, configuration: configuration)
             let fixture = Fixture(cluster: cluster, group: group, client: client)
             do {
                 try await waitUntil("the slot map") { client.masters.count == 3 }
@@ -52,13 +56,17 @@ import ParleyTestSupport
         defer { fixture.stop() }
         let client = fixture.client
         #expect(client.status.state == .ready || client.status.state == .connecting)
-        let done = Locked(0)
+        let results = Locked<[Result<RedisValue, RedisError>]>([])
         for index in 0..<300 {
             client.send(RedisCommand("SET", .string("{room-\(index)}:offset"), .integer(Int64(index)))) { result in
-                if case .success = result { done.withLock { $0 += 1 } }
+                results.withLock { $0.append(result) }
             }
         }
-        try await waitUntil("300 SETs") { done.value == 300 }
+        try await waitUntil("300 SETs") { results.value.count == 300 }
+        let failures = results.value.compactMap { result -> RedisError? in
+            if case .failure(let error) = result { return error } else { return nil }
+        }
+        #expect(failures.isEmpty, "\(failures.prefix(3))")
         for node in fixture.cluster.nodes {
             let keys = Int(try node.cli("DBSIZE")) ?? 0
             #expect(keys > 30, "node \(node.port) holds \(keys) keys")
