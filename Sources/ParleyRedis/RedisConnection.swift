@@ -131,6 +131,7 @@ public final class RedisConnection {
     public func send(batch commands: [RedisCommand], completion: @escaping ([Result<RedisValue, RedisError>]) -> Void) {
         loop.assertInEventLoop()
         guard !commands.isEmpty else { completion([]); return }
+        if case .idle = state { start() }
         if let refusal = refusal(adding: commands.count) {
             completion(Array(repeating: .failure(refusal), count: commands.count))
             return
