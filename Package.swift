@@ -25,6 +25,8 @@ let package = Package(
         .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
+        // Cluster mode: Parley's own RESP2/RESP3 client on ParleyIO (no hiredis).
+        .target(name: "ParleyRedis", dependencies: ["ParleyCore", "ParleyIO"]),
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL"],
                 resources: [.copy("Web")]),
@@ -46,6 +48,7 @@ let package = Package(
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyTestSupport"]),

@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=${*:-"http websocket line json native socketio"}
+# redis: the RESP2/RESP3 reply decoder (ParleyRedis), part of the default set too.
+[ -z "$*" ] && TARGETS="$TARGETS redis"
 OUT=.build/fuzz
 mkdir -p "$OUT"
 FLAGS=(-O -sanitize=fuzzer,address -parse-as-library -I "$OUT" -L "$OUT")
@@ -46,6 +48,7 @@ for target in $TARGETS; do
       Sources/ParleyServer/SocketIO/EngineIO/EngineIOPayload.swift Sources/ParleyServer/SocketIO/EngineIO/EngineIOOutbox.swift \
       Sources/ParleyServer/SocketIO/Protocol/SocketIOPacket.swift Sources/ParleyServer/SocketIO/Protocol/SocketIOBinaryAssembler.swift \
       -lParleyCore ;;
+    redis) build redis Fuzz/FuzzRedis.swift Sources/ParleyRedis/RESP/*.swift ;;
     *) echo "unknown fuzz target $target" >&2; exit 2 ;;
   esac
 done

@@ -1,0 +1,93 @@
+import Foundation
+import ParleyIO
+@testable import ParleyRedis
+import ParleyTestSupport
+
+struct TimedOut: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Polls `condition` until it holds, failing after `timeout` seconds.
+func waitUntil(_ what: @autoclosure () -> String, timeout: Double = 10, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+    while try await !condition() {
+        if ContinuousClock.now >= deadline { throw TimedOut(description: "timed out after \(timeout) s waiting for \(what())") }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}
+
+/// Starts an operation that reports once through a callback and waits for the report.
+func awaitCallback<T: Sendable>(_ what: String = "a reply", timeout: Double = 10,
+                                _ start: (@escaping @Sendable (T) -> Void) -> Void) async throws -> T {
+    let box = Locked<T?>(nil)
+    start { value in box.withLock { if $0 == nil { $0 = value } } }
+    try await waitUntil(what, timeout: timeout) { box.value != nil }
+    return box.value!
+}
+
+extension RedisCommandExecutor {
+    /// Sends a command and waits (with a timeout) for its result.
+    func result(_ command: RedisCommand, timeout: Double = 10) async throws -> Result<RedisValue, RedisError> {
+        try await awaitCallback("the reply to \(command.name)", timeout: timeout) { done in send(command, completion: done) }
+    }
+
+    /// Sends a command and returns its reply, throwing its error.
+    @discardableResult
+    func call(_ name: String, _ arguments: RedisArgument..., timeout: Double = 10) async throws -> RedisValue {
+        try await result(RedisCommand([.string(name)] + arguments), timeout: timeout).get()
+    }
+}
+
+/// Everything a subscriber reported, for assertions.
+final class SubscriberLog: Sendable {
+    private let events = Locked<[RedisSubscriberEvent]>([])
+
+    var handler: @Sendable (RedisSubscriberEvent) -> Void {
+        { [events] event in events.withLock { $0.append(event) } }
+    }
+
+    /// Every message, in arrival order.
+    var messages: [(channel: RedisChannel, payload: [UInt8])] {
+        events.value.compactMap { event in
+            if case .message(let channel, let payload) = event { return (channel, payload) }
+            return nil
+        }
+    }
+
+    var resubscribed: [RedisChannel] {
+        events.value.flatMap { event -> [RedisChannel] in
+            if case .resubscribed(let channels) = event { return channels }
+            return []
+        }
+    }
+
+    var connectionEvents: [RedisConnectionEvent] {
+        events.value.compactMap { event in
+            if case .connection(_, let event) = event { return event }
+            return nil
+        }
+    }
+
+    /// The payloads (as text) of the messages on `channel`, in arrival order.
+    func messages(on channel: RedisChannel) -> [String] {
+        messages.filter { $0.channel == channel }.map { String(decoding: $0.payload, as: UTF8.self) }
+    }
+}
+
+/// Subscribes and waits for Redis to confirm.
+func subscribe(_ subscriber: RedisSubscriber, _ channel: RedisChannel, timeout: Double = 10) async throws {
+    let result: Result<Void, RedisError> = try await awaitCallback("the subscription to \(channel)", timeout: timeout) { done in
+        subscriber.subscribe(channel, completion: done)
+    }
+    try result.get()
+}
+
+/// A configuration that notices failures quickly in tests.
+func fastConfiguration() -> RedisConfiguration {
+    var configuration = RedisConfiguration()
+    configuration.commandTimeoutMillis = 2_000
+    configuration.connectTimeoutMillis = 1_000
+    configuration.reconnectInitialDelayMillis = 20
+    configuration.reconnectMaxDelayMillis = 200
+    return configuration
+}
