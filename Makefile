@@ -6,6 +6,8 @@ SWIFT       ?= swift
 APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd tmux
 # The browser client's tests (Tests/interop/test_browser.py): headless chromium + its driver.
 APT_PACKAGES += chromium chromium-driver
+# Attachments: libvips decodes, rotates, strips and thumbnails images (HEIC via libheif).
+APT_PACKAGES += libvips-dev
 INTEROP_VENV = .venv-interop
 # python-socketio 4.x (Engine.IO 3) cannot share a venv with 5.x.
 INTEROP_EIO3_VENV = .venv-interop-eio3
