@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=${*:-"http websocket line json native socketio"}
+# multipart: the multipart/form-data parser of attachments (ParleyFiles), part of the default run.
+[ $# -eq 0 ] && TARGETS="$TARGETS multipart"
 OUT=.build/fuzz
 mkdir -p "$OUT"
 FLAGS=(-O -sanitize=fuzzer,address -parse-as-library -I "$OUT" -L "$OUT")
@@ -44,6 +46,8 @@ for target in $TARGETS; do
     native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift -lParleyCore ;;
     socketio) build socketio Fuzz/FuzzSocketIO.swift Sources/ParleyServer/SocketIO/EngineIOPacket.swift \
       Sources/ParleyServer/SocketIO/EngineIOPayload.swift Sources/ParleyServer/SocketIO/SocketIOPacket.swift -lParleyCore ;;
+    multipart) build multipart Fuzz/FuzzMultipart.swift Sources/ParleyFiles/Multipart/MultipartParser.swift \
+      Sources/ParleyFiles/Multipart/MultipartHeaders.swift Sources/ParleyFiles/Download/ByteRange.swift ;;
     *) echo "unknown fuzz target $target" >&2; exit 2 ;;
   esac
 done

@@ -60,3 +60,12 @@ public enum ByteRangeRequest: Sendable, Hashable {
 extension String {
     fileprivate func trimmingCharacters() -> Substring { self[...].trimmingSpaces() }
 }
+
+extension Substring {
+    func trimmingSpaces() -> Substring {
+        var s = self
+        while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
+        while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
+        return s
+    }
+}

@@ -147,12 +147,3 @@ enum ContentSignature {
         return String(decoding: slice, as: UTF8.self).lowercased()
     }
 }
-
-extension Substring {
-    func trimmingSpaces() -> Substring {
-        var s = self
-        while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
-        while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
-        return s
-    }
-}
