@@ -136,6 +136,16 @@ import Testing
         #expect(pixel[0] > 200, "the gradient survives: right edge is red-ish \(pixel)")
     }
 
+    @Test func heicOrientationIsAppliedOnce() throws {
+        try #require(ImageProcessor.canEncodeHEIC)
+        // HEIF orients with its irot/imir boxes (libheif applies them while decoding); an EXIF
+        // orientation inside a HEIC must not rotate the pixels a second time.
+        let upload = Fixture.encode(Fixture.halves(width: 40, height: 20), as: .heic, quality: 80,
+                                    exif: Fixture.exif(orientation: 6))
+        let result = try processor.process(upload)
+        #expect(result.image.width == 40 && result.image.height == 20)
+    }
+
     @Test func truncatedJPEGIsRefused() throws {
         let whole = Fixture.encode(Fixture.gradient(width: 400, height: 300, seed: 7), as: .jpeg)
         #expect(throws: Never.self) { try processor.process(whole) }

@@ -59,7 +59,12 @@ public struct ProcessedImage: Sendable, Hashable {
 /// the image is decoded (a file that does not decode is refused); the EXIF orientation is
 /// applied to the pixels; colours are converted to sRGB through the embedded ICC profile,
 /// then ALL metadata is dropped (EXIF with GPS, XMP, IPTC, ICC, comments); the clean image is
-/// re-encoded and a thumbnail made. A photo's location never reaches a room.
+/// re-encoded, a thumbnail made, and both encoded files are scrubbed of metadata containers
+/// once more (MetadataScrubber). A photo's location never reaches a room.
+///
+/// Memory: a job holds its decoded pixels two to three times over (decode, rotation, the
+/// clean copy); a 6-megapixel photo peaks around 50 MB, an image at the 50-megapixel limit
+/// several hundred MB. The worker pool's thread count bounds how many run at once.
 ///
 /// CPU-bound and blocking (tens to hundreds of milliseconds per photo): call it on a
 /// ``FileWorkerPool``, never on an event loop. Thread-safe.
