@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -42,8 +43,9 @@ public final class FileWorkerPool: Sendable {
         let state = Mutex(Queue())
     }
     private let queue = SharedQueue()
-    private let wakeup = CountingSemaphore()
-    private let finished = CountingSemaphore()
+    // Dispatch's semaphore: portable (macOS has no unnamed POSIX semaphores) and Sendable.
+    private let wakeup = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
 
     /// Starts `threads` worker threads (2 suits a small server: image work is CPU-bound).
     public init(threads: Int = 2, queueLimit: Int = 64, name: String = "parley-files") {
@@ -62,7 +64,7 @@ public final class FileWorkerPool: Sendable {
                         break
                     }
                 }
-                finished.post()
+                finished.signal()
             }
         }
     }
@@ -109,7 +111,7 @@ public final class FileWorkerPool: Sendable {
             return q.stopping
         }
         guard !alreadyStopping else { return }
-        for _ in 0..<threadCount { wakeup.post() }
+        for _ in 0..<threadCount { wakeup.signal() }
         for _ in 0..<threadCount { finished.wait() }
     }
 
@@ -123,7 +125,7 @@ public final class FileWorkerPool: Sendable {
             return nil
         }
         if let refusal { throw refusal }
-        wakeup.post()
+        wakeup.signal()
     }
 }
 
@@ -191,26 +193,6 @@ public final class FileWorkerLane: Sendable {
         // Requeue rather than loop, so one busy upload cannot hold a thread from the others.
         if more { try? pool.enqueue({ self.runNext() }, force: true) }
     }
-}
-
-/// A counting semaphore over `sem_t`.
-final class CountingSemaphore: Sendable {
-    // A heap pointer that never moves; sem_* calls are thread-safe by definition.
-    nonisolated(unsafe) private let semaphore: UnsafeMutablePointer<sem_t>
-
-    init() {
-        semaphore = .allocate(capacity: 1)
-        sem_init(semaphore, 0, 0)
-    }
-
-    deinit {
-        sem_destroy(semaphore)
-        semaphore.deallocate()
-    }
-
-    func post() { sem_post(semaphore) }
-
-    func wait() { while sem_wait(semaphore) != 0 {} }
 }
 
 private final class ThreadBody {
