@@ -229,3 +229,12 @@ func crlf(_ s: String) -> [UInt8] { Array(s.replacingOccurrences(of: "\n", with:
         #expect(maxChunk <= 4096 + 9, "body comes out as it arrives, not at the end")
     }
 }
+
+@Suite struct MultipartErrorMappingTests {
+    @Test func httpStatuses() {
+        #expect(MultipartError(.tooLarge, "big").fileError.code.httpStatus == 413)
+        for code in [MultipartError.Code.malformed, .headerTooLarge, .tooManyParts, .truncated] {
+            #expect(MultipartError(code, "x").fileError.code.httpStatus == 400)
+        }
+    }
+}
