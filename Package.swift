@@ -19,6 +19,8 @@ let package = Package(
                        providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
+        .systemLibrary(name: "CVips", pkgConfig: "vips",
+                       providers: [.apt(["libvips-dev"]), .brew(["vips"])]),
 
         .target(name: "ParleyIO", dependencies: ["CLibUV", "COpenSSL"]),
         .target(name: "ParleyHTTP"),
@@ -27,6 +29,9 @@ let package = Package(
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
         // Cluster mode: Parley's own RESP2/RESP3 client on ParleyIO (no hiredis).
         .target(name: "ParleyRedis", dependencies: ["ParleyCore", "ParleyIO"]),
+        // Attachments: content-addressed file store, image pipeline (libvips), multipart parser,
+        // download rules. SHA-256 from OpenSSL; no event loop: work runs on its own thread pool.
+        .target(name: "ParleyFiles", dependencies: ["ParleyCore", "CVips", "COpenSSL"]),
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL"],
                 resources: [.copy("Web")]),
@@ -49,6 +54,7 @@ let package = Package(
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyIO", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyFilesTests", dependencies: ["ParleyFiles", "ParleyCore", "CVips"]),
         .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyTestSupport"]),

@@ -11,6 +11,8 @@ shift || true
 TARGETS=${*:-"http websocket line json native socketio"}
 # redis: the RESP2/RESP3 reply decoder (ParleyRedis), part of the default set too.
 [ -z "$*" ] && TARGETS="$TARGETS redis"
+# multipart: the multipart/form-data parser of attachments (ParleyFiles), part of the default run.
+[ $# -eq 0 ] && TARGETS="$TARGETS multipart"
 OUT=.build/fuzz
 mkdir -p "$OUT"
 FLAGS=(-O -sanitize=fuzzer,address -parse-as-library -I "$OUT" -L "$OUT")
@@ -49,6 +51,8 @@ for target in $TARGETS; do
       Sources/ParleyServer/SocketIO/Protocol/SocketIOPacket.swift Sources/ParleyServer/SocketIO/Protocol/SocketIOBinaryAssembler.swift \
       -lParleyCore ;;
     redis) build redis Fuzz/FuzzRedis.swift Sources/ParleyRedis/RESP/*.swift ;;
+    multipart) build multipart Fuzz/FuzzMultipart.swift Sources/ParleyFiles/Multipart/MultipartParser.swift \
+      Sources/ParleyFiles/Multipart/MultipartHeaders.swift Sources/ParleyFiles/Download/ByteRange.swift ;;
     *) echo "unknown fuzz target $target" >&2; exit 2 ;;
   esac
 done
