@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -33,8 +33,12 @@ let package = Package(
         // download rules. SHA-256 from OpenSSL; no event loop: work runs on its own thread pool.
         .target(name: "ParleyFiles", dependencies: ["ParleyCore", "CVips", "COpenSSL"]),
         .target(name: "ParleyServer",
-                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL"],
-                resources: [.copy("Web")]),
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL", "CZlib"],
+                // The browser client in Web/ is embedded in the binary at build time.
+                exclude: ["Web"],
+                plugins: ["EmbedWebAssets"]),
+        .executableTarget(name: "embed-web-assets", path: "Sources/EmbedWebAssetsTool"),
+        .plugin(name: "EmbedWebAssets", capability: .buildTool(), dependencies: ["embed-web-assets"]),
         // `parley bench` (fanout, idle): a load generator on ParleyIO for any server's doors.
         // Its loop-confined counters skip dynamic exclusivity checks in release builds (the
         // bench shares the CPU with the server it measures). Only the executable uses this

@@ -63,4 +63,63 @@ import Testing
         #expect(try get(server.httpPort, "/demo/stats").status == 200)
         #expect(try get(server.httpPort, "/v3/websocket").status == 426)
     }
+
+    /// Compressed for clients that accept gzip, and conditional GETs by date as well as ETag.
+    @Test func assetsAreGzippedAndCachedByDateToo() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let socket = try TestSocket(port: server.httpPort)
+        try socket.send("GET /app.js HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br, gzip;q=0.8\r\nConnection: close\r\n\r\n")
+        let deadline = Date().addingTimeInterval(5)
+        while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: 0.2) {}
+        let raw = socket.buffered
+        let split = try #require(raw.firstRange(of: Array("\r\n\r\n".utf8)))
+        let head = String(decoding: raw[..<split.lowerBound], as: UTF8.self).lowercased()
+        #expect(head.contains("content-encoding: gzip"))
+        #expect(head.contains("vary: accept-encoding"))
+        let compressed = Array(raw[split.upperBound...])
+        let plain = try get(server.httpPort, "/app.js")
+        #expect(compressed.count < plain.body.utf8.count / 2)
+        #expect(try gunzip(compressed) == Array(plain.body.utf8))
+        let lastModified = try #require(plain.headers["last-modified"])
+        #expect(try get(server.httpPort, "/app.js", extra: "If-Modified-Since: \(lastModified)\r\n").status == 304)
+        #expect(try get(server.httpPort, "/app.js", extra: "Accept-Encoding: gzip;q=0\r\n").headers["content-encoding"] == nil)
+    }
+
+    /// `parley` is one self-contained file: copied alone somewhere else, it serves its client.
+    @Test func aCopiedBinaryServesItsOwnClient() throws {
+        let directory = NSTemporaryDirectory() + "parley-copy-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let copy = directory + "/parley"
+        try FileManager.default.copyItem(atPath: parleyBinary(), toPath: copy)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: copy)
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.arguments = ["serve", "--http-port", "0", "--line-port", "0", "--data", directory + "/data"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        let reader = LineReader(output.fileHandleForReading)
+        let line = try #require(reader.line(timeout: 10, matching: { $0.hasPrefix("http listening on") }))
+        let port = try #require(Int(line.split(separator: ":").last ?? ""))
+        let page = try get(port, "/")
+        #expect(page.status == 200)
+        #expect(page.body.contains("<script src=\"app.js\""))
+    }
+
+    private func gunzip(_ bytes: [UInt8]) throws -> [UInt8] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/gzip")
+        process.arguments = ["-dc"]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(Data(bytes))
+        try input.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return [UInt8](data)
+    }
 }

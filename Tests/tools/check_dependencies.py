@@ -18,12 +18,12 @@ import tempfile
 # Modules of the toolchain and the platform: always fine, never declared as dependencies.
 TOOLCHAIN = {
     "Foundation", "FoundationEssentials", "Synchronization", "Dispatch", "Glibc", "Darwin",
-    "Musl", "Testing", "XCTest", "Observation", "Swift", "_Concurrency",
+    "Musl", "Testing", "XCTest", "Observation", "Swift", "_Concurrency", "PackagePlugin",
 }
 
 # Which project modules a module may import (the module table of the architecture). A module
 # missing here (executables, test targets, the bench) has no layering rule of its own.
-C_MODULES = {"CLibUV", "COpenSSL", "CZlib", "CSQLite", "CHiredis"}
+C_MODULES = {"CLibUV", "COpenSSL", "CZlib", "CSQLite", "CHiredis", "CVips"}
 MAY_IMPORT = {
     # The domain: no I/O, no C, nothing of the project below or beside it.
     "ParleyCore": set(),
@@ -33,9 +33,11 @@ MAY_IMPORT = {
     "ParleySQLite": {"ParleyCore", "CSQLite"},
     # Cluster mode (not written yet): its C module, or a RESP codec of its own on ParleyIO.
     "ParleyRedis": {"ParleyCore", "ParleyIO", "CHiredis"},
+    # Attachments: the file store and the image pipeline (libvips), no event loop.
+    "ParleyFiles": {"ParleyCore", "CVips", "COpenSSL"},
     # The doors: everything above.
     "ParleyServer": C_MODULES | {"ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore",
-                                 "ParleySQLite", "ParleyRedis"},
+                                 "ParleySQLite", "ParleyRedis", "ParleyFiles", "ParleyLog"},
     "ParleyClient": {"ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"},
 }
 for module in C_MODULES:
@@ -118,7 +120,7 @@ def parse_package(text):
         for element in re.finditer(r'(?:\.(?:target|product|byName)\s*\(\s*name\s*:\s*)?"([^"]+)"(?:\s*,\s*package\s*:\s*"[^"]+")?\s*\)?', listed):
             dependencies.add(element.group(1))
         path = re.search(r'path\s*:\s*"([^"]+)"', arguments)
-        default = ("Tests/" if kind == "testTarget" else "Sources/") + name
+        default = ("Tests/" if kind == "testTarget" else "Plugins/" if kind == "plugin" else "Sources/") + name
         targets.append((kind, name, dependencies, path.group(1) if path else default))
     return targets
 
@@ -161,7 +163,8 @@ def check(root):
             elif module not in declared:
                 problems.append(f"{name} imports {module} ({where}) but does not declare it: add "
                                 f"\"{module}\" to {name}'s dependencies in Package.swift")
-        for module in sorted(declared - set(imported)):
+        # A plugin depends on the tools it runs, not on modules it imports.
+        for module in sorted(declared - set(imported) if kind != "plugin" else set()):
             problems.append(f"{name} declares a dependency on {module} but no file under {path} "
                             f"imports it: remove it from {name}'s dependencies in Package.swift")
         if name in MAY_IMPORT:

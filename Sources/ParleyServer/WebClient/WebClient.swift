@@ -1,16 +1,38 @@
+import COpenSSL
+import CZlib
 import Foundation
 import ParleyHTTP
 
 /// The browser chat client (`Sources/ParleyServer/Web`, hand-written HTML/CSS/JS, no build
-/// step), served at `/` by the HTTP door.
+/// step of its own), served at `/` by the HTTP door.
 ///
-/// The files ship as a SwiftPM resource (`.copy("Web")`), i.e. a `Parley_ParleyServer.resources`
-/// directory beside the executable. We look for it ourselves rather than through
-/// `Bundle.module`, whose generated accessor calls `fatalError` when the bundle is missing
-/// (e.g. a binary copied elsewhere without it): a server without its web client should still
-/// serve every other door. `PARLEY_WEB_ROOT` overrides the location (packaging, development).
+/// The files are embedded in the binary at build time (the EmbedWebAssets plugin), so a
+/// copied `parley` serves its own client and nothing is read from disk: each file is decoded
+/// once, with its gzip form, ETag and Last-Modified, and requests are answered from memory.
 enum WebClient {
-    static let files: StaticFiles? = locate().map { StaticFiles(root: $0, maxFileBytes: 4 << 20) }
+    /// One embedded file, ready to serve.
+    struct Asset: Sendable {
+        let contentType: String
+        let body: [UInt8]
+        /// The gzip form, when it is smaller.
+        let gzipped: [UInt8]?
+        let etag: String
+        let lastModified: String
+    }
+
+    /// Path (without the leading `/`) → asset.
+    static let assets: [String: Asset] = {
+        var assets: [String: Asset] = [:]
+        for (path, modified, base64) in embeddedWebAssets {
+            guard let data = Data(base64Encoded: base64) else { continue }
+            let body = [UInt8](data)
+            let gzipped = gzip(body).flatMap { $0.count < body.count ? $0 : nil }
+            assets[path] = Asset(contentType: StaticFiles.contentType(forExtension: (path as NSString).pathExtension),
+                                 body: body, gzipped: gzipped, etag: "\"\(sha256Prefix(body))\"",
+                                 lastModified: httpDate(Date(timeIntervalSince1970: Double(modified))))
+        }
+        return assets
+    }()
 
     /// Sent with the page and its assets: everything comes from this origin, and the page
     /// talks to this origin's WebSocket only (a second line of defence against injection).
@@ -18,45 +40,85 @@ enum WebClient {
         "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 
     /// The response for a GET/HEAD of a client file, or nil (not ours: routing goes on).
-    /// HEAD responses already carry the file's Content-Length and no body.
+    /// HEAD responses carry the file's Content-Length and no body.
     static func response(for head: HTTPRequestHead) -> HTTPResponse? {
-        guard head.method == "GET" || head.method == "HEAD", let files,
-              var response = files.response(for: head), response.status == 200 || response.status == 304
-        else { return nil }
-        response.headers.set("Content-Security-Policy", contentSecurityPolicy)
-        response.headers.set("Referrer-Policy", "no-referrer")
-        return response
+        guard head.method == "GET" || head.method == "HEAD", head.path.hasPrefix("/") else { return nil }
+        var path = String(head.path.dropFirst())
+        if path.isEmpty || path.hasSuffix("/") { path += "index.html" }
+        guard let asset = assets[path] else { return nil }
+        var headers: HTTPHeaders = [
+            "Content-Type": asset.contentType,
+            "ETag": asset.etag,
+            "Last-Modified": asset.lastModified,
+            "Cache-Control": "no-cache",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": contentSecurityPolicy,
+            "Referrer-Policy": "no-referrer",
+            "Vary": "Accept-Encoding",
+        ]
+        if notModified(head, asset) {
+            headers.remove("Content-Type")
+            return HTTPResponse(status: 304, headers: headers)
+        }
+        var body = asset.body
+        if let gzipped = asset.gzipped, acceptsGzip(head) {
+            body = gzipped
+            headers.set("Content-Encoding", "gzip")
+        }
+        if head.method == "HEAD" {
+            headers.set("Content-Length", String(body.count))
+            return HTTPResponse(status: 200, headers: headers)
+        }
+        return HTTPResponse(status: 200, headers: headers, body: body)
     }
 
-    static func locate() -> String? {
-        let fileManager = FileManager.default
-        func usable(_ path: String) -> Bool {
-            var isDirectory: ObjCBool = false
-            return fileManager.fileExists(atPath: path + "/index.html", isDirectory: &isDirectory) && !isDirectory.boolValue
+    /// `If-None-Match` wins over `If-Modified-Since` (RFC 9110 §13.2.2).
+    private static func notModified(_ head: HTTPRequestHead, _ asset: Asset) -> Bool {
+        if let ifNoneMatch = head.headers["If-None-Match"] {
+            return ifNoneMatch.split(separator: ",").contains {
+                let tag = $0.trimmingCharacters(in: .whitespaces)
+                return tag == asset.etag || tag == "W/" + asset.etag || tag == "*"
+            }
         }
-        var candidates: [String] = []
-        if let root = ProcessInfo.processInfo.environment["PARLEY_WEB_ROOT"], !root.isEmpty {
-            candidates.append(root)
+        return head.headers["If-Modified-Since"] == asset.lastModified
+    }
+
+    private static func acceptsGzip(_ head: HTTPRequestHead) -> Bool {
+        guard let accept = head.headers["Accept-Encoding"] else { return false }
+        return accept.split(separator: ",").contains { item in
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard parts.first == "gzip" else { return false }
+            return !parts.dropFirst().contains { $0 == "q=0" || $0 == "q=0.0" || $0 == "q=0.00" || $0 == "q=0.000" }
         }
-        // Beside the executable, symlinks resolved (`/proc/self/exe` on Linux).
-        let executable = URL(fileURLWithPath: CommandLine.arguments.first ?? "").resolvingSymlinksInPath()
-        var directories = [executable.deletingLastPathComponent().path, Bundle.main.bundleURL.path]
-        #if os(Linux)
-        if let exe = try? fileManager.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            directories.insert(URL(fileURLWithPath: exe).deletingLastPathComponent().path, at: 0)
+    }
+
+    /// The first 16 hex digits of the SHA-256 of `bytes`.
+    private static func sha256Prefix(_ bytes: [UInt8]) -> String {
+        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        bytes.withUnsafeBufferPointer { input in
+            digest.withUnsafeMutableBufferPointer { output in _ = SHA256(input.baseAddress, input.count, output.baseAddress) }
         }
-        #endif
-        for directory in directories {
-            candidates.append(directory + "/Parley_ParleyServer.resources/Web")
-            candidates.append(directory + "/Parley_ParleyServer.bundle/Contents/Resources/Web")
-            candidates.append(directory + "/Parley_ParleyServer.bundle/Web")
+        return digest.prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// `bytes` as a gzip stream (zlib, best compression), nil if zlib fails.
+    static func gzip(_ bytes: [UInt8]) -> [UInt8]? {
+        var stream = z_stream()
+        // 15 + 16: a 32 KiB window with a gzip header and trailer.
+        guard parley_deflateInit2(&stream, Z_BEST_COMPRESSION, 15 + 16, 9) == Z_OK else { return nil }
+        defer { deflateEnd(&stream) }
+        var output = [UInt8](repeating: 0, count: Int(deflateBound(&stream, UInt(bytes.count))) + 32)
+        var input = bytes
+        let status = input.withUnsafeMutableBufferPointer { inputBuffer in
+            output.withUnsafeMutableBufferPointer { outputBuffer -> Int32 in
+                stream.next_in = inputBuffer.baseAddress
+                stream.avail_in = UInt32(inputBuffer.count)
+                stream.next_out = outputBuffer.baseAddress
+                stream.avail_out = UInt32(outputBuffer.count)
+                return deflate(&stream, Z_FINISH)
+            }
         }
-        if let resources = Bundle.main.resourcePath {
-            candidates.append(resources + "/Parley_ParleyServer.bundle/Contents/Resources/Web")
-        }
-        // A development checkout: the source files themselves.
-        candidates.append(URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Web").path)
-        return candidates.first(where: usable)
+        guard status == Z_STREAM_END else { return nil }
+        return Array(output.prefix(Int(stream.total_out)))
     }
 }
