@@ -141,3 +141,25 @@ import ParleyCore
         }
     }
 }
+
+@Suite struct RESTRateLimiterTests {
+    @Test func theTableIsBoundedAndForgetsRefilledAddressesAsItGoes() {
+        let limiter = RESTRateLimiter(ratePerSecond: 10, burst: 2, capacity: 1_000, shardCount: 4)
+        // 50,000 addresses, one request each: the table never passes its bound.
+        for n in 0..<50_000 {
+            #expect(limiter.allow(ip: "10.0.\(n / 256).\(n % 256)", nowMillis: 0))
+            if n % 5_000 == 0 { #expect(limiter.trackedAddresses <= 1_000) }
+        }
+        #expect(limiter.trackedAddresses <= 1_000)
+        // A second later every bucket has refilled: requests from one address prune the rest
+        // a few at a time, with no sweep of the whole table.
+        for _ in 0..<2_000 { _ = limiter.allow(ip: "192.0.2.1", nowMillis: 1_000 + 0) }
+        #expect(limiter.trackedAddresses < 1_000)
+        // The limit itself still holds for a busy address.
+        let busy = RESTRateLimiter(ratePerSecond: 1, burst: 2)
+        #expect(busy.allow(ip: "a", nowMillis: 0))
+        #expect(busy.allow(ip: "a", nowMillis: 0))
+        #expect(!busy.allow(ip: "a", nowMillis: 0))
+        #expect(busy.allow(ip: "a", nowMillis: 1_000))
+    }
+}

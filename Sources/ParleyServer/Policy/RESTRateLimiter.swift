@@ -1,28 +1,85 @@
 import ParleyCore
 import Synchronization
 
-/// Per-IP token buckets for the REST API.
+/// Per-IP token buckets for the REST API. The table is bounded and pruned a little on every
+/// request (never all at once under a lock): addresses whose bucket has refilled are
+/// forgotten, and past the bound the oldest address goes. Split into shards by address, so
+/// requests from different addresses rarely wait for one another.
 final class RESTRateLimiter: Sendable {
-    private let buckets = Mutex<[String: TokenBucket]>([:])
     let ratePerSecond: Double
     let burst: Double
+    /// Most addresses remembered (across shards).
+    let capacity: Int
+    private let shards: [ShardLock]
 
-    init(ratePerSecond: Double, burst: Double) {
+    /// One shard behind its lock (a `Mutex` cannot live in an array directly: it is not copyable).
+    private final class ShardLock: Sendable {
+        let lock = Mutex(Shard())
+    }
+
+    private struct Shard {
+        var buckets: [String: TokenBucket] = [:]
+        /// Addresses in the order they were last checked by the pruner (oldest first).
+        var order: [String] = []
+        var head = 0
+    }
+
+    /// Entries looked at by the pruner per request.
+    static let pruneStep = 2
+
+    init(ratePerSecond: Double, burst: Double, capacity: Int = 100_000, shardCount: Int = 16) {
         self.ratePerSecond = ratePerSecond
         self.burst = burst
+        self.capacity = max(shardCount, capacity)
+        shards = (0..<shardCount).map { _ in ShardLock() }
     }
+
+    /// Addresses remembered now.
+    var trackedAddresses: Int { shards.reduce(0) { $0 + $1.lock.withLock { $0.buckets.count } } }
 
     /// Takes a token for `ip`; false when it has none left.
     func allow(ip: String, nowMillis: Int64) -> Bool {
-        buckets.withLock { buckets in
-            // Forget addresses whose bucket has refilled, so the table stays small.
-            if buckets.count > 10_000 {
-                buckets = buckets.filter { !$0.value.isFull(nowMillis: nowMillis) }
+        let perShard = capacity / shards.count
+        return shards[Int(UInt(bitPattern: ip.hashValue) % UInt(shards.count))].lock.withLock { shard in
+            prune(&shard, nowMillis: nowMillis, limit: perShard)
+            if shard.buckets[ip] == nil {
+                if shard.buckets.count >= perShard { evictOldest(&shard) }
+                shard.order.append(ip)
             }
-            var bucket = buckets[ip] ?? TokenBucket(ratePerSecond: ratePerSecond, burst: burst)
+            var bucket = shard.buckets[ip] ?? TokenBucket(ratePerSecond: ratePerSecond, burst: burst)
             let allowed = bucket.take(nowMillis: nowMillis)
-            buckets[ip] = bucket
+            shard.buckets[ip] = bucket
             return allowed
+        }
+    }
+
+    /// Looks at the oldest few entries: a refilled bucket is forgotten, another goes to the back.
+    private func prune(_ shard: inout Shard, nowMillis: Int64, limit: Int) {
+        for _ in 0..<Self.pruneStep where shard.head < shard.order.count {
+            let ip = shard.order[shard.head]
+            shard.head += 1
+            if let bucket = shard.buckets[ip], !bucket.isFull(nowMillis: nowMillis) {
+                shard.order.append(ip)
+            } else {
+                shard.buckets[ip] = nil
+            }
+        }
+        compact(&shard)
+    }
+
+    private func evictOldest(_ shard: inout Shard) {
+        while shard.head < shard.order.count {
+            let ip = shard.order[shard.head]
+            shard.head += 1
+            if shard.buckets.removeValue(forKey: ip) != nil { break }
+        }
+        compact(&shard)
+    }
+
+    private func compact(_ shard: inout Shard) {
+        if shard.head > 1024 && shard.head * 2 > shard.order.count {
+            shard.order.removeFirst(shard.head)
+            shard.head = 0
         }
     }
 
