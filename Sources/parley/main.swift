@@ -41,6 +41,10 @@ case "serve":
     let server: ParleyServer
     do {
         server = try ParleyServer(configuration: configuration)
+    } catch let error as StartupError {
+        // Something in the configuration cannot be used (TLS files, the data directory): 2,
+        // like any other configuration error.
+        fail("parley serve: \(error)", code: 2)
     } catch {
         fail("parley serve: \(error)", code: 1)
     }

@@ -30,4 +30,22 @@ import Testing
         #expect(missing.status == 2)
         #expect(missing.stderr.contains("config file \(directory)/nope.json: no such file"))
     }
+
+    @Test func aBadCertificateOrKeyExitsAtStartWithStatus2() throws {
+        let directory = NSTemporaryDirectory() + "parley-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let garbage = directory + "/garbage.pem"
+        try Data("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n".utf8).write(to: URL(fileURLWithPath: garbage))
+        let common = ["serve", "--http-port", "0", "--line-port", "0", "--data", directory + "/data"]
+        let bad = try run(common + ["--tls-cert", garbage, "--tls-key", garbage])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains(garbage))
+        let missing = try run(common + ["--tls-cert", directory + "/none.pem", "--tls-key", directory + "/none.pem"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("cannot read the TLS certificate file \(directory)/none.pem"))
+        let half = try run(common + ["--tls-cert", garbage])
+        #expect(half.status == 2)
+        #expect(half.stderr.contains("--tls-cert needs --tls-key"))
+    }
 }
