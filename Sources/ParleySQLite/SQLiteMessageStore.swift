@@ -30,6 +30,8 @@ public final class SQLiteMessageStore: MessageStore {
     private let reader: WorkerThread<ReadJob>
     private let clockMillis: @Sendable () -> Int64
     private let closed = Atomic<Bool>(false)
+    private let unreadable = Atomic<Int>(0)
+    private let unreadableHandler = Mutex<(@Sendable (RoomKey, Int64) -> Void)?>(nil)
     private let connections: [SQLiteConnection]
 
     enum WriteJob: Sendable {
@@ -168,7 +170,7 @@ public final class SQLiteMessageStore: MessageStore {
                 statement.bind(2, room.room)
                 statement.bind(3, offset)
                 statement.bind(4, Int64(max(0, limit)))
-                return try Self.rows(statement, room: room)
+                return try self.rows(statement, room: room)
             })
         }
     }
@@ -186,7 +188,7 @@ public final class SQLiteMessageStore: MessageStore {
                 statement.bind(2, room.room)
                 statement.bind(3, before ?? Int64.max)
                 statement.bind(4, Int64(max(0, limit)))
-                let page = Array(try Self.rows(statement, room: room).reversed())
+                let page = Array(try self.rows(statement, room: room).reversed())
                 guard let first = page.first else { return MessagePage(messages: [], hasMore: false) }
                 let older = try connection.statement("""
                     SELECT EXISTS (SELECT 1 FROM messages m JOIN rooms r ON r.id = m.room_id
@@ -242,17 +244,34 @@ public final class SQLiteMessageStore: MessageStore {
         return StoreRecovery(lastOffsets: offsets.withLock { $0 }, recentPublishes: try result.withLock { $0! }.get())
     }
 
-    static func rows(_ statement: Statement, room: RoomKey) throws(ParleyError) -> [Message] {
+    /// Stored messages whose JSON no longer parses (a damaged file, a hand edit), skipped by
+    /// every read since the store opened: a reader sees the gap in offsets, the operator this
+    /// count (in `/metrics`) and a log line.
+    public var unreadableMessages: Int { unreadable.load(ordering: .relaxed) }
+
+    /// Called with the room and offset of each unreadable message a read skips.
+    public var onUnreadableMessage: (@Sendable (RoomKey, Int64) -> Void)? {
+        get { unreadableHandler.withLock { $0 } }
+        set { unreadableHandler.withLock { $0 = newValue } }
+    }
+
+    func rows(_ statement: Statement, room: RoomKey) throws(ParleyError) -> [Message] {
         var messages: [Message] = []
         while try statement.step() {
-            var sender: Member?
-            if let id = statement.string(3) {
-                sender = Member(id: id, clientData: statement.string(4).flatMap { try? JSONParser.parse($0) },
-                                authData: statement.string(5).flatMap { try? JSONParser.parse($0) })
+            do throws(JSONParseError) {
+                var sender: Member?
+                if let id = statement.string(3) {
+                    sender = Member(id: id, clientData: try statement.string(4).map { text throws(JSONParseError) in try JSONParser.parse(text) },
+                                    authData: try statement.string(5).map { text throws(JSONParseError) in try JSONParser.parse(text) })
+                }
+                let body = try JSONParser.parse(statement.string(6) ?? "")
+                messages.append(Message(id: statement.string(0) ?? "", offset: statement.int64(1), timestampMillis: statement.int64(2),
+                                        room: room, sender: sender, body: body))
+            } catch {
+                // Never handed out as `null`: skipped, counted and reported.
+                unreadable.add(1, ordering: .relaxed)
+                unreadableHandler.withLock { $0 }?(room, statement.int64(1))
             }
-            let body = (try? JSONParser.parse(statement.string(6) ?? "null")) ?? .null
-            messages.append(Message(id: statement.string(0) ?? "", offset: statement.int64(1), timestampMillis: statement.int64(2),
-                                    room: room, sender: sender, body: body))
         }
         return messages
     }
