@@ -32,6 +32,8 @@ public actor ParleyClient {
     private let token: String?
     private let transport: any ParleyTransport
     private let requestTimeout: Duration
+    /// How long a publish waits for its receipt in all (reconnects included) by default.
+    public let publishTimeout: Duration
 
     /// The connection state now.
     public private(set) var state: ConnectionState = .disconnected(.notStarted)
@@ -59,9 +61,13 @@ public actor ParleyClient {
     ///   - transport: how to reach the server; the platform's default when nil.
     ///   - reconnectPolicy: backoff and attempt limit.
     ///   - resumeHistoryCount: how far back a re-subscribe looks when the server lacks `since`.
+    ///   - requestTimeout: how long a request (subscribe, history) waits for its reply.
+    ///   - publishTimeout: how long a publish waits for its receipt in all, reconnects
+    ///     included, unless ``publish(_:to:timeout:)`` is given its own.
     public init(url: URL, channel: String, clientData: JSONValue? = nil, token: String? = nil,
                 transport: (any ParleyTransport)? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy(),
-                resumeHistoryCount: Int = 100, requestTimeout: Duration = .seconds(10)) {
+                resumeHistoryCount: Int = 100, requestTimeout: Duration = .seconds(10),
+                publishTimeout: Duration = .seconds(30)) {
         self.url = url
         self.channel = channel
         self.clientData = clientData
@@ -70,6 +76,7 @@ public actor ParleyClient {
         self.reconnectPolicy = reconnectPolicy
         self.resumeHistoryCount = resumeHistoryCount
         self.requestTimeout = requestTimeout
+        self.publishTimeout = publishTimeout
     }
 
     // MARK: connection
@@ -417,18 +424,43 @@ public actor ParleyClient {
     // MARK: publishing
 
     /// Publishes `message` to `room` (no subscription needed) and returns the server's
-    /// receipt. While disconnected the publish waits; it is re-sent after each reconnect with
-    /// the same `message_id`, so a server with idempotency stores it once.
+    /// receipt, which the server sends once the message is stored. While disconnected the
+    /// publish waits; it is re-sent after each reconnect with the same `message_id`, so a
+    /// server with idempotency stores it once.
+    ///
+    /// It waits at most `timeout` (``publishTimeout`` by default) in all, then throws
+    /// ``ParleyClientError/Code/timeout``; cancelling the calling task throws
+    /// ``ParleyClientError/Code/cancelled`` at once. Either way the publish is no longer
+    /// re-sent, but one already sent may still have been stored: publish it again with the
+    /// same content if it must get through (a duplicate is possible then).
     @discardableResult
-    public func publish(_ message: JSONValue, to room: String) async throws(ParleyClientError) -> PublishAck {
+    public func publish(_ message: JSONValue, to room: String, timeout: Duration? = nil) async throws(ParleyClientError) -> PublishAck {
         guard !stopped else { throw ParleyClientError(.notConnected, "call connect() first") }
+        guard !Task.isCancelled else { throw ParleyClientError(.cancelled, "the publishing task was cancelled") }
         rooms[room]?.stopOwnTyping(silently: true)
         let messageID = UUID().uuidString.lowercased()
-        let result = await withCheckedContinuation { continuation in
-            outbox.append(PendingPublish(messageID: messageID, room: room, message: message, continuation: continuation))
-            if state == .connected { sendPublish(at: outbox.count - 1) }
+        let limit = timeout ?? publishTimeout
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                outbox.append(PendingPublish(messageID: messageID, room: room, message: message, continuation: continuation))
+                if state == .connected { sendPublish(at: outbox.count - 1) }
+                Task { [weak self] in
+                    try? await Task.sleep(for: limit)
+                    await self?.abandonPublish(messageID, ParleyClientError(.timeout, "no receipt for the publish within \(limit)"))
+                }
+            }
+        } onCancel: {
+            Task { [weak self] in
+                await self?.abandonPublish(messageID, ParleyClientError(.cancelled, "the publishing task was cancelled"))
+            }
         }
         return try result.get()
+    }
+
+    /// Fails a publish still waiting for its receipt and stops re-sending it.
+    private func abandonPublish(_ messageID: String, _ error: ParleyClientError) {
+        guard let index = outbox.firstIndex(where: { $0.messageID == messageID }) else { return }
+        outbox.remove(at: index).continuation.resume(returning: .failure(error))
     }
 
     private func sendPublish(at index: Int) {

@@ -34,6 +34,8 @@ public struct ParleyClientError: Error, Sendable, Hashable, CustomStringConverti
         case notConnected
         /// No answer within the time limit.
         case timeout
+        /// The task waiting for the answer was cancelled.
+        case cancelled
         /// The server sent something the client could not read.
         case protocolViolation
     }

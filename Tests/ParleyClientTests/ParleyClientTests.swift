@@ -222,6 +222,37 @@ private func client(_ port: Int, name: String, channel: String = "demo",
     }
 
     /// A handshake error reply is a rejection: connect() throws, and nothing retries.
+    /// A publish made while the server is gone does not wait forever: it gives up after its
+    /// timeout, or at once when its task is cancelled, and is not re-sent afterwards.
+    @Test func aPublishWhileDisconnectedTimesOutOrIsCancelled() async throws {
+        let server = try startClientTestServer()
+        let port = server.httpPort
+        let alice = client(port, name: "alice")
+        try await alice.connect()
+        server.shutdown(timeout: .seconds(1))
+        try await eventually("alice notices the server is gone") {
+            if case .reconnecting = await alice.state { true } else { false }
+        }
+        let started = ContinuousClock.now
+        do {
+            _ = try await within(10, "timed-out publish") { try await alice.publish("lost", to: "r", timeout: .milliseconds(300)) }
+            Issue.record("the publish succeeded with no server")
+        } catch let error as ParleyClientError {
+            #expect(error.code == .timeout)
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        let waiting = Task { try await alice.publish("cancelled", to: "r", timeout: .seconds(60)) }
+        try await Task.sleep(for: .milliseconds(50))
+        waiting.cancel()
+        do {
+            _ = try await within(5, "cancelled publish") { try await waiting.value }
+            Issue.record("the cancelled publish succeeded")
+        } catch let error as ParleyClientError {
+            #expect(error.code == .cancelled)
+        }
+        await alice.disconnect()
+    }
+
     @Test func noReconnectLoopAfterRejection() async throws {
         let server = try startClientTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }
