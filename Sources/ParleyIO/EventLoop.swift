@@ -96,6 +96,11 @@ public final class EventLoop: @unchecked Sendable {
         if shouldWake { uv_async_send(wakeup) }
     }
 
+    /// Tasks waiting for this loop now (a gauge for `/metrics`). The queue itself takes what
+    /// it is given: what feeds it is bounded at the source (room deliveries by publisher
+    /// back-pressure, store answers by the store's queues, requests by connection limits).
+    public var queuedTasks: Int { inbox.withLock { $0.tasks.count } }
+
     /// Runs `task` now when already on this loop, otherwise like ``execute(_:)``.
     public func executeSoon(_ task: @escaping @Sendable () -> Void) {
         if inEventLoop { task() } else { execute(task) }

@@ -12,6 +12,11 @@ public struct SQLiteStoreOptions: Sendable {
     public var maxBatch = 8_192
     /// How often retention runs in the background, in milliseconds.
     public var retentionIntervalMillis = 60_000
+    /// Most appends (and other writer jobs) waiting at once; past it appends fail at once
+    /// with `.unavailable` (publishers are slowed well before, by back-pressure).
+    public var maxQueuedWrites = 200_000
+    /// Most reads waiting at once.
+    public var maxQueuedReads = 100_000
     /// Test hook: caps the database size (SQLite's `max_page_count`) to simulate a full disk.
     public var maxPageCount: Int?
     public init() {}
@@ -78,10 +83,10 @@ public final class SQLiteMessageStore: MessageStore {
             throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
         }
         connections = [write, read]
-        writer = WorkerThread(name: "parley-sqlite-w", idleMillis: options.retentionIntervalMillis,
+        writer = WorkerThread(name: "parley-sqlite-w", idleMillis: options.retentionIntervalMillis, limit: options.maxQueuedWrites,
                               handle: { jobs in state.handle(jobs, nowMillis: clockMillis()) },
                               idle: { state.enforceRetention(nowMillis: clockMillis()) })
-        reader = WorkerThread(name: "parley-sqlite-r", idleMillis: 3_600_000, handle: { jobs in
+        reader = WorkerThread(name: "parley-sqlite-r", idleMillis: 3_600_000, limit: options.maxQueuedReads, handle: { jobs in
             for job in jobs { job(read) }
         })
     }
@@ -145,7 +150,19 @@ public final class SQLiteMessageStore: MessageStore {
 
     public func append(_ message: Message, clientMessageID: String?,
                        completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
-        writer.submit(.append(message, clientMessageID, completion))
+        guard writer.submit(.append(message, clientMessageID, completion)) else {
+            completion(.failure(Self.overloaded(writer)))
+            return
+        }
+    }
+
+    /// Appends waiting for the writer now.
+    public var writeQueueDepth: Int { writer.depth }
+    /// Reads waiting for the reader now.
+    public var readQueueDepth: Int { reader.depth }
+
+    static func overloaded<Job>(_ thread: WorkerThread<Job>) -> ParleyError {
+        ParleyError(.unavailable, "the store is overloaded (\(thread.limit) requests waiting); try again")
     }
 
     public func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
@@ -159,7 +176,7 @@ public final class SQLiteMessageStore: MessageStore {
 
     public func messages(in room: RoomKey, after offset: Int64, limit: Int,
                          completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
-        reader.submit { connection in
+        submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> [Message] in
                 let statement = try connection.statement("""
                     SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body FROM messages m
@@ -177,7 +194,7 @@ public final class SQLiteMessageStore: MessageStore {
 
     public func messages(in room: RoomKey, before: Int64?, limit: Int,
                          completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
-        reader.submit { connection in
+        submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> MessagePage in
                 let statement = try connection.statement("""
                     SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body FROM messages m
@@ -209,7 +226,19 @@ public final class SQLiteMessageStore: MessageStore {
                          completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void) {
         // On the writer thread: it knows every room's last offset, appends already queued
         // included (it handles its jobs in order).
-        writer.submit(.loadRoom(room, clientMessageIDsSince, completion))
+        guard writer.submit(.loadRoom(room, clientMessageIDsSince, completion)) else {
+            completion(.failure(Self.overloaded(writer)))
+            return
+        }
+    }
+
+    /// Queues a read, or fails it at once when the reader's queue is full.
+    private func submitRead<T>(failing completion: @escaping @Sendable (Result<T, ParleyError>) -> Void,
+                               _ job: @escaping ReadJob) {
+        guard reader.submit(job) else {
+            completion(.failure(Self.overloaded(reader)))
+            return
+        }
     }
 
     public func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery {

@@ -15,11 +15,15 @@ final class WorkerThread<Job: Sendable>: Sendable {
     private let wakeup: Semaphore
     private let finished: Semaphore
     let name: String
+    /// Most jobs that may wait: past it ``submit(_:)`` refuses (every queue has a bound).
+    let limit: Int
 
     /// `handle` runs on the new thread only; `idle` runs there when `idleMillis` pass with
     /// nothing queued.
-    init(name: String, idleMillis: Int, handle: @escaping @Sendable ([Job]) -> Void, idle: @escaping @Sendable () -> Void = {}) {
+    init(name: String, idleMillis: Int, limit: Int = 1_000_000, handle: @escaping @Sendable ([Job]) -> Void,
+         idle: @escaping @Sendable () -> Void = {}) {
         self.name = name
+        self.limit = limit
         wakeup = Semaphore()
         finished = Semaphore()
         let queue = self.queue, wakeup = self.wakeup, finished = self.finished
@@ -38,14 +42,22 @@ final class WorkerThread<Job: Sendable>: Sendable {
         }
     }
 
-    /// Queues a job; never blocks on the worker.
-    func submit(_ job: Job) {
-        let wasEmpty = queue.state.withLock { state -> Bool in
+    /// Queues a job; never blocks on the worker. False (the job is not queued) when
+    /// ``limit`` jobs already wait.
+    @discardableResult
+    func submit(_ job: Job) -> Bool {
+        let outcome = queue.state.withLock { state -> Bool? in
+            guard state.jobs.count < limit else { return nil }
             state.jobs.append(job)
             return state.jobs.count == 1
         }
+        guard let wasEmpty = outcome else { return false }
         if wasEmpty { wakeup.post() }
+        return true
     }
+
+    /// Jobs waiting now.
+    var depth: Int { queue.state.withLock { $0.jobs.count } }
 
     /// Runs every queued job, then ends the thread and waits for it.
     func stop() {
