@@ -40,6 +40,8 @@ public final class EventLoop: @unchecked Sendable {
         var dirty: [TCPConnection] = []
         var flushing: [TCPConnection] = []
         var spare: [WriteRequest] = []
+        /// The iovecs of one `uv_try_write`, reused.
+        var scratch: [uv_buf_t] = []
     }
     let writeState: UnsafeMutablePointer<LoopWriteState>
     private var nextID: UInt64 = 0

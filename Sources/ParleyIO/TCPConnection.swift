@@ -192,14 +192,37 @@ public final class TCPConnection {
     func flush() {
         out.pointee.isDirty = false
         guard !out.pointee.pending.isEmpty, state != .closed else { return }
+        // Nothing of ours in libuv's queue: hand the bytes straight to the kernel. Usually
+        // it takes them all, and the turn costs one writev and no write request, callback or
+        // re-arming of the socket for writability (which uv_write costs every time).
+        var written = 0
+        if out.pointee.inFlightWrites == 0 {
+            written = tryWrite()
+            if written < 0 { return }
+            if written == out.pointee.pendingBytes {
+                out.pointee.pending.removeAll(keepingCapacity: out.pointee.pending.capacity <= 64)
+                out.pointee.pendingBytes = 0
+                writesDrained()
+                return
+            }
+        }
         // A pooled request takes the queued buffers by swapping arrays, so a flush in steady
         // state allocates nothing (it used to allocate the request, its uv_write_t, a uv_buf_t
         // array and a fresh `pending` buffer: four mallocs per connection per loop turn).
         let request = loop.takeWriteRequest()
         swap(&request.lists.pointee.buffers, &out.pointee.pending)
         out.pointee.pendingBytes = 0
+        // What the kernel already took is skipped: whole buffers, then the start of the next
+        // (the buffers stay referenced by the request until the write completes).
+        var skip = written
         for buffer in request.lists.pointee.buffers {
-            request.lists.pointee.bufs.append(uv_buf_init(buffer.base.assumingMemoryBound(to: CChar.self), UInt32(buffer.count)))
+            if skip >= buffer.count {
+                skip -= buffer.count
+                continue
+            }
+            request.lists.pointee.bufs.append(uv_buf_init((buffer.base + skip).assumingMemoryBound(to: CChar.self),
+                                                          UInt32(buffer.count - skip)))
+            skip = 0
         }
         request.request.pointee.data = Unmanaged.passRetained(request).toOpaque()
         let status = request.lists.pointee.bufs.withUnsafeMutableBufferPointer { bufs in
@@ -217,6 +240,34 @@ public final class TCPConnection {
         } else {
             out.pointee.inFlightWrites += 1
         }
+    }
+
+    /// `uv_try_write` of everything pending, in one writev. Returns the bytes the kernel
+    /// took (0 when it would block), or -1 when the connection failed and was closed.
+    private func tryWrite() -> Int {
+        let scratch = loop.writeState
+        scratch.pointee.scratch.removeAll(keepingCapacity: true)
+        for buffer in out.pointee.pending {
+            scratch.pointee.scratch.append(uv_buf_init(buffer.base.assumingMemoryBound(to: CChar.self), UInt32(buffer.count)))
+        }
+        let result = scratch.pointee.scratch.withUnsafeBufferPointer { bufs in
+            uv_try_write(stream, bufs.baseAddress, UInt32(bufs.count))
+        }
+        if result >= 0 { return Int(result) }
+        if result == UV_EAGAIN.rawValue || result == UV_ENOSYS.rawValue { return 0 }
+        let peerGone = result == UV_EPIPE.rawValue || result == UV_ECONNRESET.rawValue
+        close(flush: false, reason: peerGone ? .peerClosed : .error(IOError(uv: result, "write")))
+        return -1
+    }
+
+    /// Everything queued has reached the kernel: a closing connection can finish, a drain
+    /// waiter can run.
+    private func writesDrained() {
+        if state == .closingAfterFlush && out.pointee.inFlightWrites == 0 && out.pointee.pending.isEmpty {
+            finishClose()
+            return
+        }
+        if drainWaiter != nil { checkDrained() }
     }
 
     /// Runs `body` once (on this loop) when no more than `mark` bytes wait to be written:
@@ -246,10 +297,7 @@ public final class TCPConnection {
             close(flush: false, reason: peerGone ? .peerClosed : .error(IOError(uv: status, "write")))
             return
         }
-        if drainWaiter != nil { checkDrained() }
-        if state == .closingAfterFlush && out.pointee.inFlightWrites == 0 && out.pointee.pending.isEmpty {
-            finishClose()
-        }
+        writesDrained()
     }
 
     // MARK: closing
