@@ -90,4 +90,36 @@ import Testing
         let history = try await client.history("burst", limit: 100)
         #expect(history["messages"]?.arrayValue?.compactMap { $0["message"]?.stringValue } == acknowledged.map(\.message) + ["marker"])
     }
+
+    /// REST answers a publish once it is stored: 503 with a text body when the store fails
+    /// (nothing delivered), 200 once it works again; a multi-room publish reports per room.
+    @Test func restPublishAnswersAfterTheStoreAndReportsFailures() async throws {
+        let (server, faults) = try ParleyServer.withInjectableFaults(Self.configuration())
+        defer { server.shutdown() }
+        let watcher = try await NativeClient.connect(server)
+        _ = try await watcher.subscribe("rest")
+        faults.failAllAppends()
+        let refused = try await httpRequest(port: server.httpPort, "POST", "/demo/rest/publish", body: #""lost""#)
+        #expect(refused.status == 503)
+        #expect(refused.body.contains("disk full"))
+        let all = try await httpRequest(port: server.httpPort, "POST", "/demo/publish/rooms?r=rest&r=other", body: #""lost too""#)
+        #expect(all.status == 503)
+        faults.stopFailing()
+        let stored = try await httpRequest(port: server.httpPort, "POST", "/demo/rest/publish", body: #""kept""#)
+        #expect(stored.status == 200)
+        #expect(try json(stored.body)["offset"] == 1)
+        // Nothing failed reached the subscriber: the stored one is the next thing it gets.
+        #expect(try await watcher.next()["message"] == "kept")
+        // One room of two fails: 207, one receipt and one error, in the order asked.
+        faults.failNextAppends(1)
+        let partial = try await httpRequest(port: server.httpPort, "POST", "/demo/publish/rooms?r=first&r=rest", body: #""half""#)
+        let entries = try json(partial.body).arrayValue ?? []
+        #expect(partial.status == 207)
+        #expect(entries.map { $0["room"] } == ["first", "rest"])
+        #expect(entries.filter { $0["error"] != nil }.count == 1)
+        #expect(entries.filter { $0["offset"] != nil }.count == 1)
+        if let delivered = entries.first(where: { $0["room"] == "rest" }), delivered["offset"] != nil {
+            #expect(try await watcher.next()["message"] == "half")
+        }
+    }
 }
