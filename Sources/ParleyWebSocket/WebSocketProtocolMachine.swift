@@ -14,10 +14,24 @@ public enum WebSocketAction: Sendable, Equatable {
     case peerClosed(code: UInt16?, reason: String)
 }
 
+/// A complete data message's type, handed with its payload by
+/// ``WebSocketProtocolMachine/receive(_:onMessage:perform:)``.
+public enum WebSocketMessageKind: Sendable, Equatable {
+    /// UTF-8 text (validated unless ``WebSocketConfiguration/validatesUTF8`` is off).
+    case text
+    /// Binary data.
+    case binary
+}
+
 /// The whole RFC 6455 protocol (plus RFC 7692 permessage-deflate) for one connection after
-/// the opening handshake: feed received bytes to ``receive(_:)-(UnsafeRawBufferPointer)``
+/// the opening handshake: feed received bytes to ``receive(_:perform:)-(UnsafeRawBufferPointer,_)``
 /// and perform the returned actions; call `send*`/``ping(_:)``/``close(code:reason:)`` to
 /// produce bytes to write.
+///
+/// ``receive(_:onMessage:perform:)`` is the same path without copies: a message that arrived
+/// in one unmasked, uncompressed frame is handed straight from the bytes received (a client
+/// reading a fan-out allocates nothing per message); the other forms of receiving are built
+/// on it.
 ///
 /// Not Sendable and not thread-safe by design: a connection lives on one event loop.
 public final class WebSocketProtocolMachine {
@@ -47,8 +61,11 @@ public final class WebSocketProtocolMachine {
     private let compressor: PerMessageDeflateCompressor?
     private let decompressor: PerMessageDeflateDecompressor?
     private var rng = SystemRandomNumberGenerator()
+    /// xorshift state for ``WebSocketMaskingKeySource/fastPseudoRandom(seed:)``; 0 means
+    /// the system generator.
+    private var fastMaskState: UInt64
 
-    // The data message being reassembled.
+    // The data message being reassembled (fragmented or compressed messages only).
     private var messageOpcode: WebSocketOpcode?
     private var messageCompressed = false
     private var messageBuffer: [UInt8] = []
@@ -57,6 +74,13 @@ public final class WebSocketProtocolMachine {
     private var validatedCount = 0
     /// Bytes of the incomplete frame in the decoder already run through the UTF-8 validator.
     private var partialFrameValidated = 0
+
+    /// Reused memory for unmasking a client's frames (server role).
+    private var scratch: UnsafeMutableRawPointer?
+    private var scratchCapacity = 0
+    /// Larger payloads are unmasked into memory freed right after, so one big message does
+    /// not pin its size for the connection's life.
+    private static let scratchLimit = 64 * 1024
 
     /// Creates the machine for one connection; `deflate` is the outcome of the handshake
     /// negotiation (nil: no compression, RSV1 from the peer is a protocol error).
@@ -76,6 +100,14 @@ public final class WebSocketProtocolMachine {
             compressor = nil
             decompressor = nil
         }
+        switch configuration.maskingKeys {
+        case .systemRandom: fastMaskState = 0
+        case .fastPseudoRandom(let seed): fastMaskState = seed | 1
+        }
+    }
+
+    deinit {
+        scratch?.deallocate()
     }
 
     /// Whether permessage-deflate was negotiated on this connection. When false (server
@@ -94,20 +126,32 @@ public final class WebSocketProtocolMachine {
 
     // MARK: Receiving
 
-    /// Feeds received bytes and hands every resulting action to `perform`, in order, as
-    /// each frame is decoded. A message's reply sent from inside `perform` (``sendText(_:)``,
-    /// ``sendBinary(_:)``) goes out before anything a later frame in the same bytes causes:
-    /// a message followed by a protocol violation is still answered before our close frame
-    /// (Autobahn 3.2, 4.1.3, 5.15), where the array-returning ``receive(_:)-(UnsafeRawBufferPointer)``
-    /// would already have failed the connection.
-    public func receive(_ bytes: UnsafeRawBufferPointer, perform: (WebSocketAction) -> Void) {
+    /// Feeds received bytes: hands every complete message to `onMessage` and every other
+    /// action (`.send`, `.peerClosed`, `.closeConnection`; never `.text`/`.binary`) to
+    /// `perform`, in order, as each frame is decoded. The payload is only valid during the
+    /// call: it points into `bytes` when the message came in one unmasked, uncompressed
+    /// frame, else into the machine's buffers.
+    ///
+    /// A message's reply sent from inside the callbacks (``sendText(_:)``, ``sendBinary(_:)``)
+    /// goes out before anything a later frame in the same bytes causes: a message followed by
+    /// a protocol violation is still answered before our close frame (Autobahn 3.2, 4.1.3,
+    /// 5.15).
+    public func receive(_ bytes: UnsafeRawBufferPointer,
+                        onMessage: (WebSocketMessageKind, UnsafeRawBufferPointer) -> Void,
+                        perform: (WebSocketAction) -> Void) {
         guard state != .closed else { return }
-        decoder.feed(bytes)
         var actions: [WebSocketAction] = []
         do {
-            while state != .closed, let frame = try decoder.nextFrame() {
-                try handle(frame, into: &actions)
-                flush(&actions, perform)
+            try decoder.decode(bytes) { header, payload throws(WebSocketProtocolError) in
+                if let key = header.maskingKey {
+                    try withUnmasked(payload, key: key) { payload throws(WebSocketProtocolError) in
+                        try handle(header, payload, onMessage, into: &actions)
+                    }
+                } else {
+                    try handle(header, payload, onMessage, into: &actions)
+                }
+                if !actions.isEmpty { flush(&actions, perform) }
+                return state != .closed
             }
             if state == .open { try validatePartialTextFrame() }
         } catch {
@@ -115,6 +159,19 @@ public final class WebSocketProtocolMachine {
             fail(error, into: &actions)
             flush(&actions, perform)
         }
+    }
+
+    /// Feeds received bytes and hands every resulting action to `perform`, in order, as
+    /// each frame is decoded (messages as `.text`/`.binary` copies); see
+    /// ``receive(_:onMessage:perform:)`` for the ordering guarantee, which the
+    /// array-returning ``receive(_:)-(UnsafeRawBufferPointer)`` cannot give.
+    public func receive(_ bytes: UnsafeRawBufferPointer, perform: (WebSocketAction) -> Void) {
+        receive(bytes, onMessage: { kind, payload in
+            switch kind {
+            case .text: perform(.text(String(decoding: payload, as: UTF8.self)))
+            case .binary: perform(.binary(Array(payload)))
+            }
+        }, perform: perform)
     }
 
     private func flush(_ actions: inout [WebSocketAction], _ perform: (WebSocketAction) -> Void) {
@@ -126,7 +183,7 @@ public final class WebSocketProtocolMachine {
 
     /// Feeds received bytes; returns what to do, in order. Replies to the returned messages
     /// are only possible if the machine is still open afterwards; use
-    /// ``receive(_:perform:)`` to answer every message in order.
+    /// ``receive(_:perform:)-(UnsafeRawBufferPointer,_)`` to answer every message in order.
     public func receive(_ bytes: UnsafeRawBufferPointer) -> [WebSocketAction] {
         var actions: [WebSocketAction] = []
         receive(bytes) { actions.append($0) }
@@ -138,71 +195,131 @@ public final class WebSocketProtocolMachine {
         bytes.withUnsafeBytes { receive($0) }
     }
 
-    /// Feeds received bytes; see ``receive(_:perform:)``.
+    /// Feeds received bytes; see ``receive(_:perform:)-(UnsafeRawBufferPointer,_)``.
     public func receive(_ bytes: [UInt8], perform: (WebSocketAction) -> Void) {
         bytes.withUnsafeBytes { receive($0, perform: perform) }
     }
 
-    private func handle(_ frame: WebSocketFrame, into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
-        switch frame.opcode {
+    /// Runs `body` on an unmasked copy of `payload`, in reused memory when it is small.
+    private func withUnmasked<R, E: Error>(_ payload: UnsafeRawBufferPointer, key: UInt32, keyOffset: Int = 0,
+                                           _ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        let count = payload.count
+        guard count > 0, let source = payload.baseAddress else { return try body(payload) }
+        let reused = count <= Self.scratchLimit
+        let memory: UnsafeMutableRawPointer
+        if reused {
+            if count > scratchCapacity {
+                scratch?.deallocate()
+                scratchCapacity = min(Self.scratchLimit, max(count, 2 * scratchCapacity, 256))
+                scratch = .allocate(byteCount: scratchCapacity, alignment: 8)
+            }
+            memory = scratch!
+        } else {
+            memory = .allocate(byteCount: count, alignment: 8)
+        }
+        defer { if !reused { memory.deallocate() } }
+        memory.copyMemory(from: source, byteCount: count)
+        let buffer = UnsafeMutableRawBufferPointer(start: memory, count: count)
+        WebSocketFrameEncoder.mask(buffer, maskingKey: key, keyOffset: keyOffset)
+        return try body(UnsafeRawBufferPointer(buffer))
+    }
+
+    /// One frame, payload unmasked.
+    private func handle(_ header: WebSocketFrameHeader, _ payload: UnsafeRawBufferPointer,
+                        _ onMessage: (WebSocketMessageKind, UnsafeRawBufferPointer) -> Void,
+                        into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
+        switch header.opcode {
         case .text, .binary:
             guard messageOpcode == nil else {
                 throw WebSocketProtocolError(.protocolError, "new message while a fragmented one is in progress")
             }
-            messageOpcode = frame.opcode
-            messageCompressed = frame.rsv1
-            try appendFragment(frame, into: &actions)
+            if header.fin && !header.rsv1 && state == .open {
+                try deliverSingleFrameMessage(header.opcode, payload, onMessage)
+                return
+            }
+            messageOpcode = header.opcode
+            messageCompressed = header.rsv1
+            try appendFragment(header, payload, onMessage)
         case .continuation:
             guard messageOpcode != nil else {
                 throw WebSocketProtocolError(.protocolError, "continuation frame without a message")
             }
-            try appendFragment(frame, into: &actions)
+            try appendFragment(header, payload, onMessage)
         case .ping:
             if state == .open {
-                actions.append(.send(frameBytes(opcode: .pong, payload: frame.payload)))
+                actions.append(.send(frameBytes(opcode: .pong, payload: payload)))
             }
         case .pong:
             break
         case .close:
-            try handleClose(frame.payload, into: &actions)
+            try handleClose(payload, into: &actions)
+        }
+    }
+
+    /// The common case: a whole, uncompressed message in one frame, handed on uncopied.
+    private func deliverSingleFrameMessage(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer,
+                                           _ onMessage: (WebSocketMessageKind, UnsafeRawBufferPointer) -> Void) throws(WebSocketProtocolError) {
+        // The first bytes of this frame may have been validated while it was arriving.
+        let validated = partialFrameValidated
+        partialFrameValidated = 0
+        guard payload.count <= configuration.maxMessageSize else {
+            throw WebSocketProtocolError(.messageTooBig, "message too big")
+        }
+        if opcode == .text {
+            if configuration.validatesUTF8 {
+                guard utf8.validate(UnsafeRawBufferPointer(rebasing: payload[validated...])) else {
+                    throw WebSocketProtocolError(.invalidPayload, "invalid UTF-8 in text message")
+                }
+                guard utf8.isAtBoundary else {
+                    throw WebSocketProtocolError(.invalidPayload, "truncated UTF-8 in text message")
+                }
+                utf8.reset()
+            }
+            onMessage(.text, payload)
+        } else {
+            onMessage(.binary, payload)
         }
     }
 
     /// Fails fast (1007) on invalid UTF-8 in an uncompressed text frame that is still
     /// arriving, instead of waiting for the rest of a possibly long frame.
     private func validatePartialTextFrame() throws(WebSocketProtocolError) {
-        guard let partial = decoder.partialPayload(from: partialFrameValidated), !partial.rsv1 else { return }
-        let isText = (partial.opcode == .text && messageOpcode == nil)
-            || (partial.opcode == .continuation && messageOpcode == .text && !messageCompressed)
-        guard isText, !partial.bytes.isEmpty else { return }
-        partialFrameValidated += partial.bytes.count
-        guard utf8.validate(partial.bytes) else {
+        guard configuration.validatesUTF8 else { return }
+        let valid = decoder.withPendingPayload(from: partialFrameValidated) { header, bytes -> Bool in
+            guard !header.rsv1 else { return true }
+            let isText = (header.opcode == .text && messageOpcode == nil)
+                || (header.opcode == .continuation && messageOpcode == .text && !messageCompressed)
+            guard isText, !bytes.isEmpty else { return true }
+            let keyOffset = partialFrameValidated
+            partialFrameValidated += bytes.count
+            guard let key = header.maskingKey else { return utf8.validate(bytes) }
+            return withUnmasked(bytes, key: key, keyOffset: keyOffset & 3) { utf8.validate($0) }
+        }
+        if valid == false {
             throw WebSocketProtocolError(.invalidPayload, "invalid UTF-8 in text message")
         }
     }
 
-    private func appendFragment(_ frame: WebSocketFrame, into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
+    private func appendFragment(_ header: WebSocketFrameHeader, _ payload: UnsafeRawBufferPointer,
+                                _ onMessage: (WebSocketMessageKind, UnsafeRawBufferPointer) -> Void) throws(WebSocketProtocolError) {
         // After we sent close, the peer's data is discarded; only its close matters now.
         let discard = state != .open
         // The first bytes of this frame may have been validated while it was arriving.
         validatedCount = messageBuffer.count + partialFrameValidated
         partialFrameValidated = 0
+        let validates = messageOpcode == .text && configuration.validatesUTF8
         if !discard {
             let limit = messageLimit
             if messageCompressed, let decompressor {
-                try decompressor.inflateFragment(frame.payload, into: &messageBuffer, limit: limit)
-                if frame.fin { try decompressor.finishMessage(into: &messageBuffer, limit: limit) }
+                try decompressor.inflateFragment(payload, into: &messageBuffer, limit: limit)
+                if header.fin { try decompressor.finishMessage(into: &messageBuffer, limit: limit) }
             } else {
-                guard messageBuffer.count + frame.payload.count <= limit else {
+                guard messageBuffer.count + payload.count <= limit else {
                     throw WebSocketProtocolError(.messageTooBig, "message too big")
                 }
-                if messageBuffer.isEmpty && frame.fin {
-                    messageBuffer = frame.payload
-                } else {
-                    messageBuffer.append(contentsOf: frame.payload)
-                }
+                messageBuffer.append(contentsOf: payload)
             }
-            if messageOpcode == .text {
+            if validates {
                 let ok = messageBuffer.withUnsafeBytes { raw in
                     utf8.validate(UnsafeRawBufferPointer(rebasing: raw[validatedCount...]))
                 }
@@ -210,16 +327,13 @@ public final class WebSocketProtocolMachine {
                 guard ok else { throw WebSocketProtocolError(.invalidPayload, "invalid UTF-8 in text message") }
             }
         }
-        guard frame.fin else { return }
+        guard header.fin else { return }
         if !discard {
-            if messageOpcode == .text {
-                guard utf8.isAtBoundary else {
-                    throw WebSocketProtocolError(.invalidPayload, "truncated UTF-8 in text message")
-                }
-                actions.append(.text(String(decoding: messageBuffer, as: UTF8.self)))
-            } else {
-                actions.append(.binary(messageBuffer))
+            if validates && !utf8.isAtBoundary {
+                throw WebSocketProtocolError(.invalidPayload, "truncated UTF-8 in text message")
             }
+            let kind: WebSocketMessageKind = messageOpcode == .text ? .text : .binary
+            messageBuffer.withUnsafeBytes { onMessage(kind, $0) }
         }
         messageOpcode = nil
         messageCompressed = false
@@ -228,7 +342,7 @@ public final class WebSocketProtocolMachine {
         validatedCount = 0
     }
 
-    private func handleClose(_ payload: [UInt8], into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
+    private func handleClose(_ payload: UnsafeRawBufferPointer, into actions: inout [WebSocketAction]) throws(WebSocketProtocolError) {
         var code: UInt16?
         var reason = ""
         if payload.count == 1 {
@@ -239,7 +353,7 @@ public final class WebSocketProtocolMachine {
             guard WebSocketCloseCode.isValidOnWire(received) else {
                 throw WebSocketProtocolError(.protocolError, "invalid close code \(received)")
             }
-            let reasonBytes = Array(payload[2...])
+            let reasonBytes = UnsafeRawBufferPointer(rebasing: payload[2...])
             guard UTF8Validator.isValid(reasonBytes) else {
                 throw WebSocketProtocolError(.invalidPayload, "invalid UTF-8 in close reason")
             }
@@ -270,7 +384,12 @@ public final class WebSocketProtocolMachine {
     // MARK: Sending
 
     private func maskingKey() -> UInt32? {
-        role == .client ? rng.next() : nil
+        guard role == .client else { return nil }
+        guard fastMaskState != 0 else { return rng.next() }
+        fastMaskState ^= fastMaskState << 13
+        fastMaskState ^= fastMaskState >> 7
+        fastMaskState ^= fastMaskState << 17
+        return UInt32(truncatingIfNeeded: fastMaskState >> 16)
     }
 
     private func frameBytes(opcode: WebSocketOpcode, payload: some Collection<UInt8>, rsv1: Bool = false) -> [UInt8] {
@@ -290,6 +409,12 @@ public final class WebSocketProtocolMachine {
     public func sendText(_ text: String) -> [UInt8] {
         var text = text
         return text.withUTF8 { dataFrame(opcode: .text, payload: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// One text message given as UTF-8 bytes (the caller vouches for the encoding), as
+    /// ``sendText(_:)`` frames it.
+    public func sendText(utf8 bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        dataFrame(opcode: .text, payload: bytes)
     }
 
     /// One binary message as a single frame. Empty once closing or closed.
