@@ -1,17 +1,20 @@
 /// A frame header as read from the wire (RFC 6455 §5.2), already validated.
 public struct WebSocketFrameHeader: Sendable, Equatable {
-    /// Final fragment of a message.
-    public var fin: Bool
-    /// RSV1: with permessage-deflate, "this message is compressed" (first frame only).
-    public var rsv1: Bool
-    /// What the frame carries.
-    public var opcode: WebSocketOpcode
+    /// The first header byte as on the wire: FIN, RSV1–3 and the opcode.
+    public var firstByte: UInt8
     /// Bytes before the payload: 2 to 14.
     public var headerLength: Int
     /// Bytes of payload.
     public var payloadLength: Int
     /// The masking key (big-endian bytes in wire order), nil for an unmasked frame.
     public var maskingKey: UInt32?
+
+    /// Final fragment of a message.
+    public var fin: Bool { firstByte & 0x80 != 0 }
+    /// RSV1: with permessage-deflate, "this message is compressed" (first frame only).
+    public var rsv1: Bool { firstByte & 0x40 != 0 }
+    /// What the frame carries (the decoder only produces headers with a known opcode).
+    public var opcode: WebSocketOpcode { WebSocketOpcode(rawValue: firstByte & 0x0F) ?? .continuation }
 }
 
 /// Splits a byte stream into frames, validating everything that can be checked per frame
@@ -62,7 +65,7 @@ public struct WebSocketFrameDecoder {
     /// and still masked when `header.maskingKey` is set. `body` returns false to stop: the
     /// frames after it are left unread. Returns how many bytes of `bytes` were used, which
     /// is all of them unless `body` stopped early (a trailing incomplete frame is carried).
-    @discardableResult
+    @discardableResult @inline(__always)
     public mutating func decode(
         _ bytes: UnsafeRawBufferPointer,
         _ body: (WebSocketFrameHeader, UnsafeRawBufferPointer) throws(WebSocketProtocolError) -> Bool
@@ -92,11 +95,14 @@ public struct WebSocketFrameDecoder {
         }
         let count = bytes.count
         guard offset < count, let base = bytes.baseAddress else { return count }
+        let rules = rules
         while count - offset >= 2 {
-            guard let header = try parseHeader(base + offset, count - offset) else { break }
-            let payloadStart = offset + header.headerLength
-            let end = payloadStart + header.payloadLength
-            guard end <= count else { break }
+            guard let header = try Self.parseHeader(base + offset, count - offset, rules) else { break }
+            // Unchecked arithmetic that cannot overflow: the header fits in the `count - offset`
+            // bytes it was read from, and the payload is compared with what remains.
+            let payloadStart = offset &+ header.headerLength
+            guard header.payloadLength <= count &- payloadStart else { break }
+            let end = payloadStart &+ header.payloadLength
             offset = end
             guard try body(header, UnsafeRawBufferPointer(start: base + payloadStart, count: header.payloadLength)) else {
                 return offset
@@ -108,7 +114,7 @@ public struct WebSocketFrameDecoder {
 
     /// Starts carrying an incomplete frame, reserving room for all of it once its header is known.
     private mutating func carry(_ tail: UnsafeRawBufferPointer) throws(WebSocketProtocolError) {
-        if let header = try parseHeader(tail.baseAddress!, tail.count) {
+        if let header = try Self.parseHeader(tail.baseAddress!, tail.count, rules) {
             carriedHeader = header
             carry.reserveCapacity(header.headerLength + header.payloadLength)
         }
@@ -124,7 +130,7 @@ public struct WebSocketFrameDecoder {
             taken = min(WebSocketFrameEncoder.maxHeaderSize - carry.count, bytes.count)
             carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[..<taken]))
             let parsed = carry.withUnsafeBytes { raw in
-                Result { () throws(WebSocketProtocolError) in try parseHeader(raw.baseAddress!, raw.count) }
+                Result { () throws(WebSocketProtocolError) in try Self.parseHeader(raw.baseAddress!, raw.count, rules) }
             }
             guard let header = try parsed.get() else { return taken }
             let frameLength = header.headerLength + header.payloadLength
@@ -176,77 +182,98 @@ public struct WebSocketFrameDecoder {
         }
     }
 
+    /// What a header is checked against, in registers for the decoding loop.
+    private struct HeaderRules {
+        var expectedMaskBit: UInt8
+        var allowsRSV1: Bool
+        var maxFramePayload: Int
+        var role: WebSocketRole
+    }
+
+    private var rules: HeaderRules {
+        HeaderRules(expectedMaskBit: role == .server ? 0x80 : 0, allowsRSV1: allowsRSV1,
+                    maxFramePayload: maxFramePayload, role: role)
+    }
+
     /// Reads and validates the header at `base` from `available` bytes; nil while incomplete.
     /// Each check runs as soon as the bytes it needs are there, so the verdict never depends
     /// on how the stream was split.
     @inline(__always)
-    private func parseHeader(_ base: UnsafeRawPointer, _ available: Int) throws(WebSocketProtocolError) -> WebSocketFrameHeader? {
+    private static func parseHeader(_ base: UnsafeRawPointer, _ available: Int,
+                                    _ rules: HeaderRules) throws(WebSocketProtocolError) -> WebSocketFrameHeader? {
         guard available >= 2 else { return nil }
         let b0 = base.load(as: UInt8.self)
         let b1 = base.load(fromByteOffset: 1, as: UInt8.self)
-        let fin = b0 & 0x80 != 0
-        let rsv1 = b0 & 0x40 != 0
-        guard let opcode = WebSocketOpcode(rawValue: b0 & 0x0F) else {
-            throw WebSocketProtocolError(.protocolError, "reserved opcode \(b0 & 0x0F)")
-        }
-        if b0 & 0x30 != 0 {
-            throw WebSocketProtocolError(.protocolError, "RSV2/RSV3 set without extension")
-        }
-        if rsv1 {
-            if !allowsRSV1 {
-                throw WebSocketProtocolError(.protocolError, "RSV1 set without extension")
-            }
-            if opcode == .continuation || opcode.isControl {
-                throw WebSocketProtocolError(.protocolError, "RSV1 set on a control or continuation frame")
-            }
-        }
-        let masked = b1 & 0x80 != 0
-        switch role {
-        case .server where !masked:
-            throw WebSocketProtocolError(.protocolError, "client frame not masked")
-        case .client where masked:
-            throw WebSocketProtocolError(.protocolError, "server frame masked")
-        default: break
-        }
+        let opcodeBits = b0 & 0x0F
         let length7 = Int(b1 & 0x7F)
-        if opcode.isControl {
-            if !fin { throw WebSocketProtocolError(.protocolError, "fragmented control frame") }
-            if length7 > 125 { throw WebSocketProtocolError(.protocolError, "control frame payload > 125") }
-        }
+        // One test for what nearly every frame is: known opcode (0, 1, 2, 8, 9, 10), no
+        // reserved bit (or RSV1 on a data frame when deflate allows it), the masking this
+        // role expects, and for a control frame FIN and at most 125 bytes.
+        let reserved = b0 & 0x70
+        let acceptable = (0x0707 as UInt16) >> UInt16(opcodeBits) & 1 == 1
+            && (reserved == 0 || (reserved == 0x40 && rules.allowsRSV1 && (opcodeBits == 1 || opcodeBits == 2)))
+            && b1 & 0x80 == rules.expectedMaskBit
+            && (opcodeBits & 0x08 == 0 || (b0 & 0x80 != 0 && length7 <= 125))
+        if !acceptable { throw rejection(b0, b1, rules) }
         var headerLength = 2
-        let payloadLength: Int
-        switch length7 {
-        case 126:
+        var payloadLength = length7
+        if length7 == 126 {
             guard available >= 4 else { return nil }
-            payloadLength = Int(base.load(fromByteOffset: 2, as: UInt8.self)) << 8
-                | Int(base.load(fromByteOffset: 3, as: UInt8.self))
+            payloadLength = Int(UInt16(bigEndian: base.loadUnaligned(fromByteOffset: 2, as: UInt16.self)))
             headerLength = 4
-        case 127:
+        } else if length7 == 127 {
             guard available >= 10 else { return nil }
-            var length: UInt64 = 0
-            for i in 2..<10 { length = length << 8 | UInt64(base.load(fromByteOffset: i, as: UInt8.self)) }
+            let length = UInt64(bigEndian: base.loadUnaligned(fromByteOffset: 2, as: UInt64.self))
             if length & (1 << 63) != 0 {
                 throw WebSocketProtocolError(.protocolError, "64-bit length with MSB set")
             }
-            guard length <= UInt64(maxFramePayload) else {
+            guard length <= UInt64(rules.maxFramePayload) else {
                 throw WebSocketProtocolError(.messageTooBig, "frame too big")
             }
             payloadLength = Int(length)
             headerLength = 10
-        default:
-            payloadLength = length7
         }
-        if payloadLength > maxFramePayload {
+        if payloadLength > rules.maxFramePayload {
             throw WebSocketProtocolError(.messageTooBig, "frame too big")
         }
         var maskingKey: UInt32?
-        if masked {
+        if b1 & 0x80 != 0 {
             guard available >= headerLength + 4 else { return nil }
             maskingKey = UInt32(bigEndian: base.loadUnaligned(fromByteOffset: headerLength, as: UInt32.self))
             headerLength += 4
         }
-        return WebSocketFrameHeader(fin: fin, rsv1: rsv1, opcode: opcode, headerLength: headerLength,
-                                    payloadLength: payloadLength, maskingKey: maskingKey)
+        return WebSocketFrameHeader(firstByte: b0, headerLength: headerLength, payloadLength: payloadLength,
+                                    maskingKey: maskingKey)
+    }
+
+    /// The first rule the two header bytes `b0`, `b1` break, checked in a fixed order so
+    /// the error does not depend on anything else.
+    @inline(never)
+    private static func rejection(_ b0: UInt8, _ b1: UInt8, _ rules: HeaderRules) -> WebSocketProtocolError {
+        guard let opcode = WebSocketOpcode(rawValue: b0 & 0x0F) else {
+            return WebSocketProtocolError(.protocolError, "reserved opcode \(b0 & 0x0F)")
+        }
+        if b0 & 0x30 != 0 {
+            return WebSocketProtocolError(.protocolError, "RSV2/RSV3 set without extension")
+        }
+        if b0 & 0x40 != 0 {
+            if !rules.allowsRSV1 {
+                return WebSocketProtocolError(.protocolError, "RSV1 set without extension")
+            }
+            if opcode == .continuation || opcode.isControl {
+                return WebSocketProtocolError(.protocolError, "RSV1 set on a control or continuation frame")
+            }
+        }
+        let masked = b1 & 0x80 != 0
+        switch rules.role {
+        case .server where !masked:
+            return WebSocketProtocolError(.protocolError, "client frame not masked")
+        case .client where masked:
+            return WebSocketProtocolError(.protocolError, "server frame masked")
+        default: break
+        }
+        if b0 & 0x80 == 0 { return WebSocketProtocolError(.protocolError, "fragmented control frame") }
+        return WebSocketProtocolError(.protocolError, "control frame payload > 125")
     }
 
     // MARK: Owning interface
