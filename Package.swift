@@ -22,7 +22,7 @@ let package = Package(
 
         .target(name: "ParleyIO", dependencies: ["CLibUV", "COpenSSL"]),
         .target(name: "ParleyHTTP", dependencies: ["ParleyIO"]),
-        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
+        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
         .target(name: "ParleyServer",

@@ -464,6 +464,11 @@ public final class WebSocketProtocolMachine {
         bytes.withUnsafeBytes { dataFrame(opcode: .binary, payload: $0) }
     }
 
+    /// One binary message as a single frame. Empty once closing or closed.
+    public func sendBinary(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        dataFrame(opcode: .binary, payload: bytes)
+    }
+
     /// A ping frame (payload truncated to 125 bytes). Empty once closing or closed.
     public func ping(_ payload: [UInt8] = []) -> [UInt8] {
         guard state == .open else { return [] }
