@@ -134,10 +134,12 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
     }
 
     func webSocket(_ socket: WebSocketClientConnection, didFailToOpen error: WebSocketClientError) {
+        webSocket = nil     // the connection holds this client for life: break the cycle
         fail(error.code == .connectFailed ? "connect: \(error.message)" : "handshake: \(error.message)")
     }
 
     func webSocketDidClose(_ socket: WebSocketClientConnection, code: UInt16, reason: String) {
+        webSocket = nil
         closedByServer(code == WebSocketCloseCode.abnormal.rawValue
                        ? "connection closed by the server" : "close frame from the server (\(code) \(reason))")
     }

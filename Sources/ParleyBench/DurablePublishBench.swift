@@ -186,10 +186,12 @@ public enum DurablePublishBench {
             run.failed.add(1, ordering: .relaxed)
             let message = error.code == .connectFailed ? "connect: \(error.message)" : "upgrade refused: \(error.message)"
             run.firstError.withLock { $0 = $0 ?? message }
+            self.socket = nil   // the connection holds this publisher for life: break the cycle
         }
 
         func webSocketDidClose(_ socket: WebSocketClientConnection, code: UInt16, reason: String) {
             flushLatencies()
+            self.socket = nil
         }
 
         private func received(_ reply: String) {

@@ -62,7 +62,9 @@ public protocol WebSocketClientDelegate: AnyObject {
 /// §7.1.1: the server closes first).
 ///
 /// Loop-confined: create it, call its methods and read its state on `loop` only. It keeps
-/// itself alive while connected, and keeps its delegate until the delegate's last call.
+/// itself alive while connected (the TCP connection holds it) and holds its delegate for
+/// life: a delegate that keeps a strong reference to its connection lets go of it on its
+/// last call (or holds it weakly), or the two keep each other alive.
 public final class WebSocketClientConnection: ConnectionHandler {
     /// Where to connect and how.
     public struct Options: Sendable {
@@ -121,11 +123,14 @@ public final class WebSocketClientConnection: ConnectionHandler {
         case closed
     }
 
-    // Why these are `@exclusivity(unchecked)`: each received read touches four of them, and
-    // dynamic exclusivity checks would cost ~160 instructions a read on the path a load
-    // generator measures itself with. No access to them can overlap another: the connection
-    // is loop-confined (one thread), every access is a plain load or store except
+    // Why these are `@exclusivity(unchecked)`: each received read touches several of them,
+    // and a dynamic exclusivity check costs ~40 instructions on the path a load generator
+    // measures itself with. No access to them can overlap another: the connection is
+    // loop-confined (one thread), and every access is a plain load or store except
     // `handshake.feed`, which calls nothing outside the handshake.
+    //
+    // `machine` and `delegate` are `let`s for the same path: a `let` of an object that is
+    // alive is read without retaining it (two retain/release pairs a read otherwise).
 
     /// The loop this connection lives on.
     public let loop: EventLoop
@@ -135,9 +140,14 @@ public final class WebSocketClientConnection: ConnectionHandler {
     @exclusivity(unchecked) public private(set) var state = State.connecting
     /// The TCP connection, once connected.
     @exclusivity(unchecked) public private(set) var connection: TCPConnection?
-    @exclusivity(unchecked) private var delegate: (any WebSocketClientDelegate)?
+    private let delegate: any WebSocketClientDelegate
+    /// Whether received messages go to the delegate: from the upgrade until ``abort()`` or the
+    /// delegate's last call.
+    @exclusivity(unchecked) private var delivering = false
     @exclusivity(unchecked) private var handshake: WebSocketClientHandshake
-    @exclusivity(unchecked) private var machine: WebSocketProtocolMachine?
+    /// Made with the connection, so that it can be a `let`; the deflate parameters the
+    /// handshake negotiates are handed to it at the upgrade.
+    private let machine: WebSocketProtocolMachine
     @exclusivity(unchecked) private var heardSinceTick = true
     @exclusivity(unchecked) private var pingOutstanding = false
     @exclusivity(unchecked) private var peerClose: (code: UInt16, reason: String)?
@@ -153,10 +163,11 @@ public final class WebSocketClientConnection: ConnectionHandler {
         handshake = WebSocketClientHandshake(host: options.hostHeader, target: options.target,
                                              offersDeflate: options.configuration.offersDeflate,
                                              extraHeaders: options.extraHeaders, limits: options.handshakeLimits)
+        machine = WebSocketProtocolMachine(role: .client, configuration: options.configuration, deflate: nil)
     }
 
     /// The negotiated permessage-deflate parameters once open (nil: none).
-    public var deflateParameters: PerMessageDeflateParameters? { machine?.deflateParameters }
+    public var deflateParameters: PerMessageDeflateParameters? { machine.deflateParameters }
 
     /// The server's answer to the upgrade request, once it came.
     public var response: WebSocketResponseHead? { handshake.response }
@@ -204,6 +215,7 @@ public final class WebSocketClientConnection: ConnectionHandler {
         }
     }
 
+    @inline(never)
     private func upgrade(_ bytes: UnsafeRawBufferPointer) {
         switch handshake.feed(bytes) {
         case .needMoreData:
@@ -211,8 +223,9 @@ public final class WebSocketClientConnection: ConnectionHandler {
         case .failed(let error):
             failToOpen(WebSocketClientError(.handshakeFailed, error.message, status: error.status == 0 ? nil : error.status))
         case .upgraded(let deflate, let leftover):
-            machine = WebSocketProtocolMachine(role: .client, configuration: options.configuration, deflate: deflate)
+            if let deflate { machine.use(deflate: deflate) }
             state = .open
+            delivering = true
             openTimer?.stop()
             openTimer = nil
             if let interval = options.keepAliveMilliseconds {
@@ -220,7 +233,7 @@ public final class WebSocketClientConnection: ConnectionHandler {
                 keepAliveTimer = timer
                 timer.start(after: interval, repeating: interval) { [unowned self] in keepAliveTick() }
             }
-            delegate?.webSocketDidOpen(self)
+            delegate.webSocketDidOpen(self)
             if !leftover.isEmpty && (state == .open || state == .closing) {
                 leftover.withUnsafeBytes { receive($0) }
             }
@@ -232,27 +245,27 @@ public final class WebSocketClientConnection: ConnectionHandler {
         state = .closed
         stopTimers()
         connection?.close(flush: false)
-        let delegate = self.delegate
-        self.delegate = nil
-        delegate?.webSocket(self, didFailToOpen: error)
+        // The delegate may let go of this connection now.
+        withExtendedLifetime(self) { delegate.webSocket(self, didFailToOpen: error) }
     }
 
     // MARK: Receiving
 
     /// Part of ``ConnectionHandler``; called by the TCP connection.
     public func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        switch state {
-        case .open, .closing: receive(bytes)
-        case .upgrading: upgrade(bytes)
-        case .connecting, .closed: return
+        if state == .open || state == .closing {
+            receive(bytes)
+        } else if state == .upgrading {
+            upgrade(bytes)
         }
     }
 
     private func receive(_ bytes: UnsafeRawBufferPointer) {
-        guard let machine, let delegate else { return }
+        guard delivering else { return }
         heardSinceTick = true
         machine.receive(bytes, onMessage: { kind, payload in
-            delegate.webSocket(self, didReceive: kind, payload: payload)
+            // Nothing reaches the delegate after `abort()` or its last call.
+            if delivering { delegate.webSocket(self, didReceive: kind, payload: payload) }
         }, perform: { action in
             perform(action)
         })
@@ -273,7 +286,7 @@ public final class WebSocketClientConnection: ConnectionHandler {
     }
 
     private func keepAliveTick() {
-        guard state == .open, let machine, let connection else { return }
+        guard state == .open, let connection else { return }
         if heardSinceTick {
             heardSinceTick = false
             pingOutstanding = false
@@ -289,20 +302,20 @@ public final class WebSocketClientConnection: ConnectionHandler {
 
     /// Sends one text message; dropped unless open.
     public func sendText(_ text: String) {
-        guard state == .open, let machine, let connection else { return }
+        guard state == .open, let connection else { return }
         connection.write(machine.sendText(text))
     }
 
     /// Sends one text message given as UTF-8 bytes (the caller vouches for the encoding);
     /// dropped unless open.
     public func sendText(utf8 bytes: UnsafeRawBufferPointer) {
-        guard state == .open, let machine, let connection else { return }
+        guard state == .open, let connection else { return }
         connection.write(machine.sendText(utf8: bytes))
     }
 
     /// Sends one binary message; dropped unless open.
     public func sendBinary(_ bytes: UnsafeRawBufferPointer) {
-        guard state == .open, let machine, let connection else { return }
+        guard state == .open, let connection else { return }
         connection.write(machine.sendBinary(bytes))
     }
 
@@ -322,7 +335,7 @@ public final class WebSocketClientConnection: ConnectionHandler {
         case .connecting, .upgrading:
             failToOpen(WebSocketClientError(.cancelled, "closed before the upgrade finished"))
         case .open:
-            guard let machine, let connection else { return }
+            guard let connection else { return }
             state = .closing
             for case .send(let bytes) in machine.close(code: code, reason: reason) { connection.write(bytes) }
             awaitServerClose()
@@ -331,13 +344,15 @@ public final class WebSocketClientConnection: ConnectionHandler {
         }
     }
 
-    /// Closes TCP at once, without a close frame (the delegate hears close 1006, or
-    /// ``WebSocketClientError/Code/cancelled`` before the upgrade finished).
+    /// Closes TCP at once, without a close frame; no message reaches the delegate after this
+    /// (it hears close 1006, or ``WebSocketClientError/Code/cancelled`` before the upgrade
+    /// finished).
     public func abort() {
         switch state {
         case .connecting, .upgrading:
             failToOpen(WebSocketClientError(.cancelled, "aborted before the upgrade finished"))
         case .open, .closing:
+            delivering = false
             connection?.close(flush: false)
         case .closed:
             return
@@ -362,11 +377,11 @@ public final class WebSocketClientConnection: ConnectionHandler {
             failToOpen(WebSocketClientError(.closedDuringHandshake, why))
         case .open, .closing:
             state = .closed
+            delivering = false
             stopTimers()
             let close = peerClose ?? (WebSocketCloseCode.abnormal.rawValue, "")
-            let delegate = self.delegate
-            self.delegate = nil
-            delegate?.webSocketDidClose(self, code: close.code, reason: close.reason)
+            // The delegate may let go of this connection now.
+            withExtendedLifetime(self) { delegate.webSocketDidClose(self, code: close.code, reason: close.reason) }
         case .closed:
             return
         }

@@ -53,7 +53,7 @@ public final class WebSocketProtocolMachine {
     private let maxMessageSize: Int
     private let validatesUTF8: Bool
     /// The negotiated permessage-deflate parameters, nil if not negotiated.
-    public let deflateParameters: PerMessageDeflateParameters?
+    @exclusivity(unchecked) public private(set) var deflateParameters: PerMessageDeflateParameters?
     // Why the mutable state below is `@exclusivity(unchecked)`: dynamic exclusivity checks
     // on these class properties cost about 200 instructions per received frame (5 runtime
     // checks, measured with callgrind), more than decoding the frame. They are safe to drop
@@ -72,8 +72,8 @@ public final class WebSocketProtocolMachine {
     @exclusivity(unchecked) public private(set) var failureCode: WebSocketCloseCode?
 
     @exclusivity(unchecked) private var decoder: WebSocketFrameDecoder
-    private let compressor: PerMessageDeflateCompressor?
-    private let decompressor: PerMessageDeflateDecompressor?
+    @exclusivity(unchecked) private var compressor: PerMessageDeflateCompressor?
+    @exclusivity(unchecked) private var decompressor: PerMessageDeflateDecompressor?
     /// xorshift state for ``WebSocketMaskingKeySource/fastPseudoRandom(seed:)``; 0 means
     /// the system generator.
     @exclusivity(unchecked) private var fastMaskState: UInt64
@@ -105,24 +105,26 @@ public final class WebSocketProtocolMachine {
                 deflate: PerMessageDeflateParameters?) {
         self.role = role
         self.configuration = configuration
-        self.deflateParameters = deflate
         maxMessageSize = configuration.maxMessageSize
         validatesUTF8 = configuration.validatesUTF8
-        decoder = WebSocketFrameDecoder(role: role, maxFramePayload: configuration.maxFrameSize,
-                                        allowsRSV1: deflate != nil)
-        if let deflate {
-            compressor = PerMessageDeflateCompressor(windowBits: deflate.maxWindowBits(sender: role),
-                                                     noContextTakeover: deflate.noContextTakeover(sender: role))
-            let peer: WebSocketRole = role == .server ? .client : .server
-            decompressor = PerMessageDeflateDecompressor(noContextTakeover: deflate.noContextTakeover(sender: peer))
-        } else {
-            compressor = nil
-            decompressor = nil
-        }
+        decoder = WebSocketFrameDecoder(role: role, maxFramePayload: configuration.maxFrameSize)
         switch configuration.maskingKeys {
         case .systemRandom: fastMaskState = 0
         case .fastPseudoRandom(let seed): fastMaskState = seed | 1
         }
+        if let deflate { use(deflate: deflate) }
+    }
+
+    /// Turns permessage-deflate on with the parameters a handshake negotiated: for a machine
+    /// made before its handshake finished (``WebSocketClientConnection`` makes its machine
+    /// with the connection). Only before the first byte is received or sent.
+    func use(deflate: PerMessageDeflateParameters) {
+        deflateParameters = deflate
+        decoder.allowsRSV1 = true
+        compressor = PerMessageDeflateCompressor(windowBits: deflate.maxWindowBits(sender: role),
+                                                 noContextTakeover: deflate.noContextTakeover(sender: role))
+        let peer: WebSocketRole = role == .server ? .client : .server
+        decompressor = PerMessageDeflateDecompressor(noContextTakeover: deflate.noContextTakeover(sender: peer))
     }
 
     deinit {
