@@ -56,12 +56,19 @@ private final class FakeServer: Sendable {
                 return
             }
             head.append(contentsOf: bytes)
-            let text = String(decoding: head, as: UTF8.self)
-            guard text.contains("\r\n\r\n") else { return }
-            let key = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("sec-websocket-key:") }
-                .map { $0.dropFirst("sec-websocket-key:".count).trimmingCharacters(in: .whitespaces) } ?? ""
-            let upgrade = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                + "Sec-WebSocket-Accept: \(WebSocketHandshake.acceptValue(forKey: key))\r\n\r\n"
+            guard let end = head.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
+            // The request's fields, answered by the server side of Parley's handshake.
+            let fields = String(decoding: head[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n").dropFirst()
+            let lookup: (String) -> String? = { name in
+                fields.first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
+                    .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
+            }
+            guard case .success(let accepted) = WebSocketHandshake.serverResponse(
+                method: "GET", versionMinor: 1, header: lookup, configuration: WebSocketConfiguration(acceptsDeflate: false)) else {
+                connection.close()
+                return
+            }
+            let upgrade = "HTTP/1.1 101 Switching Protocols\r\n" + accepted.headers.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n"
             switch script {
             case .accept(let frames):
                 connection.write(Array(upgrade.utf8) + frames)
