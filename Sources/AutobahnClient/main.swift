@@ -150,15 +150,11 @@ final class AutobahnRun {
         socketOptions.closeTimeoutMilliseconds = 1000
         let delegate = CaseConnection(onMessage: onMessage, onClose: { [unowned self] error in
             current = nil
-            switch error?.code {
-            case nil:
-                onClose()
-            case .connectFailed?:
-                finish("connect to \(host):\(port) failed: \(error!.message)", code: 1)
-            case _?:
-                log("handshake failed: \(error!.message)")
-                onClose()
+            if let error, error.code == .connectFailed {
+                return finish("connect to \(host):\(port) failed: \(error.message)", code: 1)
             }
+            if let error { log("handshake failed: \(error.message)") }
+            onClose()
         })
         let socket = WebSocketClientConnection(loop: loop, options: socketOptions, delegate: delegate)
         current = socket

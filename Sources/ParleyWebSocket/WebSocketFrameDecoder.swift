@@ -108,12 +108,12 @@ public struct WebSocketFrameDecoder {
                 return offset
             }
         }
-        if offset < count { try carry(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
+        if offset < count { try startCarrying(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
         return count
     }
 
     /// Starts carrying an incomplete frame, reserving room for all of it once its header is known.
-    private mutating func carry(_ tail: UnsafeRawBufferPointer) throws(WebSocketProtocolError) {
+    private mutating func startCarrying(_ tail: UnsafeRawBufferPointer) throws(WebSocketProtocolError) {
         if let header = try Self.parseHeader(tail.baseAddress!, tail.count, rules) {
             carriedHeader = header
             carry.reserveCapacity(header.headerLength + header.payloadLength)

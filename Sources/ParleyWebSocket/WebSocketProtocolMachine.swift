@@ -52,8 +52,6 @@ public final class WebSocketProtocolMachine {
     // Copies of two configuration values the receive path reads for every frame.
     private let maxMessageSize: Int
     private let validatesUTF8: Bool
-    /// The negotiated permessage-deflate parameters, nil if not negotiated.
-    @exclusivity(unchecked) public private(set) var deflateParameters: PerMessageDeflateParameters?
     // Why the mutable state below is `@exclusivity(unchecked)`: dynamic exclusivity checks
     // on these class properties cost about 200 instructions per received frame (5 runtime
     // checks, measured with callgrind), more than decoding the frame. They are safe to drop
@@ -65,6 +63,8 @@ public final class WebSocketProtocolMachine {
     // `messageBuffer` while a reassembled message is handed out (those methods never touch
     // it either); `pendingActions` is swapped out before its actions are performed.
 
+    /// The negotiated permessage-deflate parameters, nil if not negotiated.
+    @exclusivity(unchecked) public private(set) var deflateParameters: PerMessageDeflateParameters?
     /// The closing-handshake state.
     @exclusivity(unchecked) public private(set) var state: State = .open
     /// The close code this side failed the connection with (e.g. 1009 for a message over the
@@ -167,10 +167,10 @@ public final class WebSocketProtocolMachine {
         do {
             try decoder.decode(bytes) { header, payload throws(WebSocketProtocolError) in
                 // What a client reading a fan-out gets nearly every time: a whole, unmasked,
-                // uncompressed message in one frame, within the limit and needing no UTF-8
-                // check (binary, or checks off); handed on as it is. Sending from
-                // `onMessage` cannot close the machine, so it stays open.
-                // (0x81: FIN + text, 0x82: FIN + binary; no RSV bit.)
+                // uncompressed message in one frame (0x81: FIN + text, 0x82: FIN + binary, no
+                // RSV bit), within the limit and needing no UTF-8 check (binary, or checks
+                // off); handed on as it is. Nothing `onMessage` may do ends the machine
+                // (`close()` only starts closing), so decoding goes on.
                 if header.maskingKey == nil && (header.firstByte == 0x82 || (header.firstByte == 0x81 && !validatesUTF8))
                     && messageOpcode == nil && state == .open && payload.count <= maxMessageSize {
                     onMessage(header.firstByte == 0x81 ? .text : .binary, payload)

@@ -5,8 +5,9 @@ import ParleyWebSocket
 import Glibc
 #endif
 
-/// Parley's own WebSocket client over libuv (``WebSocketClientConnection``): the default transport on Linux, where
-/// `URLSessionWebSocketTask` is not available (Debian's libcurl lacks WebSocket support).
+/// Parley's own WebSocket client over libuv (``WebSocketClientConnection``): the default
+/// transport on Linux, where `URLSessionWebSocketTask` is not available (Debian's libcurl
+/// lacks WebSocket support).
 ///
 /// Connections run on one event loop: by default a single loop shared by every client in the
 /// process (started on first use, living as long as the process), or a loop of a group you pass.
