@@ -24,7 +24,7 @@ let package = Package(
 
         .target(name: "ParleyIO", dependencies: ["CLibUV", "COpenSSL"]),
         .target(name: "ParleyHTTP"),
-        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
+        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
         // Cluster mode: Parley's own RESP2/RESP3 client on ParleyIO (no hiredis).
@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyServer", "ParleyCore"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyIO", "ParleyTestSupport"]),

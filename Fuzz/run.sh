@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets and runs each for SECONDS seconds (default 60).
-# usage: Fuzz/run.sh [SECONDS] [target ...]     targets: http websocket line json native socketio
+# usage: Fuzz/run.sh [SECONDS] [target ...]
+#   targets: http websocket wsclient line json native socketio
 # Each parser module is compiled with -sanitize=fuzzer,address as a static library and the
 # entry file is linked to it with swiftc (a SwiftPM executable clashes with libFuzzer's main).
 # A crash leaves its input in Fuzz/crashes/<target>/; turn it into a regression test.
@@ -8,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
-TARGETS=${*:-"http websocket line json native socketio"}
+TARGETS=${*:-"http websocket wsclient line json native socketio"}
 # redis: the RESP2/RESP3 reply decoder (ParleyRedis), part of the default set too.
 [ -z "$*" ] && TARGETS="$TARGETS redis"
 # multipart: the multipart/form-data parser of attachments (ParleyFiles), part of the default run.
@@ -31,18 +32,22 @@ library() { # name, sources..., extra flags after --
 
 library ParleyCore $(find Sources/ParleyCore -name '*.swift')
 library ParleyHTTP Sources/ParleyHTTP/*.swift
-library ParleyWebSocket Sources/ParleyWebSocket/*.swift -- -I Sources/CZlib -I Sources/COpenSSL
+library ParleyIO Sources/ParleyIO/*.swift -- -I Sources/CLibUV -I Sources/COpenSSL
+# ParleyWebSocket imports ParleyIO (its client connection handler): rebuilt when ParleyIO is.
+[ "$OUT/libParleyIO.a" -nt "$OUT/libParleyWebSocket.a" ] && rm -f "$OUT/libParleyWebSocket.a"
+library ParleyWebSocket Sources/ParleyWebSocket/*.swift -- -I Sources/CZlib -I Sources/COpenSSL -I Sources/CLibUV
 
 build() { # target, sources..., libs
   local target=$1; shift
   # The linker warns about sanitizer symbols it cannot export; only show output on failure.
-  swiftc "${FLAGS[@]}" -I Sources/CZlib -I Sources/COpenSSL -o "$OUT/fuzz-$target" "$@" \
+  swiftc "${FLAGS[@]}" -I Sources/CZlib -I Sources/COpenSSL -I Sources/CLibUV -o "$OUT/fuzz-$target" "$@" \
     2>"$OUT/build-$target.log" || { cat "$OUT/build-$target.log"; exit 1; }
 }
 for target in $TARGETS; do
   case $target in
     http) build http Fuzz/FuzzHTTP.swift -lParleyHTTP ;;
-    websocket) build websocket Fuzz/FuzzWebSocket.swift -lParleyWebSocket -lz -lssl -lcrypto ;;
+    websocket) build websocket Fuzz/FuzzWebSocket.swift -lParleyWebSocket -lParleyIO -luv -lz -lssl -lcrypto ;;
+    wsclient) build wsclient Fuzz/FuzzWebSocketClient.swift -lParleyWebSocket -lParleyIO -luv -lz -lssl -lcrypto ;;
     line) build line Fuzz/FuzzLine.swift Sources/ParleyServer/Line/LineDecoder.swift Sources/ParleyServer/Line/LineCommand.swift ;;
     json) build json Fuzz/FuzzJSON.swift -lParleyCore ;;
     native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift -lParleyCore ;;

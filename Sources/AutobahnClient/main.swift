@@ -1,7 +1,7 @@
-// autobahn-client: drives Parley's client-side WebSocket codec (a client-role
-// WebSocketProtocolMachine over ParleyIO's EventLoop.connect) against the Autobahn|Testsuite
-// fuzzing server: getCaseCount, then runCase for every case (echoing every message), then
-// updateReports. Used by `make conformance`; not part of the `parley` CLI.
+// autobahn-client: drives Parley's WebSocket client (WebSocketClientConnection: the client
+// handshake and a client-role WebSocketProtocolMachine over ParleyIO) against the
+// Autobahn|Testsuite fuzzing server: getCaseCount, then runCase for every case (echoing every
+// message), then updateReports. Used by `make conformance`; not part of the `parley` CLI.
 //
 //   autobahn-client [--host 127.0.0.1] [--port 9001] [--agent parley] [--cases N,M-K] [--no-deflate]
 
@@ -61,105 +61,29 @@ func log(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-/// One client WebSocket connection: the opening handshake, then the protocol machine.
-/// Loop-confined.
-final class ClientWebSocket: ConnectionHandler {
-    let connection: TCPConnection
-    private let key = WebSocketHandshake.makeClientKey()
-    private let offerDeflate: Bool
-    private var head: [UInt8] = []
-    private var machine: WebSocketProtocolMachine?
-    private let onMessage: (ClientWebSocket, WebSocketAction) -> Void
-    private let onClose: () -> Void
-    private var closeTimer: LoopTimer?
+/// One case's connection: hands messages and the end to closures. Loop-confined.
+final class CaseConnection: WebSocketClientDelegate {
+    private let onMessage: (WebSocketClientConnection, WebSocketMessageKind, UnsafeRawBufferPointer) -> Void
+    private let onClose: (WebSocketClientError?) -> Void
 
-    init(connection: TCPConnection, host: String, port: Int, path: String, offerDeflate: Bool,
-         onMessage: @escaping (ClientWebSocket, WebSocketAction) -> Void, onClose: @escaping () -> Void) {
-        self.connection = connection
-        self.offerDeflate = offerDeflate
+    init(onMessage: @escaping (WebSocketClientConnection, WebSocketMessageKind, UnsafeRawBufferPointer) -> Void,
+         onClose: @escaping (WebSocketClientError?) -> Void) {
         self.onMessage = onMessage
         self.onClose = onClose
-        connection.maxQueuedBytes = 256 << 20
-        connection.write(WebSocketHandshake.clientRequest(host: "\(host):\(port)", path: path, key: key,
-                                                          offerDeflate: offerDeflate))
     }
 
-    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        if let machine {
-            machine.receive(bytes) { perform($0) }
-            return
-        }
-        head.append(contentsOf: bytes)
-        guard let end = headEnd() else {
-            if head.count > 64 << 10 { connection.close(flush: false) }
-            return
-        }
-        let text = String(decoding: head[..<end], as: UTF8.self)
-        let leftover = Array(head[end...])
-        head = []
-        var lines = text.components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst().split(separator: " ")
-        let status = statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0
-        var headers: [(String, String)] = []
-        for line in lines where !line.isEmpty {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.append((String(line[..<colon]).lowercased(),
-                            line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
-        }
-        do {
-            let deflate = try WebSocketHandshake.validateServerResponse(status: status, header: { name in
-                let values = headers.filter { $0.0 == name.lowercased() }.map(\.1)
-                return values.isEmpty ? nil : values.joined(separator: ", ")
-            }, key: key, offeredDeflate: offerDeflate)
-            let configuration = WebSocketConfiguration(maxMessageSize: 64 << 20, maxFrameSize: 64 << 20)
-            let machine = WebSocketProtocolMachine(role: .client, configuration: configuration, deflate: deflate)
-            self.machine = machine
-            if !leftover.isEmpty { machine.receive(leftover) { perform($0) } }
-        } catch {
-            log("handshake failed: \(error)")
-            connection.close(flush: false)
-        }
+    func webSocketDidOpen(_ socket: WebSocketClientConnection) {}
+
+    func webSocket(_ socket: WebSocketClientConnection, didReceive kind: WebSocketMessageKind, payload: UnsafeRawBufferPointer) {
+        onMessage(socket, kind, payload)
     }
 
-    private func headEnd() -> Int? {
-        guard head.count >= 4 else { return nil }
-        for i in 0...(head.count - 4)
-        where head[i] == 13 && head[i + 1] == 10 && head[i + 2] == 13 && head[i + 3] == 10 {
-            return i + 4
-        }
-        return nil
+    func webSocket(_ socket: WebSocketClientConnection, didFailToOpen error: WebSocketClientError) {
+        onClose(error)
     }
 
-    private func perform(_ action: WebSocketAction) {
-        do {
-            guard connection.state == .open else { return }
-            switch action {
-            case .send(let bytes):
-                if !bytes.isEmpty { connection.write(bytes) }
-            case .closeConnection:
-                // RFC 6455 §7.1.1: the server should close TCP first; a client waits a moment
-                // for that before closing itself.
-                let timer = LoopTimer(loop: connection.loop)
-                closeTimer = timer
-                timer.start(after: 1000) { [weak self] in self?.connection.close() }
-            case .text, .binary, .peerClosed:
-                onMessage(self, action)
-            }
-        }
-    }
-
-    func sendText(_ text: String) { write(machine?.sendText(text) ?? []) }
-    func sendBinary(_ bytes: [UInt8]) { write(machine?.sendBinary(bytes) ?? []) }
-
-    private func write(_ bytes: [UInt8]) {
-        guard !bytes.isEmpty, connection.state == .open else { return }
-        connection.write(bytes)
-    }
-
-    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
-        closeTimer?.stop()
-        closeTimer = nil
-        onClose()
+    func webSocketDidClose(_ socket: WebSocketClientConnection, code: UInt16, reason: String) {
+        onClose(nil)
     }
 }
 
@@ -170,7 +94,7 @@ final class AutobahnRun {
     let done: DispatchSemaphore
     private(set) var exitCode: Int32 = 0
     private var caseCount = 0
-    private var current: ClientWebSocket?
+    private var current: WebSocketClientConnection?
 
     init(loop: EventLoop, options: Options, done: DispatchSemaphore) {
         self.loop = loop
@@ -179,8 +103,8 @@ final class AutobahnRun {
     }
 
     func start() {
-        open("/getCaseCount", deflate: false, onMessage: { [unowned self] _, action in
-            if case .text(let text) = action { caseCount = Int(text) ?? 0 }
+        open("/getCaseCount", deflate: false, onMessage: { [unowned self] _, kind, payload in
+            if kind == .text { caseCount = Int(String(decoding: payload, as: UTF8.self)) ?? 0 }
         }, onClose: { [unowned self] in
             guard caseCount > 0 else { return finish("could not read the case count", code: 1) }
             log("fuzzing server has \(caseCount) cases")
@@ -191,11 +115,10 @@ final class AutobahnRun {
 
     private func run(_ cases: ArraySlice<Int>) {
         guard let number = cases.first else { return updateReports() }
-        open("/runCase?case=\(number)&agent=\(options.agent)", deflate: options.deflate, onMessage: { socket, action in
-            switch action {
-            case .text(let text): socket.sendText(text)
-            case .binary(let bytes): socket.sendBinary(bytes)
-            default: break
+        open("/runCase?case=\(number)&agent=\(options.agent)", deflate: options.deflate, onMessage: { socket, kind, payload in
+            switch kind {
+            case .text: socket.sendText(utf8: payload)
+            case .binary: socket.sendBinary(payload)
             }
         }, onClose: { [unowned self] in
             if number % 50 == 0 || number == cases.last { log("ran case \(number)/\(caseCount)") }
@@ -204,7 +127,7 @@ final class AutobahnRun {
     }
 
     private func updateReports() {
-        open("/updateReports?agent=\(options.agent)", deflate: false, onMessage: { _, _ in }, onClose: { [unowned self] in
+        open("/updateReports?agent=\(options.agent)", deflate: false, onMessage: { _, _, _ in }, onClose: { [unowned self] in
             log("reports updated")
             finish(nil, code: 0)
         })
@@ -216,23 +139,26 @@ final class AutobahnRun {
         done.signal()
     }
 
-    private func open(_ path: String, deflate: Bool, onMessage: @escaping (ClientWebSocket, WebSocketAction) -> Void,
+    private func open(_ path: String, deflate: Bool,
+                      onMessage: @escaping (WebSocketClientConnection, WebSocketMessageKind, UnsafeRawBufferPointer) -> Void,
                       onClose: @escaping () -> Void) {
         let host = options.host, port = options.port
-        loop.connect(host: host, port: port) { [unowned self] result in
-            switch result {
-            case .failure(let error):
-                finish("connect to \(host):\(port) failed: \(error)", code: 1)
-            case .success(let connection):
-                let socket = ClientWebSocket(connection: connection, host: host, port: port, path: path,
-                                             offerDeflate: deflate, onMessage: onMessage, onClose: { [unowned self] in
-                    current = nil
-                    onClose()
-                })
-                current = socket
-                connection.handler = socket
+        var socketOptions = WebSocketClientConnection.Options(host: host, port: port, target: path)
+        socketOptions.configuration = WebSocketConfiguration(maxMessageSize: 64 << 20, maxFrameSize: 64 << 20, offersDeflate: deflate)
+        socketOptions.maxQueuedBytes = 256 << 20
+        // RFC 6455 §7.1.1: the server closes TCP first; wait a moment for that.
+        socketOptions.closeTimeoutMilliseconds = 1000
+        let delegate = CaseConnection(onMessage: onMessage, onClose: { [unowned self] error in
+            current = nil
+            if let error, error.code == .connectFailed {
+                return finish("connect to \(host):\(port) failed: \(error.message)", code: 1)
             }
-        }
+            if let error { log("handshake failed: \(error.message)") }
+            onClose()
+        })
+        let socket = WebSocketClientConnection(loop: loop, options: socketOptions, delegate: delegate)
+        current = socket
+        socket.connect()
     }
 }
 

@@ -15,18 +15,21 @@ struct ClientSpec {
 }
 
 /// One connection of the bench: connects, speaks its door's join sequence, then receives
-/// (and, for a publisher, sends) stamped messages. Loop-confined.
-final class BenchClient: ConnectionHandler {
-    enum Stage { case connecting, upgrading, joining, ready, closed }
+/// (and, for a publisher, sends) stamped messages. The WebSocket doors go through
+/// ``WebSocketClientConnection``, whose decoder hands each message's payload straight from
+/// the read buffer, so reading a stamp copies nothing; the line door is plain TCP.
+/// Loop-confined.
+final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
+    enum Stage { case connecting, joining, ready, closed }
 
     unowned let bench: BenchLoop
     let spec: ClientSpec
     private(set) var stage = Stage.connecting
+    /// The line door's connection.
     var connection: TCPConnection?
+    /// The WebSocket doors' connection.
+    private var webSocket: WebSocketClientConnection?
     private let startedNanos: Int64
-    private var webSocketKey = ""
-    private var head: [UInt8] = []
-    private var frames = ServerFrameReader()
     private var lineCarry: [UInt8] = []
     /// Per publisher of the room (index k for publisher `room + k * rooms`).
     var trackers: [SequenceTracker]
@@ -59,31 +62,44 @@ final class BenchClient: ConnectionHandler {
     // MARK: setup
 
     func start() {
-        bench.loop.connect(host: bench.url.host, port: bench.url.port, sourceHost: spec.sourceHost) { [self] result in
-            switch result {
-            case .failure(let error):
-                fail("connect: \(error.message)")
-            case .success(let connection):
-                self.connection = connection
-                connection.handler = self
-                connection.maxQueuedBytes = 64 << 20
-                switch bench.door {
-                case .line:
+        switch bench.door {
+        case .line:
+            bench.loop.connect(host: bench.url.host, port: bench.url.port, sourceHost: spec.sourceHost) { [self] result in
+                switch result {
+                case .failure(let error):
+                    fail("connect: \(error.message)")
+                case .success(let connection):
+                    guard stage != .closed else { return }      // the run stopped meanwhile
+                    self.connection = connection
+                    connection.handler = self
+                    connection.maxQueuedBytes = 64 << 20
                     stage = .joining
                     connection.write(Array("iam:m\(spec.index)\n".utf8))
-                case .native, .socketio:
-                    stage = .upgrading
-                    webSocketKey = WebSocketHandshake.makeClientKey()
-                    var path = bench.url.path
-                    if bench.door == .native && path.isEmpty { path = "/v3/websocket" }
-                    if bench.door == .socketio {
-                        if path.isEmpty || path == "/" { path = "/socket.io/" }
-                        path += (path.contains("?") ? "&" : "?") + "EIO=4&transport=websocket"
-                    }
-                    connection.write(WebSocketHandshake.clientRequest(host: bench.url.hostHeader, path: path,
-                                                                      key: webSocketKey, offerDeflate: false))
                 }
             }
+        case .native, .socketio:
+            var path = bench.url.path
+            if bench.door == .native && path.isEmpty { path = "/v3/websocket" }
+            if bench.door == .socketio {
+                if path.isEmpty || path == "/" { path = "/socket.io/" }
+                path += (path.contains("?") ? "&" : "?") + "EIO=4&transport=websocket"
+            }
+            var options = WebSocketClientConnection.Options(host: bench.url.host, port: bench.url.port, target: path,
+                                                            hostHeader: bench.url.hostHeader)
+            options.sourceHost = spec.sourceHost
+            // The bench reads its stamps out of the payload and checks nothing else in it: no
+            // UTF-8 validation, and masking keys that cost no system call (they protect no
+            // intermediary on a benchmark's loopback).
+            options.configuration = WebSocketConfiguration(
+                maxMessageSize: 16 << 20, maxFrameSize: 16 << 20, offersDeflate: false, validatesUTF8: false,
+                maskingKeys: .fastPseudoRandom(seed: UInt64(bitPattern: startedNanos) &+ UInt64(spec.index) &* 0x9E37_79B9_7F4A_7C15))
+            options.maxQueuedBytes = 64 << 20
+            // Only a server that accepts the connection and then hangs ever reaches this.
+            options.openTimeoutMilliseconds = 60_000
+            options.closeTimeoutMilliseconds = 1000
+            let webSocket = WebSocketClientConnection(loop: bench.loop, options: options, delegate: self)
+            self.webSocket = webSocket
+            webSocket.connect()
         }
     }
 
@@ -91,6 +107,7 @@ final class BenchClient: ConnectionHandler {
         guard stage != .closed else { return }
         let wasReady = stage == .ready
         stage = .closed
+        webSocket?.abort()
         connection?.close(flush: false)
         bench.clientFailed(self, wasReady: wasReady, message: message)
     }
@@ -101,72 +118,37 @@ final class BenchClient: ConnectionHandler {
         bench.clientReady(self, connectNanos: monotonicNanos() - startedNanos)
     }
 
-    // MARK: reading
+    // MARK: WebSocket doors
 
-    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        switch stage {
-        case .connecting, .closed:
-            return
-        case .upgrading:
-            readHandshake(bytes)
-        case .joining, .ready:
-            if bench.door == .line { readLines(bytes) } else { readFrames(bytes) }
-        }
-    }
-
-    private func readHandshake(_ bytes: UnsafeRawBufferPointer) {
-        head.append(contentsOf: bytes)
-        guard let end = findHeadEnd(head) else {
-            if head.count > 16 * 1024 { fail("handshake: response head too long") }
-            return
-        }
-        let text = String(decoding: head[..<end], as: UTF8.self)
-        let rest = Array(head[(end + 4)...])
-        head = []
-        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)
-        let statusLine = lines.isEmpty ? "" : lines.removeFirst()
-        let parts = statusLine.split(separator: " ")
-        let status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
-        var headers: [String: String] = [:]
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            headers[name] = headers[name].map { $0 + ", " + value } ?? value
-        }
-        do {
-            _ = try WebSocketHandshake.validateServerResponse(status: status, header: { headers[$0.lowercased()] },
-                                                              key: webSocketKey, offeredDeflate: false)
-        } catch {
-            fail("handshake: \(error.message)")
-            return
-        }
+    func webSocketDidOpen(_ socket: WebSocketClientConnection) {
+        guard stage == .connecting else { return }
         stage = .joining
         if bench.door == .native {
             sendText(Array("{\"type\":\"handshake\",\"channel\":\"\(bench.channel)\",\"callback\":0}".utf8))
             sendText(Array("{\"type\":\"subscribe\",\"room\":\"\(spec.roomName)\",\"callback\":1}".utf8))
         }
-        if !rest.isEmpty { rest.withUnsafeBytes { readFrames($0) } }
     }
 
-    private func findHeadEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            return i
-        }
-        return nil
+    func webSocket(_ socket: WebSocketClientConnection, didReceive kind: WebSocketMessageKind, payload: UnsafeRawBufferPointer) {
+        message(payload)
     }
 
-    private func readFrames(_ bytes: UnsafeRawBufferPointer) {
-        let ok = frames.feed(bytes) { opcode, payload in
-            switch opcode {
-            case 1, 2: message(payload)
-            case 8: if stage != .closed { closedByPeer("close frame from the server") }
-            case 9: sendFrame(opcode: .pong, payload: Array(payload))
-            default: break
-            }
-        }
-        if !ok { fail("protocol: invalid frame from the server") }
+    func webSocket(_ socket: WebSocketClientConnection, didFailToOpen error: WebSocketClientError) {
+        webSocket = nil     // the connection holds this client for life: break the cycle
+        fail(error.code == .connectFailed ? "connect: \(error.message)" : "handshake: \(error.message)")
+    }
+
+    func webSocketDidClose(_ socket: WebSocketClientConnection, code: UInt16, reason: String) {
+        webSocket = nil
+        closedByServer(code == WebSocketCloseCode.abnormal.rawValue
+                       ? "connection closed by the server" : "close frame from the server (\(code) \(reason))")
+    }
+
+    // MARK: line door
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        guard stage == .joining || stage == .ready else { return }
+        readLines(bytes)
     }
 
     private func readLines(_ bytes: UnsafeRawBufferPointer) {
@@ -214,7 +196,7 @@ final class BenchClient: ConnectionHandler {
             case UInt8(ascii: "2"):
                 sendText(Array("3".utf8))
             case UInt8(ascii: "1"):
-                closedByPeer("Engine.IO close packet")
+                if !bench.stopping { fail("Engine.IO close packet") }
             case UInt8(ascii: "4"):
                 let kind = payload.count > 1 ? payload[1] : 0
                 if kind == UInt8(ascii: "0") && stage == .joining {
@@ -237,23 +219,25 @@ final class BenchClient: ConnectionHandler {
 
     // MARK: writing
 
-    private func sendFrame(opcode: WebSocketOpcode, payload: [UInt8]) {
-        guard let connection, connection.state == .open else { return }
-        connection.write(WebSocketFrameEncoder.encode(opcode: opcode, payload: payload, maskingKey: bench.maskKeys.next()))
+    private func sendText(_ payload: [UInt8]) {
+        payload.withUnsafeBytes { webSocket?.sendText(utf8: $0) }
     }
-
-    private func sendText(_ payload: [UInt8]) { sendFrame(opcode: .text, payload: payload) }
 
     /// Sends the next stamped message (publishers only).
     func publish(size: Int) {
-        guard stage == .ready, let publisher = spec.publisher, let connection, connection.state == .open else { return }
+        guard stage == .ready, let publisher = spec.publisher else { return }
+        if bench.door == .line {
+            guard let connection, connection.state == .open else { return }
+        } else {
+            guard webSocket?.canSend == true else { return }
+        }
         var body = publishPrefix
         body.append(contentsOf: BenchPayload.make(publisher: publisher, sequence: sent, sentNanos: monotonicNanos(), size: size))
         body.append(contentsOf: publishSuffix)
         sent += 1
         inFlight += 1
         if bench.door == .line {
-            connection.write(body)
+            connection?.write(body)
         } else {
             sendText(body)
         }
@@ -261,21 +245,23 @@ final class BenchClient: ConnectionHandler {
 
     // MARK: closing
 
-    private func closedByPeer(_ why: String) {
-        if !bench.stopping { fail(why) }
-    }
-
-    func close() {
-        stage = .closed
-        connection?.close(flush: false)
-    }
-
-    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
+    /// The server ended the connection (close frame or TCP); a failure unless the run is stopping.
+    private func closedByServer(_ why: String) {
         guard stage != .closed else { return }
         if bench.stopping {
             stage = .closed
             return
         }
-        fail("connection closed by the server (\(reason))")
+        fail(why)
+    }
+
+    func close() {
+        stage = .closed
+        webSocket?.abort()
+        connection?.close(flush: false)
+    }
+
+    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
+        closedByServer("connection closed by the server (\(reason))")
     }
 }

@@ -34,7 +34,6 @@ final class BenchLoop {
     /// Socket.IO: whether listening members send `connectUser` too (Parley delivers SocketChat
     /// events to identified users only; the original server emits to every socket).
     var identifySocketIOMembers = true
-    var maskKeys: MaskKeyGenerator
     var clients: [BenchClient] = []
     private var queue: [ClientSpec] = []
     private var queueIndex = 0
@@ -63,7 +62,6 @@ final class BenchLoop {
         self.channel = channel
         self.rooms = rooms
         self.concurrency = concurrency
-        maskKeys = MaskKeyGenerator(seed: UInt64(bitPattern: monotonicNanos()) &+ UInt64(loop.index) &* 0x9E37_79B9)
     }
 
     // MARK: setup

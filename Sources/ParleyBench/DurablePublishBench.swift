@@ -5,8 +5,8 @@ import Synchronization
 
 /// `parley bench publish-durable`: N native-protocol publishers, each keeping a window of
 /// publishes with callbacks in flight, counting receipts (which the server sends only once a
-/// message is durable) and timing each from send to receipt. A libuv load generator with its
-/// own minimal WebSocket client (client-role ``WebSocketProtocolMachine``); self-contained.
+/// message is durable) and timing each from send to receipt. A libuv load generator on the
+/// shared WebSocket client (``WebSocketClientConnection``).
 public enum DurablePublishBench {
     public struct Options: Sendable {
         var host = "127.0.0.1"
@@ -95,17 +95,7 @@ public enum DurablePublishBench {
             let loop = group.loops[index % group.loops.count]
             let room = "bench-\(index % options.rooms)"
             loop.execute {
-                loop.connect(host: options.host, port: options.port) { result in
-                    switch result {
-                    case .success(let connection):
-                        let publisher = Publisher(connection: connection, options: options, room: room, run: run)
-                        connection.handler = publisher
-                        publisher.start()
-                    case .failure(let error):
-                        run.failed.add(1, ordering: .relaxed)
-                        run.firstError.withLock { $0 = $0 ?? "connect: \(error)" }
-                    }
-                }
+                Publisher(loop: loop, options: options, room: room, run: run).start()
             }
         }
         let connectDeadline = Date().addingTimeInterval(30)
@@ -155,22 +145,20 @@ public enum DurablePublishBench {
     }
 
     /// One publishing connection; lives on its loop.
-    final class Publisher: ConnectionHandler {
-        let connection: TCPConnection
+    final class Publisher: WebSocketClientDelegate {
         let options: Options
         let room: String
         let run: Run
-        private let key = WebSocketHandshake.makeClientKey()
-        private var head: [UInt8] = []
-        private var machine: WebSocketProtocolMachine?
+        private let loop: EventLoop
+        private var socket: WebSocketClientConnection?
         private var handshaken = false
         private var nextCallback = 1
         private var sentAt: [Int: UInt64] = [:]
         private var latencies: [UInt32] = []
         private let text: String
 
-        init(connection: TCPConnection, options: Options, room: String, run: Run) {
-            self.connection = connection
+        init(loop: EventLoop, options: Options, room: String, run: Run) {
+            self.loop = loop
             self.options = options
             self.room = room
             self.run = run
@@ -178,40 +166,32 @@ public enum DurablePublishBench {
         }
 
         func start() {
-            connection.write(WebSocketHandshake.clientRequest(host: "\(options.host):\(options.port)", path: options.path,
-                                                              key: key, offerDeflate: false))
+            var socketOptions = WebSocketClientConnection.Options(host: options.host, port: options.port, target: options.path)
+            socketOptions.configuration = WebSocketConfiguration(offersDeflate: false)
+            socketOptions.openTimeoutMilliseconds = 30_000
+            let socket = WebSocketClientConnection(loop: loop, options: socketOptions, delegate: self)
+            self.socket = socket
+            socket.connect()
         }
 
-        func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-            guard let machine else {
-                head += bytes
-                guard let end = head.firstRange(of: Array("\r\n\r\n".utf8)) else { return }
-                let response = String(decoding: head[..<end.lowerBound], as: UTF8.self)
-                guard response.hasPrefix("HTTP/1.1 101") else {
-                    fail("upgrade refused: \(response.prefix(80))")
-                    return
-                }
-                let machine = WebSocketProtocolMachine(role: .client, deflate: nil)
-                self.machine = machine
-                send(#"{"type":"handshake","channel":"demo","callback":0}"#)
-                let rest = Array(head[end.upperBound...])
-                head = []
-                if !rest.isEmpty { handle(machine.receive(rest)) }
-                return
-            }
-            handle(machine.receive(bytes))
+        func webSocketDidOpen(_ socket: WebSocketClientConnection) {
+            send(#"{"type":"handshake","channel":"demo","callback":0}"#)
         }
 
-        private func handle(_ actions: [WebSocketAction]) {
-            for action in actions {
-                switch action {
-                case .text(let reply): received(reply)
-                case .binary: break
-                case .send(let bytes): connection.write(bytes)
-                case .closeConnection: connection.close()
-                case .peerClosed: break
-                }
-            }
+        func webSocket(_ socket: WebSocketClientConnection, didReceive kind: WebSocketMessageKind, payload: UnsafeRawBufferPointer) {
+            if kind == .text { received(String(decoding: payload, as: UTF8.self)) }
+        }
+
+        func webSocket(_ socket: WebSocketClientConnection, didFailToOpen error: WebSocketClientError) {
+            run.failed.add(1, ordering: .relaxed)
+            let message = error.code == .connectFailed ? "connect: \(error.message)" : "upgrade refused: \(error.message)"
+            run.firstError.withLock { $0 = $0 ?? message }
+            self.socket = nil   // the connection holds this publisher for life: break the cycle
+        }
+
+        func webSocketDidClose(_ socket: WebSocketClientConnection, code: UInt16, reason: String) {
+            flushLatencies()
+            self.socket = nil
         }
 
         private func received(_ reply: String) {
@@ -248,8 +228,7 @@ public enum DurablePublishBench {
         }
 
         private func send(_ json: String) {
-            guard let machine, connection.state == .open else { return }
-            connection.write(machine.sendText(json))
+            socket?.sendText(json)
         }
 
         /// The reply's `"callback":N`, read without a full JSON parse (the client must stay cheap).
@@ -264,16 +243,6 @@ public enum DurablePublishBench {
                 digits += 1
             }
             return digits > 0 ? value : nil
-        }
-
-        private func fail(_ message: String) {
-            run.failed.add(1, ordering: .relaxed)
-            run.firstError.withLock { $0 = $0 ?? message }
-            connection.close()
-        }
-
-        func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
-            flushLatencies()
         }
     }
 }

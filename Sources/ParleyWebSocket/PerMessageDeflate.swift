@@ -188,15 +188,7 @@ private struct Scanner {
     mutating func skipSpace() {
         while let b = peek, b == 0x20 || b == 0x09 { index += 1 }
     }
-    static func isTokenChar(_ b: UInt8) -> Bool {
-        switch b {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(b)
-        }
-    }
+    static func isTokenChar(_ b: UInt8) -> Bool { isHTTPTokenByte(b) }
     mutating func token() -> String? {
         let start = index
         while let b = peek, Scanner.isTokenChar(b) { index += 1 }
@@ -321,6 +313,11 @@ final class PerMessageDeflateDecompressor {
 
     /// Inflates one frame's payload of the current message, appending to `output`. Throws
     /// 1009 if `output` would exceed `limit`, 1007 on corrupt data.
+    func inflateFragment(_ input: UnsafeRawBufferPointer, into output: inout [UInt8], limit: Int) throws(WebSocketProtocolError) {
+        try inflate(input, into: &output, limit: limit)
+    }
+
+    /// Inflates one frame's payload; see ``inflateFragment(_:into:limit:)-(UnsafeRawBufferPointer,_,_)``.
     func inflateFragment(_ input: [UInt8], into output: inout [UInt8], limit: Int) throws(WebSocketProtocolError) {
         // Array.withUnsafeBytes is untyped `rethrows`; carry the typed error out as a Result.
         let result = input.withUnsafeBytes { raw in

@@ -60,8 +60,13 @@ struct UTF8Validator: Sendable {
     }
 
     /// Whole-buffer check: valid and complete.
-    static func isValid(_ bytes: [UInt8]) -> Bool {
+    static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var v = UTF8Validator()
         return v.validate(bytes) && v.isAtBoundary
+    }
+
+    /// Whole-buffer check: valid and complete.
+    static func isValid(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { isValid($0) }
     }
 }

@@ -78,16 +78,35 @@ public struct WebSocketConfiguration: Sendable {
     /// Messages shorter than this are sent uncompressed even when deflate is negotiated
     /// (RFC 7692 allows it; tiny messages grow when compressed).
     public var compressionThreshold: Int
+    /// Whether text messages are checked to be UTF-8 (1007 otherwise). Only a load generator
+    /// that reads its own stamps out of the payload turns this off; everything else must
+    /// keep it on (RFC 6455 §8.1).
+    public var validatesUTF8: Bool
+    /// Where a client's masking keys come from.
+    public var maskingKeys: WebSocketMaskingKeySource
 
     /// Creates a configuration; `inflateLimit` defaults to `maxMessageSize`.
     public init(maxMessageSize: Int = 1 << 20, maxFrameSize: Int = 1 << 20,
                 offersDeflate: Bool = true, acceptsDeflate: Bool = true,
-                inflateLimit: Int? = nil, compressionThreshold: Int = 64) {
+                inflateLimit: Int? = nil, compressionThreshold: Int = 64,
+                validatesUTF8: Bool = true, maskingKeys: WebSocketMaskingKeySource = .systemRandom) {
         self.maxMessageSize = maxMessageSize
         self.maxFrameSize = maxFrameSize
         self.offersDeflate = offersDeflate
         self.acceptsDeflate = acceptsDeflate
         self.inflateLimit = inflateLimit ?? maxMessageSize
         self.compressionThreshold = compressionThreshold
+        self.validatesUTF8 = validatesUTF8
+        self.maskingKeys = maskingKeys
     }
+}
+
+/// Where a client-role machine takes the masking key of each frame from (RFC 6455 §5.3).
+public enum WebSocketMaskingKeySource: Sendable, Equatable {
+    /// The system's secure random generator: unpredictable keys, as the RFC asks, so a
+    /// browser-facing intermediary cannot be fed chosen bytes. The default.
+    case systemRandom
+    /// A xorshift generator seeded once: a few instructions a frame instead of a system call,
+    /// and predictable. Only for load generators, whose frames protect no one.
+    case fastPseudoRandom(seed: UInt64)
 }

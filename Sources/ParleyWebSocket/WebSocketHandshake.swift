@@ -4,7 +4,7 @@ import Foundation
 /// A rejected opening handshake: the HTTP status to answer with (server side; 0 when a
 /// client rejects a server's response), a human message for the body, and extra headers
 /// (426 carries `Sec-WebSocket-Version: 13`).
-public struct WebSocketHandshakeError: Error, Sendable, CustomStringConvertible {
+public struct WebSocketHandshakeError: Error, Sendable, Equatable, CustomStringConvertible {
     /// HTTP status to answer with (400, 405, 426); for a client-side failure, the status received.
     public let status: Int
     /// What went wrong, for the response body or a log line.
@@ -21,6 +21,10 @@ public struct WebSocketHandshakeError: Error, Sendable, CustomStringConvertible 
 
     /// A one-line summary.
     public var description: String { "WebSocket handshake failed (\(status)): \(message)" }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.status == b.status && a.message == b.message && a.headers.elementsEqual(b.headers) { $0 == $1 }
+    }
 }
 
 /// The RFC 6455 §4 opening handshake, independent of the HTTP layer: header values come in

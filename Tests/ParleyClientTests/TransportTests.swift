@@ -4,38 +4,7 @@ import ParleyCore
 import Synchronization
 import Testing
 
-@Suite struct UpgradeResponseHeadTests {
-    @Test func parsesA101AndKeepsTheRest() {
-        let bytes = Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nX-A: 1\r\nx-a: 2\r\n\r\n\u{81}\u{01}a".utf8)
-        guard case .complete(let head, let consumed) = UpgradeResponseHead.parse(bytes) else {
-            Issue.record("not complete")
-            return
-        }
-        #expect(head.status == 101)
-        #expect(head.header("upgrade") == "websocket")
-        #expect(head.header("X-A") == "1, 2")
-        #expect(Array(bytes[consumed...]) == Array("\u{81}\u{01}a".utf8))
-    }
-
-    @Test func needsMoreDataUntilTheBlankLine() {
-        let text = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-        for cut in 0...text.utf8.count {
-            #expect(UpgradeResponseHead.parse(Array(text.utf8.prefix(cut))) == .needMoreData)
-        }
-    }
-
-    @Test func rejectsMalformedHeads() {
-        for bad in ["HTTP/2 101 x\r\n\r\n", "HTTP/1.1 1010 x\r\n\r\n", "ICY 200 OK\r\n\r\n",
-                    "HTTP/1.1 101 x\r\nNoColon\r\n\r\n", "HTTP/1.1 101 x\r\n folded: y\r\n\r\n",
-                    "HTTP/1.1 101 x\r\nBad Name: y\r\n\r\n"] {
-            guard case .invalid = UpgradeResponseHead.parse(Array(bad.utf8)) else {
-                Issue.record("accepted \(bad.debugDescription)")
-                continue
-            }
-        }
-        #expect(UpgradeResponseHead.parse([UInt8](repeating: 65, count: UpgradeResponseHead.maxSize + 1)) != .needMoreData)
-    }
-
+@Suite struct EndpointTests {
     @Test func endpointParsing() throws {
         let endpoint = try ParleyEndpoint(url: URL(string: "ws://example.com:8080/v3/websocket?a=1")!)
         #expect(endpoint.host == "example.com")

@@ -2,7 +2,8 @@ import Foundation
 import ParleyWebSocket
 
 /// A small blocking WebSocket client for tests: a ``TestSocket``, Parley's client handshake
-/// and a client-role protocol machine. Every wait has a timeout.
+/// state machine and a client-role protocol machine (the code every Parley client uses, minus
+/// the event loop). Every wait has a timeout.
 public final class TestWebSocket: @unchecked Sendable {
     // Safe: like TestSocket, used by one task at a time; Sendable only for hand-over.
     public let socket: TestSocket
@@ -13,46 +14,35 @@ public final class TestWebSocket: @unchecked Sendable {
     public private(set) var closeReason = ""
     private var sawEOF = false
 
-    /// Connects and completes the opening handshake on `path`.
+    /// Connects and completes the opening handshake on `path` with Parley's client handshake
+    /// (``WebSocketClientHandshake``): the server's answer is validated as any client of
+    /// Parley validates it; a refusal throws its ``WebSocketHandshakeError``.
     public init(port: Int, path: String = "/v3/websocket", deflate: Bool = false, timeout: Double = 5) throws {
         socket = try TestSocket(port: port)
-        let key = WebSocketHandshake.makeClientKey()
-        try socket.send(WebSocketHandshake.clientRequest(host: "127.0.0.1:\(port)", path: path, key: key, offerDeflate: deflate))
+        var handshake = WebSocketClientHandshake(host: "127.0.0.1:\(port)", target: path, offersDeflate: deflate)
+        try socket.send(handshake.request)
         let deadline = Date().addingTimeInterval(timeout)
-        let terminator: [UInt8] = Array("\r\n\r\n".utf8)
-        var headEnd: Int?
-        while headEnd == nil {
-            let buffered = socket.buffered
-            if buffered.count >= 4 {
-                for i in 0...(buffered.count - 4) where Array(buffered[i..<i + 4]) == terminator {
-                    headEnd = i + 4
-                    break
+        var received: [UInt8] = []
+        var upgrade: (deflate: PerMessageDeflateParameters?, leftover: [UInt8])?
+        while upgrade == nil {
+            let bytes = socket.buffered
+            socket.clearBuffer()
+            received += bytes
+            switch handshake.feed(bytes) {
+            case .needMoreData:
+                guard deadline.timeIntervalSinceNow > 0 else { throw TestSocket.Failure("timed out waiting for the 101") }
+                guard try socket.fill(timeout: min(0.5, deadline.timeIntervalSinceNow)) else {
+                    throw TestSocket.Failure("closed during handshake: \(String(decoding: received, as: UTF8.self))")
                 }
-            }
-            if headEnd != nil { break }
-            guard deadline.timeIntervalSinceNow > 0 else { throw TestSocket.Failure("timed out waiting for the 101") }
-            guard try socket.fill(timeout: min(0.5, deadline.timeIntervalSinceNow)) else {
-                throw TestSocket.Failure("closed during handshake: \(String(decoding: socket.buffered, as: UTF8.self))")
+            case .upgraded(let parameters, let leftover):
+                upgrade = (parameters, leftover)
+            case .failed(let error):
+                throw error
             }
         }
-        let all = socket.buffered
-        let head = String(decoding: all[..<headEnd!], as: UTF8.self)
-        let leftover = Array(all[headEnd!...])
-        socket.clearBuffer()
-        var lines = head.components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst().split(separator: " ")
-        let status = statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0
-        var headers: [(String, String)] = []
-        for line in lines where !line.isEmpty {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
-        }
-        let parameters = try WebSocketHandshake.validateServerResponse(status: status, header: { name in
-            headers.first { $0.0.lowercased() == name.lowercased() }?.1
-        }, key: key, offeredDeflate: deflate)
         machine = WebSocketProtocolMachine(role: .client, configuration: WebSocketConfiguration(maxMessageSize: 64 << 20, maxFrameSize: 64 << 20),
-                                           deflate: parameters)
-        if !leftover.isEmpty { absorb(machine.receive(leftover)) }
+                                           deflate: upgrade!.deflate)
+        if !upgrade!.leftover.isEmpty { absorb(machine.receive(upgrade!.leftover)) }
     }
 
     /// Whether permessage-deflate was negotiated.

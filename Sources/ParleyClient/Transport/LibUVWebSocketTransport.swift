@@ -5,8 +5,9 @@ import ParleyWebSocket
 import Glibc
 #endif
 
-/// Parley's own WebSocket client over libuv: the default transport on Linux, where
-/// `URLSessionWebSocketTask` is not available (Debian's libcurl lacks WebSocket support).
+/// Parley's own WebSocket client over libuv (``WebSocketClientConnection``): the default
+/// transport on Linux, where `URLSessionWebSocketTask` is not available (Debian's libcurl
+/// lacks WebSocket support).
 ///
 /// Connections run on one event loop: by default a single loop shared by every client in the
 /// process (started on first use, living as long as the process), or a loop of a group you pass.
@@ -46,20 +47,20 @@ public struct LibUVWebSocketTransport: ParleyTransport {
         }
         let address = try await Self.resolve(endpoint.host)
         let loop = (group ?? Self.sharedGroup).next()
-        let key = WebSocketHandshake.makeClientKey()
-        let request = WebSocketHandshake.clientRequest(host: endpoint.hostHeader, path: endpoint.target, key: key,
-                                                       offerDeflate: true)
-        let configuration = WebSocketConfiguration(maxMessageSize: maxMessageSize, maxFrameSize: maxMessageSize)
-        let timeoutMillis = Self.milliseconds(connectTimeout)
-        let keepAliveMillis = Self.milliseconds(keepAliveInterval)
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<LibUVConnection, ParleyClientError>, Never>) in
+        var options = WebSocketClientConnection.Options(host: address, port: endpoint.port, target: endpoint.target,
+                                                        hostHeader: endpoint.hostHeader)
+        options.tls = tls
+        options.serverName = endpoint.host
+        options.configuration = WebSocketConfiguration(maxMessageSize: maxMessageSize, maxFrameSize: maxMessageSize,
+                                                       offersDeflate: true)
+        options.openTimeoutMilliseconds = Self.milliseconds(connectTimeout)
+        options.keepAliveMilliseconds = Self.milliseconds(keepAliveInterval)
+        // A server that never answers our close must not keep the socket open.
+        options.closeTimeoutMilliseconds = 2000
+        let result = await withCheckedContinuation { [options] (continuation: CheckedContinuation<Result<LibUVConnection, ParleyClientError>, Never>) in
             loop.execute {
-                let handler = WebSocketClientHandler(loop: loop, key: key, configuration: configuration,
-                                                     keepAliveMillis: keepAliveMillis, onEvent: onEvent) {
-                    continuation.resume(returning: $0)
-                }
-                handler.start(host: address, port: endpoint.port, request: request, timeoutMillis: timeoutMillis,
-                              tls: tls, serverName: endpoint.host)
+                let session = TransportSession(onEvent: onEvent) { continuation.resume(returning: $0) }
+                WebSocketClientConnection(loop: loop, options: options, delegate: session).connect()
             }
         }
         return try result.get()
@@ -106,206 +107,64 @@ public struct LibUVWebSocketTransport: ParleyTransport {
     }
 }
 
-/// The Sendable face of a ``WebSocketClientHandler``: every call hops onto the handler's loop.
+/// The Sendable face of a ``WebSocketClientConnection``: every call hops onto its loop.
 final class LibUVConnection: ParleyTransportConnection, @unchecked Sendable {
-    // Why `@unchecked Sendable` is safe: `handler` is not Sendable, but this class never
+    // Why `@unchecked Sendable` is safe: `socket` is not Sendable, but this class never
     // touches it except inside `loop.execute { ... }`, i.e. on the loop thread that owns it;
     // `loop` is Sendable and both stored properties are `let`.
     private let loop: EventLoop
-    private let handler: WebSocketClientHandler
+    private let socket: WebSocketClientConnection
 
-    init(loop: EventLoop, handler: WebSocketClientHandler) {
-        self.loop = loop
-        self.handler = handler
+    init(socket: WebSocketClientConnection) {
+        self.loop = socket.loop
+        self.socket = socket
     }
 
     func send(_ text: String) {
-        loop.execute { [self] in handler.send(text) }
+        loop.execute { [self] in socket.sendText(text) }
     }
 
     func close(code: UInt16, reason: String) {
-        loop.execute { [self] in handler.close(code: code, reason: reason) }
+        loop.execute { [self] in socket.close(code: WebSocketCloseCode(rawValue: code), reason: reason) }
     }
 }
 
-/// One client WebSocket on one loop: writes the upgrade request, checks the 101, then runs a
-/// client-role ``WebSocketProtocolMachine``. Loop thread only.
-final class WebSocketClientHandler: ConnectionHandler {
-    private enum Phase { case connecting, upgrading, open, closed }
-
-    private let loop: EventLoop
-    private let key: String
-    private let configuration: WebSocketConfiguration
-    private let keepAliveMillis: UInt64
-    private var keepAlive: LoopTimer?
-    private var heardSinceTick = true
-    private var pingOutstanding = false
+/// Turns one ``WebSocketClientConnection``'s delegate calls into the transport's results and
+/// events. Loop thread only.
+final class TransportSession: WebSocketClientDelegate {
     private let onEvent: @Sendable (TransportEvent) -> Void
     private var opened: ((Result<LibUVConnection, ParleyClientError>) -> Void)?
-    private var phase = Phase.connecting
-    private var connection: TCPConnection?
-    private var machine: WebSocketProtocolMachine?
-    private var head: [UInt8] = []
-    private var timer: LoopTimer?
-    private var peerClose: (code: UInt16, reason: String)?
-    private var failure: String?
 
-    init(loop: EventLoop, key: String, configuration: WebSocketConfiguration, keepAliveMillis: UInt64,
-         onEvent: @escaping @Sendable (TransportEvent) -> Void,
+    init(onEvent: @escaping @Sendable (TransportEvent) -> Void,
          opened: @escaping (Result<LibUVConnection, ParleyClientError>) -> Void) {
-        self.loop = loop
-        self.key = key
-        self.configuration = configuration
-        self.keepAliveMillis = keepAliveMillis
         self.onEvent = onEvent
         self.opened = opened
     }
 
-    func start(host: String, port: Int, request: [UInt8], timeoutMillis: UInt64,
-               tls: TLSContext? = nil, serverName: String? = nil) {
-        let timer = LoopTimer(loop: loop)
-        self.timer = timer
-        timer.start(after: timeoutMillis) { [self] in
-            failOpen(ParleyClientError(.timeout, "no WebSocket upgrade from \(host):\(port) in time"))
-        }
-        loop.connect(host: host, port: port) { [self] result in
-            switch result {
-            case .failure(let error):
-                failOpen(ParleyClientError(.connectionFailed, "cannot connect to \(host):\(port): \(error.message)"))
-            case .success(let connection):
-                guard phase == .connecting else {
-                    connection.close(flush: false)
-                    return
-                }
-                self.connection = connection
-                connection.handler = self
-                phase = .upgrading
-                if let tls {
-                    do throws(IOError) {
-                        // The request waits inside the TLS session until the handshake is done.
-                        try connection.startTLS(tls, serverName: serverName)
-                    } catch {
-                        failOpen(ParleyClientError(.connectionFailed, "TLS to \(host):\(port): \(error.message)"))
-                        return
-                    }
-                }
-                connection.write(request)
-            }
-        }
-    }
-
-    private func failOpen(_ error: ParleyClientError) {
-        guard let opened else { return }
+    func webSocketDidOpen(_ socket: WebSocketClientConnection) {
+        let opened = self.opened
         self.opened = nil
-        timer?.stop()
-        timer = nil
-        phase = .closed
-        connection?.close(flush: false)
-        opened(.failure(error))
+        opened?(.success(LibUVConnection(socket: socket)))
     }
 
-    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        switch phase {
-        case .upgrading:
-            head.append(contentsOf: bytes)
-            switch UpgradeResponseHead.parse(head) {
-            case .needMoreData:
-                return
-            case .invalid(let why):
-                failOpen(ParleyClientError(.connectionFailed, "bad upgrade response: \(why)"))
-            case .complete(let response, let consumed):
-                let deflate: PerMessageDeflateParameters?
-                do {
-                    deflate = try WebSocketHandshake.validateServerResponse(
-                        status: response.status, header: response.header, key: key, offeredDeflate: true)
-                } catch {
-                    let code: ParleyClientError.Code = (response.status == 401 || response.status == 403) ? .rejected : .connectionFailed
-                    failOpen(ParleyClientError(code, error.message))
-                    return
-                }
-                let leftover = Array(head[consumed...])
-                head = []
-                machine = WebSocketProtocolMachine(role: .client, configuration: configuration, deflate: deflate)
-                phase = .open
-                timer?.stop()
-                timer = nil
-                let keepAlive = LoopTimer(loop: loop)
-                self.keepAlive = keepAlive
-                keepAlive.start(after: keepAliveMillis, repeating: keepAliveMillis) { [weak self] in self?.keepAliveTick() }
-                let opened = self.opened
-                self.opened = nil
-                opened?(.success(LibUVConnection(loop: loop, handler: self)))
-                if !leftover.isEmpty { leftover.withUnsafeBytes { feed($0) } }
-            }
-        case .open:
-            feed(bytes)
-        case .connecting, .closed:
-            return
-        }
+    func webSocket(_ socket: WebSocketClientConnection, didReceive kind: WebSocketMessageKind, payload: UnsafeRawBufferPointer) {
+        // Binary messages are decoded as UTF-8 too: the Parley protocol is JSON either way.
+        onEvent(.text(String(decoding: payload, as: UTF8.self)))
     }
 
-    private func keepAliveTick() {
-        guard phase == .open, let machine, let connection else { return }
-        if heardSinceTick {
-            heardSinceTick = false
-            pingOutstanding = false
-        } else if pingOutstanding {
-            connection.close(flush: false)          // silent for two intervals: half-open
-        } else {
-            connection.write(machine.ping())
-            pingOutstanding = true
+    func webSocket(_ socket: WebSocketClientConnection, didFailToOpen error: WebSocketClientError) {
+        let opened = self.opened
+        self.opened = nil
+        let code: ParleyClientError.Code
+        switch error.code {
+        case .timedOut: code = .timeout
+        case .handshakeFailed where error.status == 401 || error.status == 403: code = .rejected
+        default: code = .connectionFailed
         }
+        opened?(.failure(ParleyClientError(code, error.message)))
     }
 
-    private func feed(_ bytes: UnsafeRawBufferPointer) {
-        guard let machine, let connection else { return }
-        heardSinceTick = true
-        for action in machine.receive(bytes) {
-            switch action {
-            case .text(let text):
-                onEvent(.text(text))
-            case .binary(let bytes):
-                onEvent(.text(String(decoding: bytes, as: UTF8.self)))
-            case .send(let bytes):
-                connection.write(bytes)
-            case .closeConnection:
-                connection.close()
-            case .peerClosed(let code, let reason):
-                peerClose = (code ?? WebSocketCloseCode.noStatus.rawValue, reason)
-            }
-        }
-    }
-
-    func send(_ text: String) {
-        guard phase == .open, let machine, let connection else { return }
-        let frame = machine.sendText(text)
-        if !frame.isEmpty { connection.write(frame) }
-    }
-
-    func close(code: UInt16, reason: String) {
-        guard phase == .open, let machine, let connection else {
-            failOpen(ParleyClientError(.connectionFailed, "closed before the upgrade finished"))
-            return
-        }
-        for case .send(let bytes) in machine.close(code: WebSocketCloseCode(rawValue: code), reason: reason) {
-            connection.write(bytes)
-        }
-        // A server that never answers our close must not keep the socket open.
-        loop.schedule(after: 2000) { [weak connection] in connection?.close(flush: false) }
-    }
-
-    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
-        if opened != nil {
-            var why = "connection closed during the WebSocket upgrade"
-            if case .error(let error) = reason { why += ": \(error.message)" }  // e.g. a failed TLS handshake
-            failOpen(ParleyClientError(.connectionFailed, why))
-            return
-        }
-        guard phase == .open else { return }
-        phase = .closed
-        keepAlive?.stop()
-        keepAlive = nil
-        let close = peerClose ?? (WebSocketCloseCode.abnormal.rawValue, "")
-        onEvent(.closed(code: close.code, reason: close.reason))
+    func webSocketDidClose(_ socket: WebSocketClientConnection, code: UInt16, reason: String) {
+        onEvent(.closed(code: code, reason: reason))
     }
 }
