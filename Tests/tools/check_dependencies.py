@@ -35,7 +35,7 @@ MAY_IMPORT = {
     "ParleyRedis": {"ParleyCore", "ParleyIO", "CHiredis"},
     # The doors: everything above.
     "ParleyServer": C_MODULES | {"ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore",
-                                 "ParleySQLite", "ParleyRedis"},
+                                 "ParleySQLite", "ParleyRedis", "ParleyFiles"},
     "ParleyClient": {"ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"},
 }
 for module in C_MODULES:

@@ -27,7 +27,13 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         case request(HTTPRequestHead, [UInt8])
         case upgrade(HTTPRequestHead, [UInt8])
         case error(HTTPResponse)
+        /// A file upload whose body was streamed to disk (Files/UploadReceiver.swift).
+        case upload(HTTPRequestHead, UploadReceiver)
     }
+    /// The upload whose body is being read: its bytes go to disk, not into `body`.
+    private var upload: UploadReceiver?
+    /// The upload asked to stop reading until the disk catches up.
+    private var uploadPaused = false
     /// Most requests a client may pipeline behind one being answered.
     static let maxPipelined = 16
     /// The door policy's share of this connection (admission, handshake timeout); handed on
@@ -39,7 +45,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         self.core = core
         self.router = router
         self.sessionGuard = sessionGuard
-        parser = HTTPRequestParser(limits: HTTPParserLimits(maxBodyBytes: core.configuration.httpMaxBodyBytes))
+        parser = HTTPRequestParser(limits: HTTPParserLimits(maxBodyBytes: core.configuration.httpMaxBodyBytes),
+                                   bodyLimit: FileRoutes.bodyLimit(core.files))
     }
 
     func start() {
@@ -65,14 +72,23 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             case .head(let head):
                 self.head = head
                 body = []
+                upload = UploadReceiver.start(head, core: core, connection: connection) { [weak self] in self?.uploadEvent($0) }
+                // An upload may take longer than a handshake: its own timers watch it.
+                if upload?.isAccepted == true { sessionGuard.handshakeCompleted() }
             case .body(let bytes):
-                body.append(contentsOf: bytes)
+                if let upload { upload.receive(bytes) } else { body.append(contentsOf: bytes) }
             case .end:
                 guard let head else { continue }
                 self.head = nil
+                sessionGuard.handshakeCompleted()
+                if let upload {
+                    self.upload = nil
+                    upload.bodyComplete()
+                    handle(.upload(head, upload))
+                    continue
+                }
                 let request = body
                 body = []
-                sessionGuard.handshakeCompleted()
                 handle(.request(head, request))
             case .upgrade(let leftover):
                 guard let head else { continue }
@@ -89,6 +105,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         guard connection.state == .open, !upgraded else { return }
         if parser.isIdle && head == nil {
             armIdleTimer()
+        } else if upload != nil {
+            startUploadTimer()
         } else if !requestTimerRunning {
             // Started once per request: a client trickling bytes cannot keep it alive.
             requestTimerRunning = true
@@ -105,6 +123,41 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         let timer = LoopTimer(loop: connection.loop)
         self.timer = timer
         return timer
+    }
+
+    /// While an upload's body streams in, the request timeout limits silence, not the whole
+    /// upload (which has its own deadline, ``ServerConfiguration/uploadTimeoutMillis``).
+    private func startUploadTimer() {
+        requestTimerRunning = true
+        timerObject().start(after: core.configuration.httpRequestTimeoutMillis) { [weak self] in
+            guard let self, self.connection.state == .open else { return }
+            self.connection.write(HTTPResponse.text(408, "request timed out\n").encoded(keepAlive: false))
+            self.connection.close()
+        }
+    }
+
+    private func uploadEvent(_ event: UploadReceiver.Event) {
+        guard connection.state == .open else { return }
+        let firstInLine = !answering && waiting.isEmpty
+        switch event {
+        case .pauseReading:
+            uploadPaused = true
+            connection.stopReading()
+            timer?.stop()  // the disk is slow, not the client
+        case .resumeReading:
+            uploadPaused = false
+            if waiting.count < Self.maxPipelined { connection.startReading() }
+            if upload != nil { startUploadTimer() }
+        case .sendContinue:
+            if firstInLine { connection.write(HTTPResponse(status: 100).encoded(keepAlive: true)) }
+        case .refused(let response):
+            // First in line: answer now and close, without reading a body nobody wants.
+            // Otherwise the rest of the body is read and dropped, and the answer waits its turn.
+            if firstInLine {
+                connection.write(response.encoded(keepAlive: false))
+                connection.close()
+            }
+        }
     }
 
     private func armIdleTimer() {
@@ -127,6 +180,12 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         case .error(let response):
             connection.write(response.encoded(keepAlive: false))
             connection.close()
+        case .upload(let head, let receiver):
+            answering = true
+            let keepAlive = head.keepAlive && !stopping
+            receiver.answer { [weak self] response, close in
+                self?.answered(response, head: head, keepAlive: keepAlive && !close)
+            }
         }
     }
 
@@ -135,11 +194,16 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         answering = false
         guard connection.state == .open else { return }
         send(response, head: head, keepAlive: keepAlive && !stopping)
+        serveWaiting()
+    }
+
+    /// Serves what waited behind an answer, then reads on.
+    private func serveWaiting() {
         guard connection.state == .open else { return }
         while !answering, !waiting.isEmpty, connection.state == .open, !upgraded {
             handle(waiting.removeFirst())
         }
-        if waiting.isEmpty, connection.state == .open, !upgraded { connection.startReading() }
+        if waiting.isEmpty, connection.state == .open, !upgraded, !uploadPaused { connection.startReading() }
     }
 
     private func send(_ response: HTTPResponse, head: HTTPRequestHead, keepAlive: Bool) {
@@ -158,6 +222,18 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             SocketIODoor.handle(head, body: body, connection: connection, keepAlive: keepAlive, core: core)
             return
         }
+        // A file download streams from disk (Files/DownloadStreamer.swift).
+        answering = true
+        let started = DownloadStreamer.start(head, connection: connection, core: core, keepAlive: keepAlive,
+                                             progress: { [weak self] in self?.armIdleTimer() }) { [weak self] response in
+            guard let self else { return }
+            if let response { return self.answered(response, head: head, keepAlive: keepAlive) }
+            self.answering = false
+            self.armIdleTimer()
+            self.serveWaiting()
+        }
+        if started { return }
+        answering = false
         var response: HTTPResponse
         if let asset = WebClient.response(for: head) {
             // The browser client; HEAD is already answered with the file's length.
@@ -265,6 +341,9 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         timer?.stop()
         timer = nil
+        upload?.abort()
+        upload = nil
+        for case .upload(_, let receiver) in waiting { receiver.abort() }
         SocketIODoor.connectionClosed(connection, core: core)
         sessionGuard.end()
     }
