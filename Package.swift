@@ -41,8 +41,8 @@ let package = Package(
         // target, so the unsafe flag never reaches a package that depends on ParleyClient.
         .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
-        .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench"]),
+        .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench", "ParleyCore"]),
         // Autobahn|Testsuite client-side runner for `make conformance` (not part of `parley`).
         .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
                           path: "Sources/AutobahnClient"),
@@ -61,7 +61,8 @@ let package = Package(
         // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
         // every implementation.
         .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport",
+                                                      "ParleyFiles", "CVips"]),
     ],
     swiftLanguageModes: [.v6]
 )

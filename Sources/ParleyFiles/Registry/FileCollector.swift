@@ -35,8 +35,6 @@ public struct FileCollectionReport: Sendable, Hashable {
     public var uploadsRemoved = 0
     /// Upload records kept.
     public var uploadsKept = 0
-    /// References to messages the store no longer keeps, removed.
-    public var referencesRemoved = 0
     /// Stored contents (files, thumbnails, renditions) removed.
     public var filesRemoved = 0
     /// Temporary files of crashed uploads removed.
@@ -80,7 +78,9 @@ public struct FileCollector: Sendable {
                 let record = entry.record
                 var live = false
                 var referenced = false
-                for (path, reference) in registry.referenceFiles(entry.path + ".refs") {
+                // References to dropped messages stay until the upload goes: they say it was
+                // published (the shorter grace period applies).
+                for (_, reference) in registry.referenceFiles(entry.path + ".refs") where !live {
                     referenced = true
                     guard let room = validKey(record.channel, reference.room) else {
                         continue
@@ -98,7 +98,7 @@ public struct FileCollector: Sendable {
                     case .keepsFrom(let oldest) where reference.offset >= oldest:
                         live = true
                     case .keepsFrom, .empty:
-                        if (try? POSIX.remove(path)) == true { report.referencesRemoved += 1 }
+                        break
                     }
                 }
                 let age = nowMillis - entry.modifiedMillis

@@ -145,17 +145,18 @@ final class UploadReceiver {
         var params = ["channel": channel]
         if let room { params["room"] = room }
         if let refusal = RESTAuth.check(RESTRequest(head: head, params: params, body: []), core: core) { return refusal }
-        if !files.allowUpload(channel: channel, ip: ip, nowMillis: core.hub.clock.nowMillis()) {
-            let perMinute = limits.uploadsPerMinute
-            return FileRoutes.text(429, "too many uploads (limit \(perMinute) per minute); try again shortly",
-                                   retryAfter: max(1, 60 / max(1, perMinute)))
-        }
         if let declared = head.headers["Content-Length"].flatMap(Int.init) {
             let isMultipart = head.headers["Content-Type"]?.lowercased().hasPrefix("multipart/") == true
             let allowed = limits.maxBytes + (isMultipart ? ChannelFileLimits.multipartOverhead : 0)
             if declared > allowed { return tooLarge() }
             let fileBytes = isMultipart ? max(0, declared - ChannelFileLimits.multipartOverhead) : declared
             if let used = files.knownUsage(of: channel), used + fileBytes > limits.quotaBytes { return quotaExceeded() }
+        }
+        // Last: a request refused for what it says costs no allowance.
+        if !files.allowUpload(channel: channel, ip: ip, nowMillis: core.hub.clock.nowMillis()) {
+            let perMinute = limits.uploadsPerMinute
+            return FileRoutes.text(429, "too many uploads (limit \(perMinute) per minute); try again shortly",
+                                   retryAfter: max(1, 60 / max(1, perMinute)))
         }
         return nil
     }

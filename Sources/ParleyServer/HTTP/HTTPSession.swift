@@ -34,6 +34,10 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     private var upload: UploadReceiver?
     /// The upload asked to stop reading until the disk catches up.
     private var uploadPaused = false
+    /// An upload was refused mid-body: what still arrives is dropped until the client stops
+    /// sending, then the connection closes (closing at once would reset it, and the client
+    /// might never read the answer).
+    private var lingerUntilMillis: Int64?
     /// Most requests a client may pipeline behind one being answered.
     static let maxPipelined = 16
     /// The door policy's share of this connection (admission, handshake timeout); handed on
@@ -65,9 +69,13 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     // MARK: reading
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        if let until = lingerUntilMillis {
+            if core.hub.clock.nowMillis() >= until { connection.close() } else { timer?.restart(after: Self.lingerMillis) }
+            return
+        }
         let events = parser.feed(bytes)
         for event in events {
-            guard connection.state == .open, !upgraded else { return }
+            guard connection.state == .open, !upgraded, lingerUntilMillis == nil else { return }
             switch event {
             case .head(let head):
                 self.head = head
@@ -102,7 +110,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 return
             }
         }
-        guard connection.state == .open, !upgraded else { return }
+        guard connection.state == .open, !upgraded, lingerUntilMillis == nil else { return }
         if parser.isIdle && head == nil {
             armIdleTimer()
         } else if upload != nil {
@@ -151,13 +159,29 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         case .sendContinue:
             if firstInLine { connection.write(HTTPResponse(status: 100).encoded(keepAlive: true)) }
         case .refused(let response):
-            // First in line: answer now and close, without reading a body nobody wants.
-            // Otherwise the rest of the body is read and dropped, and the answer waits its turn.
+            // First in line: answer now, without parsing a body nobody wants. Otherwise the
+            // rest of the body is read and dropped, and the answer waits its turn.
             if firstInLine {
                 connection.write(response.encoded(keepAlive: false))
-                connection.close()
+                lingerThenClose()
             }
         }
+    }
+
+    /// How long a lingering connection waits for more bytes; how long it lingers at most.
+    static let lingerMillis: UInt64 = 1_000
+    static let maxLingerMillis: Int64 = 10_000
+
+    private func lingerThenClose() {
+        upload?.abort()
+        upload = nil
+        head = nil
+        lingerUntilMillis = core.hub.clock.nowMillis() + Self.maxLingerMillis
+        if uploadPaused {
+            uploadPaused = false
+            connection.startReading()
+        }
+        timerObject().start(after: Self.lingerMillis) { [weak self] in self?.connection.close() }
     }
 
     private func armIdleTimer() {
