@@ -143,6 +143,15 @@ public struct FileUploader: Sendable {
         }
     }
 
+    /// Whether `response` holds a whole answer (head, and as many body bytes as it declares).
+    static func isComplete(_ response: [UInt8]) -> Bool {
+        guard let split = find([13, 10, 13, 10], in: response) else { return false }
+        let head = String(decoding: response[..<split], as: UTF8.self).lowercased()
+        guard let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
+              let length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) else { return false }
+        return response.count - split - 4 >= length
+    }
+
     private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
         guard haystack.count >= needle.count else { return nil }
         for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] && Array(haystack[i..<(i + needle.count)]) == needle {
@@ -339,7 +348,10 @@ private final class UploadHandler: ConnectionHandler {
 
     func whenClosed(limit: Int, timeoutMillis: UInt64, _ body: @escaping (Result<[UInt8], ParleyClientError>) -> Void) {
         self.limit = limit
-        guard connection.state != .closed else { return body(.success(received)) }
+        guard connection.state != .closed, !FileUploader.isComplete(received) else {
+            connection.close(flush: false)
+            return body(.success(received))
+        }
         closedWaiter = body
         let timer = LoopTimer(loop: connection.loop)
         self.timer = timer
@@ -362,6 +374,8 @@ private final class UploadHandler: ConnectionHandler {
             return
         }
         received.append(contentsOf: bytes)
+        // The whole answer is in: no need to wait for the server to close.
+        if closedWaiter != nil, FileUploader.isComplete(received) { connection.close(flush: false) }
     }
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
