@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCore
 import ParleyFiles
+import ParleyIO
 @testable import ParleyServer
 import ParleyTestSupport
 import Testing
@@ -244,5 +245,46 @@ extension FileStore {
     /// Uploads in progress (their temporary files).
     var temporaryFileCount: Int {
         (try? FileManager.default.contentsOfDirectory(atPath: directory + "/files/tmp").count) ?? 0
+    }
+}
+
+/// A download to a client that does not read holds a bounded amount in the server.
+@Suite struct FileDownloadMemoryTests {
+    /// The most bytes queued on any of the server's connections, read on their loops.
+    func largestQueue(_ server: ParleyServer) -> Int {
+        let largest = Locked(0)
+        let done = DispatchGroup()
+        for loop in server.group.loops {
+            done.enter()
+            loop.execute {
+                loop.forEachConnection { connection in largest.withLock { $0 = max($0, connection.queuedBytes) } }
+                done.leave()
+            }
+        }
+        _ = done.wait(timeout: .now() + 10)
+        return largest.value
+    }
+
+    @Test func aSlowReaderDoesNotMakeTheServerBufferTheFile() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let text = (0..<(8 << 20)).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+        let file = try server.uploaded(text, name: "big.txt", type: "text/plain")
+        let url = try #require(file["url"]?.stringValue)
+        let path = String(url[try #require(url.range(of: "/demo/files/")).lowerBound...])
+        let socket = try TestSocket(port: server.httpPort, receiveBuffer: 8192)
+        try socket.send("GET \(path) HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        // The download has begun and is waiting for the reader: what the server holds for
+        // it stays near one chunk plus the drain mark, not the 8 MiB file.
+        try eventuallyBlocking("the download is under way", timeout: 10) { largestQueue(server) > 0 }
+        var peak = 0
+        for _ in 0..<20 {
+            peak = max(peak, largestQueue(server))
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(peak > 0 && peak <= DownloadStreamer.lowWater + 2 * DownloadStreamer.chunkBytes, "\(peak) bytes queued")
+        // And the reader gets every byte.
+        let response = try readResponse(socket, timeout: 60)
+        #expect(response.status == 200 && response.body.count == text.count && response.body == text)
     }
 }

@@ -105,11 +105,6 @@ final class UploadReceiver {
             return
         }
         let contentType = head.headers["Content-Type"]
-        if contentType?.lowercased().hasPrefix("multipart/") == true,
-           contentType.flatMap(MultipartParser.boundary(fromContentType:)) == nil {
-            refuse(FileRoutes.text(400, "a multipart upload must be multipart/form-data with a valid boundary"))
-            return
-        }
         if let boundary = contentType.flatMap(MultipartParser.boundary(fromContentType:)) {
             multipart = MultipartParser(boundary: boundary, limits: MultipartLimits(
                 maxTotalBytes: limits.maxBytes + ChannelFileLimits.multipartOverhead))
@@ -145,8 +140,12 @@ final class UploadReceiver {
         var params = ["channel": channel]
         if let room { params["room"] = room }
         if let refusal = RESTAuth.check(RESTRequest(head: head, params: params, body: []), core: core) { return refusal }
+        let contentType = head.headers["Content-Type"]
+        let isMultipart = contentType?.lowercased().hasPrefix("multipart/") == true
+        if isMultipart && contentType.flatMap(MultipartParser.boundary(fromContentType:)) == nil {
+            return FileRoutes.text(400, "a multipart upload must be multipart/form-data with a valid boundary")
+        }
         if let declared = head.headers["Content-Length"].flatMap(Int.init) {
-            let isMultipart = head.headers["Content-Type"]?.lowercased().hasPrefix("multipart/") == true
             let allowed = limits.maxBytes + (isMultipart ? ChannelFileLimits.multipartOverhead : 0)
             if declared > allowed { return tooLarge() }
             let fileBytes = isMultipart ? max(0, declared - ChannelFileLimits.multipartOverhead) : declared
