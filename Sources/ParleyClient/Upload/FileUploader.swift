@@ -196,12 +196,15 @@ public struct FileUploader: Sendable {
                 var answer: String?
                 if first.pointee.ai_family == AF_INET {
                     var address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
-                    if inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)) != nil { answer = String(cString: buffer) }
+                    if inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)) != nil { answer = text(buffer) }
                 } else if first.pointee.ai_family == AF_INET6 {
                     var address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                    if inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil { answer = String(cString: buffer) }
+                    if inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil { answer = text(buffer) }
                 }
                 continuation.resume(returning: answer)
+            }
+            @Sendable func text(_ buffer: [CChar]) -> String {
+                String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             }
         }
         guard let resolved else { throw ParleyClientError(.connectionFailed, "cannot resolve host \(host)") }
