@@ -33,7 +33,7 @@ let package = Package(
         // download rules. SHA-256 from OpenSSL; no event loop: work runs on its own thread pool.
         .target(name: "ParleyFiles", dependencies: ["ParleyCore", "CVips", "COpenSSL"]),
         .target(name: "ParleyServer",
-                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL", "CZlib"],
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "ParleyFiles", "COpenSSL", "CZlib"],
                 // The browser client in Web/ is embedded in the binary at build time.
                 exclude: ["Web"],
                 plugins: ["EmbedWebAssets"]),
@@ -45,8 +45,8 @@ let package = Package(
         // target, so the unsafe flag never reaches a package that depends on ParleyClient.
         .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
-        .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench"]),
+        .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench", "ParleyCore"]),
         // Autobahn|Testsuite client-side runner for `make conformance` (not part of `parley`).
         .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
                           path: "Sources/AutobahnClient"),
@@ -65,7 +65,8 @@ let package = Package(
         // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
         // every implementation.
         .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport",
+                                                      "ParleyFiles", "CVips"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,14 +1,17 @@
 // A SwiftUI chat screen on ParleyClient's ChatRoomModel (Apple platforms only; this file is
-// not part of the package build). Add the ParleyClient product to an app target, then show
-// `ChatView()`; point `url` at your server.
+// not part of the package build). Add the ParleyClient and ParleyCore products to an app
+// target, then show `ChatView()`; point `url` at your server. Photos show as thumbnails (tap
+// for full size), other files as download links; the paperclip sends a file.
 #if canImport(SwiftUI)
 import ParleyClient
+import ParleyCore
 import SwiftUI
 
 struct ChatView: View {
     @State private var chat = ChatRoomModel(url: URL(string: "ws://127.0.0.1:8080/v3/websocket")!,
                                             channel: "demo", room: "observable-room")
     @State private var draft = ""
+    @State private var choosingFile = false
 
     var body: some View {
         VStack(spacing: 0) {
@@ -26,10 +29,22 @@ struct ChatView: View {
                     if let last { withAnimation { proxy.scrollTo(last, anchor: .bottom) } }
                 }
             }
-            Text(chat.typingText.isEmpty ? " " : chat.typingText)
+            Text(chat.upload.map { "uploading \($0.name) \(Int($0.progress.fraction * 100))%" }
+                 ?? (chat.typingText.isEmpty ? " " : chat.typingText))
                 .font(.caption).italic().foregroundStyle(.secondary)
                 .frame(maxWidth: .infinity, alignment: .leading).padding(.horizontal)
             HStack {
+                Button { choosingFile = true } label: { Image(systemName: "paperclip") }
+                    .fileImporter(isPresented: $choosingFile, allowedContentTypes: [.item]) { result in
+                        guard case .success(let url) = result else { return }
+                        let caption = draft
+                        draft = ""
+                        Task {
+                            let scoped = url.startAccessingSecurityScopedResource()
+                            defer { if scoped { url.stopAccessingSecurityScopedResource() } }
+                            try? await chat.send(file: url, caption: caption)
+                        }
+                    }
                 TextField("Message", text: $draft)
                     .textFieldStyle(.roundedBorder)
                     .onChange(of: draft) { _, text in chat.inputChanged(text) }
@@ -72,13 +87,44 @@ private struct LineView: View {
                 if line.isMine { Spacer(minLength: 40) }
                 VStack(alignment: line.isMine ? .trailing : .leading, spacing: 2) {
                     Text(line.name).font(.caption).foregroundStyle(Color(hex: line.color))
-                    Text(line.text)
-                        .padding(8)
-                        .background(line.isMine ? Color.accentColor.opacity(0.2) : Color.gray.opacity(0.15),
-                                    in: RoundedRectangle(cornerRadius: 10))
+                    VStack(alignment: .leading, spacing: 6) {
+                        if !line.text.isEmpty || line.attachments.isEmpty { Text(line.text) }
+                        ForEach(line.attachments, id: \.self) { AttachmentView(attachment: $0) }
+                    }
+                    .padding(8)
+                    .background(line.isMine ? Color.accentColor.opacity(0.2) : Color.gray.opacity(0.15),
+                                in: RoundedRectangle(cornerRadius: 10))
                 }
                 .opacity(line.kind == .history(isMine: line.isMine) ? 0.7 : 1)
                 if !line.isMine { Spacer(minLength: 40) }
+            }
+        }
+    }
+}
+
+/// A photo as its thumbnail (tap: full size), any other file as a link to download it.
+private struct AttachmentView: View {
+    let attachment: Attachment
+    @State private var showingFull = false
+
+    var body: some View {
+        if attachment.isImage, let thumbnail = attachment.thumbnail, let url = URL(string: thumbnail.url) {
+            AsyncImage(url: url) { image in
+                image.resizable().scaledToFit()
+            } placeholder: {
+                Color.gray.opacity(0.2)
+            }
+            .frame(maxWidth: min(240, CGFloat(thumbnail.width)))
+            .aspectRatio(CGFloat(thumbnail.width) / CGFloat(max(1, thumbnail.height)), contentMode: .fit)
+            .clipShape(RoundedRectangle(cornerRadius: 8))
+            .onTapGesture { showingFull = true }
+            .sheet(isPresented: $showingFull) {
+                AsyncImage(url: URL(string: attachment.url)) { $0.resizable().scaledToFit() } placeholder: { ProgressView() }
+                    .padding()
+            }
+        } else if let url = URL(string: attachment.url) {
+            Link(destination: url) {
+                Label("\(attachment.name) (\(ByteCount.humanReadable(attachment.size)))", systemImage: "doc")
             }
         }
     }

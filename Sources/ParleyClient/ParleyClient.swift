@@ -30,6 +30,8 @@ public actor ParleyClient {
     /// How many stored messages a re-subscribe asks for when the server ignores `since`.
     public nonisolated let resumeHistoryCount: Int
     private let token: String?
+    /// Uploads files over HTTP to the same host and port (``upload(_:name:mime:room:progress:)``).
+    public nonisolated let uploader: FileUploader
     private let transport: any ParleyTransport
     private let requestTimeout: Duration
     /// How long a publish waits for its receipt in all (reconnects included) by default.
@@ -64,10 +66,11 @@ public actor ParleyClient {
     ///   - requestTimeout: how long a request (subscribe, history) waits for its reply.
     ///   - publishTimeout: how long a publish waits for its receipt in all, reconnects
     ///     included, unless ``publish(_:to:timeout:)`` is given its own.
+    ///   - uploader: how files are uploaded (e.g. which certificates to trust for https).
     public init(url: URL, channel: String, clientData: JSONValue? = nil, token: String? = nil,
                 transport: (any ParleyTransport)? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy(),
                 resumeHistoryCount: Int = 100, requestTimeout: Duration = .seconds(10),
-                publishTimeout: Duration = .seconds(30)) {
+                publishTimeout: Duration = .seconds(30), uploader: FileUploader = FileUploader()) {
         self.url = url
         self.channel = channel
         self.clientData = clientData
@@ -77,6 +80,7 @@ public actor ParleyClient {
         self.resumeHistoryCount = resumeHistoryCount
         self.requestTimeout = requestTimeout
         self.publishTimeout = publishTimeout
+        self.uploader = uploader
     }
 
     // MARK: connection
@@ -507,6 +511,17 @@ public actor ParleyClient {
     public static let typingRefreshInterval: Duration = .seconds(3)
     /// How long after the last `setTyping(true)` typing stops by itself.
     public static let typingIdleTimeout: Duration = .seconds(4)
+
+    // MARK: files
+
+    /// Uploads a file to this client's channel (`POST /{channel}/files` on the server's host
+    /// and port, with this client's token) and returns the attachment to publish. `room` names
+    /// the room it is for (a token must allow publishing there). No connection is needed.
+    public nonisolated func upload(_ source: UploadSource, name: String, mime: String? = nil, room: String? = nil,
+                                   progress: @escaping @Sendable (UploadProgress) -> Void = { _ in }) async throws(ParleyClientError) -> Attachment {
+        try await uploader.upload(source, name: name, mime: mime ?? MIMEType.guess(forName: name), channel: channel,
+                                  room: room, serverURL: url, token: token, progress: progress)
+    }
 
     // MARK: history
 

@@ -51,6 +51,9 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
     public let timestamp: Date
     /// Whether this client sent it.
     public let isMine: Bool
+    /// The files it carries (a body `{"text": caption, "attachments": [...]}`), in order;
+    /// empty for other messages.
+    public let attachments: [Attachment]
 
     /// Creates a message.
     public init(id: String, room: String, body: JSONValue, clientID: String?, sender: ChatMember?,
@@ -63,10 +66,19 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
         self.offset = offset
         self.timestamp = timestamp
         self.isMine = isMine
+        if case .attachments(let message) = AttachmentMessage.classify(body) {
+            attachments = message.attachments
+            caption = message.text
+        } else {
+            attachments = []
+            caption = nil
+        }
     }
 
     /// The text, when the body is a plain string.
     public var text: String? { body.stringValue }
+    /// The caption of a message with files.
+    public let caption: String?
 }
 
 /// Something that happened in a subscribed room, in the order the server sent it.

@@ -54,6 +54,12 @@ public struct HTTPRequestParser: Sendable {
 
     /// The limits this parser enforces.
     public let limits: HTTPParserLimits
+    /// The body limit of one request when it is not `limits.maxBodyBytes` (file uploads
+    /// have their own): asked once per request, when its head is complete; nil keeps the
+    /// default.
+    public var bodyLimit: (@Sendable (HTTPRequestHead) -> Int?)?
+    /// The body limit of the request being parsed.
+    private var currentBodyLimit: Int
     private var state: State = .requestLine
     /// Unconsumed bytes from earlier feeds: at most one incomplete line (bounded by limits).
     private var pending: [UInt8] = []
@@ -69,8 +75,10 @@ public struct HTTPRequestParser: Sendable {
     private var emptyLineBytes = 0
 
     /// A parser at the start of a connection.
-    public init(limits: HTTPParserLimits = .init()) {
+    public init(limits: HTTPParserLimits = .init(), bodyLimit: (@Sendable (HTTPRequestHead) -> Int?)? = nil) {
         self.limits = limits
+        self.bodyLimit = bodyLimit
+        currentBodyLimit = limits.maxBodyBytes
     }
 
     /// Whether the parser is between requests with nothing partial buffered. The server
@@ -184,6 +192,7 @@ public struct HTTPRequestParser: Sendable {
                         state = .requestLine
                         continue
                     }
+                    currentBodyLimit = bodyLimit?(head) ?? limits.maxBodyBytes
                     let framing: Framing
                     do throws(HTTPParseError) { framing = try validateHead() } catch { return fail(error) }
                     events.append(.head(head))
@@ -331,7 +340,7 @@ public struct HTTPRequestParser: Sendable {
         while i < line.count, let digit = hexValue(line[i]) {
             if !overLimit {
                 size = size * 16 + Int(digit)
-                if size > limits.maxBodyBytes { overLimit = true }
+                if size > currentBodyLimit { overLimit = true }
             }
             i += 1
         }
@@ -345,7 +354,7 @@ public struct HTTPRequestParser: Sendable {
                 throw HTTPParseError(400, "invalid chunk size")
             }
         }
-        if overLimit || bodyBytes + size > limits.maxBodyBytes { throw Self.bodyTooLarge }
+        if overLimit || bodyBytes + size > currentBodyLimit { throw Self.bodyTooLarge }
         return size
     }
 
@@ -382,7 +391,7 @@ public struct HTTPRequestParser: Sendable {
             }
             length = Int(value) ?? Int.max
         }
-        if let length, length > limits.maxBodyBytes { throw Self.bodyTooLarge }
+        if let length, length > currentBodyLimit { throw Self.bodyTooLarge }
         if head.isUpgrade && head.method == "GET" {
             guard (length ?? 0) == 0 else { throw HTTPParseError(400, "upgrade request with a body") }
             return .upgrade

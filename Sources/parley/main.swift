@@ -1,6 +1,7 @@
 import Foundation
 import ParleyBench
 import ParleyServer
+import Synchronization
 
 let usage = """
 usage: parley <command> [options]
@@ -9,7 +10,7 @@ commands:
   serve     run the chat server (parley serve --help for its options)
   token     mint a development token (parley token --help)
   chat      terminal chat client (parley chat --help for its options)
-  bench     load generators: parley bench fanout|idle|publish-durable (parley bench --help)
+  bench     load generators: parley bench fanout|idle|publish-durable|upload (parley bench --help)
   help      show this help
 """
 
@@ -72,11 +73,35 @@ case "bench":
             fail("parley bench: \(error)")
         }
     }
+    if bench == "upload" {
+        let options: UploadBench.Options
+        do {
+            guard let parsed = try UploadBench.parse(Array(arguments.dropFirst())) else {
+                say(UploadBench.usage)
+                exit(0)
+            }
+            options = parsed
+        } catch {
+            fail("parley bench upload: \(error.message)\n\n\(UploadBench.usage)")
+        }
+        let finished = DispatchSemaphore(value: 0)
+        let outcome = Mutex<(String, Bool)>(("", false))
+        // Detached: top-level code is on the main actor, whose thread waits below.
+        Task.detached {
+            let result = await UploadBench.run(options)
+            outcome.withLock { $0 = result }
+            finished.signal()
+        }
+        finished.wait()
+        let (report, ok) = outcome.withLock { $0 }
+        say(report)
+        exit(ok ? 0 : 1)
+    }
     if BenchCommand.subcommands.contains(bench) {
         exit(BenchCommand.run(bench, arguments: Array(arguments.dropFirst())))
     }
     if bench == "--help" || bench == "-h" || bench == "help" {
-        say(BenchCommand.usage + "\n\n" + DurablePublishBench.usage)
+        say(BenchCommand.usage + "\n\n" + DurablePublishBench.usage + "\n\n" + UploadBench.usage)
         exit(0)
     }
     fail("parley bench: unknown bench \"\(bench)\"\n\n\(BenchCommand.usage)")

@@ -465,3 +465,160 @@ def test_screenshots_desktop_phone_and_dark(server, browsers):
     dark.screenshot("desktop-dark-1280x800.png")
     for name in ["desktop-1280x800.png", "phone-390x844.png", "desktop-dark-1280x800.png"]:
         assert os.path.getsize(os.path.join(ARTIFACTS, name)) > 10000
+
+
+# ---------------------------------------------------------------- files
+
+DOCS = os.path.join(REPO, "docs")
+
+
+def png_bytes(width, height):
+    """An RGB gradient PNG (zlib from the standard library)."""
+    import struct
+    import zlib
+    rows = []
+    for y in range(height):
+        row = bytearray([0])
+        for x in range(width):
+            row += bytes([(x * 255) // max(1, width - 1), (y * 255) // max(1, height - 1), 160])
+        rows.append(bytes(row))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
+
+
+PDF = b"%PDF-1.4\n1 0 obj<< /Type /Catalog >>endobj\ntrailer<< /Root 1 0 R >>\n%%EOF\n"
+
+
+def write_temp(name, data):
+    directory = tempfile.mkdtemp(prefix="parley-files-")
+    path = os.path.join(directory, name)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def tray_states(b):
+    return b.js("return Array.from(document.querySelectorAll('#tray .tray-item')).map(i => "
+                "[i.querySelector('.tray-name').textContent, i.classList.contains('ready')]);")
+
+
+def severe_logs(b):
+    return [e for e in b.driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_png_and_pdf_reach_the_other_browser(server, browsers):
+    room = "observable-files"
+    alice = browsers()
+    alice.open(server["base"], "alice", "#e8590c", room=room)
+    bob = browsers()
+    bob.open(server["base"], "bob", "#1c7ed6", room=room)
+    alice.wait(lambda d: sorted(alice.members()) == ["alice", "bob"])
+    alice.say("Here are the plans for the weekend")
+    bob.wait_bubble("Here are the plans for the weekend")
+
+    photo = write_temp("lake.png", png_bytes(960, 640))
+    report = write_temp("itinerary.pdf", PDF)
+    # The attach button's file input (several files at once).
+    alice.driver.find_element(By.ID, "file-input").send_keys(photo + "\n" + report)
+    alice.wait(lambda d: tray_states(alice) == [["lake.png", True], ["itinerary.pdf", True]],
+               message="uploads not ready: %r / %s" % (tray_states(alice), alice.error_text()))
+    alice.say("Photo from the lake, and the itinerary")
+    alice.wait(lambda d: tray_states(alice) == [] and d.find_element(By.ID, "tray").get_attribute("hidden") is not None)
+
+    # Bob sees the picture as a thumbnail (loaded, same origin) and the PDF as a chip.
+    bob.wait(lambda d: bob.js("const i = document.querySelector('#messages .attachment-image img');"
+                              "return !!i && i.complete && i.naturalWidth > 0;"), message="no thumbnail shown")
+    image = bob.js("const i = document.querySelector('#messages .attachment-image img');"
+                   "return [i.getAttribute('src'), i.alt, i.naturalWidth, i.naturalHeight];")
+    assert image[0].endswith("/thumbnail") and image[0].startswith("/demo/files/"), image
+    assert image[1] == "lake.png" and image[2] == 480 and image[3] == 320, image
+    chip = bob.js("const a = document.querySelector('#messages .file-chip');"
+                  "return [a.getAttribute('href'), a.getAttribute('download'), a.querySelector('.file-name').textContent,"
+                  " a.querySelector('.file-size').textContent];")
+    assert chip[0].startswith("/demo/files/") and chip[1] == "itinerary.pdf" and chip[2] == "itinerary.pdf", chip
+    assert chip[3] == "%d B" % len(PDF), chip
+    assert "Photo from the lake, and the itinerary" in bob.bubbles()[-1]
+    # The download link serves the PDF as an attachment, never inline.
+    status, headers, body = http_get(server["base"], chip[0])
+    assert status == 200 and body == PDF
+    assert headers["Content-Disposition"].startswith("attachment;")
+    assert headers["X-Content-Type-Options"] == "nosniff" and headers["Content-Security-Policy"] == "sandbox"
+    # Alice sees her own message the same way.
+    alice.wait(lambda d: alice.js("return document.querySelectorAll('#messages .message.own .attachment-image').length") == 1)
+    time.sleep(0.3)  # let the thumbnails paint before the screenshot
+    os.makedirs(DOCS, exist_ok=True)
+    bob.driver.save_screenshot(os.path.join(DOCS, "screenshot-attachments.png"))
+
+    # The thumbnail opens the full picture in a viewer; Esc closes it.
+    bob.driver.find_element(By.CSS_SELECTOR, "#messages .attachment-image").click()
+    bob.wait(lambda d: bob.js("const v = document.getElementById('viewer'), i = document.getElementById('viewer-image');"
+                              "return v.open && i.complete && i.naturalWidth === 960;"), message="viewer not showing the image")
+    time.sleep(0.2)
+    bob.driver.save_screenshot(os.path.join(DOCS, "screenshot-image-viewer.png"))
+    ActionChains(bob.driver).send_keys(Keys.ESCAPE).perform()
+    bob.wait(lambda d: not bob.js("return document.getElementById('viewer').open"), message="Esc did not close the viewer")
+    for b in (alice, bob):
+        assert severe_logs(b) == []
+    for name in ["screenshot-attachments.png", "screenshot-image-viewer.png"]:
+        assert os.path.getsize(os.path.join(DOCS, name)) > 10000
+
+
+def test_drop_and_paste_attach_files(server, browsers):
+    carol = browsers()
+    carol.open(server["base"], "carol", "#2f9e44", room="observable-drop")
+    # A file dropped anywhere on the page, and an image pasted into the message box.
+    carol.js("""const dt = new DataTransfer();
+        dt.items.add(new File(['dropped notes'], 'notes.txt', {type: 'text/plain'}));
+        const app = document.getElementById('app');
+        app.dispatchEvent(new DragEvent('dragenter', {dataTransfer: dt, bubbles: true}));
+        app.dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true}));""")
+    carol.wait(lambda d: tray_states(carol) == [["notes.txt", True]], message=str(tray_states(carol)))
+    assert carol.js("return document.getElementById('drop').hidden")
+    png = list(png_bytes(40, 30))
+    carol.js("""const dt = new DataTransfer();
+        dt.items.add(new File([new Uint8Array(arguments[0])], 'image.png', {type: 'image/png'}));
+        document.getElementById('composer').dispatchEvent(new ClipboardEvent('paste', {clipboardData: dt, bubbles: true, cancelable: true}));""", png)
+    carol.wait(lambda d: tray_states(carol) == [["notes.txt", True], ["image.png", True]], message=str(tray_states(carol)))
+    carol.driver.find_element(By.ID, "composer").send_keys(Keys.ENTER)  # files alone, no caption
+    carol.wait(lambda d: carol.js("return document.querySelectorAll('#messages .file-chip, #messages .attachment-image').length") == 2)
+
+
+def test_upload_progress_cancel_and_errors_in_the_page(browsers):
+    """A server of its own with a 100 kB limit."""
+    proc = ParleyProcess(extra_args=["--max-upload-size", "100000"], loops=1, cwd=tempfile.gettempdir())
+    try:
+        base = "http://127.0.0.1:%d" % proc.ports["http"]
+        dana = browsers()
+        dana.open(base, "dana", "#ae3ec9", room="observable-errors")
+        box = dana.driver.find_element(By.ID, "file-input")
+        # Too big: said in the page, nothing left in the tray.
+        box.send_keys(write_temp("huge.txt", b"x" * 300000))
+        dana.wait(lambda d: "too big" in dana.error_text(), message=dana.error_text())
+        assert "huge.txt" in dana.error_text() and tray_states(dana) == []
+        dana.driver.find_element(By.ID, "error-close").click()
+        # A type the server does not take.
+        box.send_keys(write_temp("setup.exe", b"MZ\x90\x00" + b"\x00" * 500))
+        dana.wait(lambda d: "can't be sent here" in dana.error_text(), message=dana.error_text())
+        dana.driver.find_element(By.ID, "error-close").click()
+
+        # Progress and cancel: the upload is slowed down to 20 kB/s.
+        dana.driver.execute_cdp_cmd("Network.enable", {})
+        dana.driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 20 * 1024})
+        box.send_keys(write_temp("slow.txt", b"y" * 90000))
+        dana.wait(lambda d: dana.js("const p = document.querySelector('#tray progress'); return !!p && p.value > 0 && p.value < 1;"),
+                  message="no progress shown: %r" % tray_states(dana))
+        state = dana.js("return document.querySelector('#tray .tray-state').textContent")
+        assert "%" in state, state
+        dana.driver.save_screenshot(os.path.join(DOCS, "screenshot-upload-progress.png"))
+        dana.driver.find_element(By.CSS_SELECTOR, "#tray .tray-cancel").click()
+        dana.wait(lambda d: tray_states(dana) == [])
+        dana.driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
+        assert dana.bubbles() == []  # nothing was sent
+        assert dana.error_text() == ""
+    finally:
+        proc.kill()

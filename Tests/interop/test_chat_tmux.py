@@ -226,3 +226,43 @@ def test_rejected_connection_exits_with_an_error(tmux, server):
     screen = tmux.wait_for("nobody", lambda s: "EXITED=1" in s and "icanon" in s, "exit and stty")
     assert "refused" in screen
     assert " icanon" in screen and "-icanon" not in screen
+
+
+def test_upload_a_file_and_see_others_files(server, tmux):
+    import struct
+    import tempfile
+    import zlib
+    directory = tempfile.mkdtemp(prefix="parley-chat-files-")
+    photo = os.path.join(directory, "my photo.png")
+    raw = b"".join(b"\x00" + b"".join(bytes([(x * 2) % 256, (y * 2) % 256, 90]) for x in range(160)) for y in range(120))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    with open(photo, "wb") as handle:
+        handle.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 160, 120, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    notes = os.path.join(directory, "notes.txt")
+    with open(notes, "w") as handle:
+        handle.write("agenda\n")
+
+    tmux.start("alice", chat(server, "alice"), width=120)
+    tmux.wait_for("alice", lambda s: "1 online" in status_line(s), "alice online")
+    tmux.start("bob", chat(server, "bob"), width=120)
+    tmux.wait_for("alice", lambda s: "2 online" in status_line(s), "2 online")
+    # A path with a space goes in quotes; the rest is the caption.
+    tmux.literal("bob", '/upload "%s" the view from here' % photo)
+    tmux.keys("bob", "Enter")
+    screen = tmux.wait_text("alice", "[image my photo.png")
+    assert "bob: the view from here" in screen, screen
+    assert "/demo/files/" in screen, screen
+    tmux.wait_text("bob", "[image my photo.png")
+    tmux.literal("bob", "/upload /no/such/file.txt")
+    tmux.keys("bob", "Enter")
+    tmux.wait_text("bob", "cannot read /no/such/file.txt")
+
+    # Line mode: `/upload` from a pipe, and files from others printed a line each.
+    result = subprocess.run("printf '/upload %s\\n' | %s" % (notes, chat(server, "scribe")), shell=True,
+                            capture_output=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result
+    assert b"uploading 100%" in result.stderr, result.stderr
+    tmux.wait_text("alice", "scribe: [file notes.txt 7 B]")

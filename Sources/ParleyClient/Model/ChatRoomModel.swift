@@ -24,6 +24,8 @@ public final class ChatRoomModel {
     public private(set) var color: String
     /// The last error worth showing (a failed send, a rejected connect), or nil.
     public private(set) var lastError: ParleyClientError?
+    /// The file being uploaded and how far it is, or nil.
+    public private(set) var upload: (name: String, progress: UploadProgress)?
 
     /// The server's native door.
     public let url: URL
@@ -34,6 +36,7 @@ public final class ChatRoomModel {
     @ObservationIgnored private let token: String?
     @ObservationIgnored private let transport: (any ParleyTransport)?
     @ObservationIgnored private let reconnectPolicy: ReconnectPolicy
+    @ObservationIgnored private let uploader: FileUploader
     @ObservationIgnored private var client: ParleyClient?
     @ObservationIgnored private var room: Room?
     @ObservationIgnored private var tasks: [Task<Void, Never>] = []
@@ -44,7 +47,8 @@ public final class ChatRoomModel {
     /// (an adjective+noun name like "hiddensun" and a random color).
     public init(url: URL, channel: String = "demo", room: String = "observable-room",
                 name: String? = nil, color: String? = nil, token: String? = nil, historyCount: Int = 20,
-                transport: (any ParleyTransport)? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy()) {
+                transport: (any ParleyTransport)? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy(),
+                uploader: FileUploader = FileUploader()) {
         self.url = url
         self.channel = channel
         self.roomName = room
@@ -54,6 +58,7 @@ public final class ChatRoomModel {
         self.historyCount = historyCount
         self.transport = transport
         self.reconnectPolicy = reconnectPolicy
+        self.uploader = uploader
     }
 
     /// The transcript, oldest first.
@@ -69,7 +74,7 @@ public final class ChatRoomModel {
         lastError = nil
         let client = ParleyClient(url: url, channel: channel,
                                   clientData: ["name": .string(name), "color": .string(color)],
-                                  token: token, transport: transport, reconnectPolicy: reconnectPolicy)
+                                  token: token, transport: transport, reconnectPolicy: reconnectPolicy, uploader: uploader)
         self.client = client
         let states = await client.stateUpdates()
         tasks.append(Task { [weak self] in
@@ -136,6 +141,39 @@ public final class ChatRoomModel {
         guard !trimmed.isEmpty, let room else { return nil }
         do {
             return try await room.publish(text: trimmed)
+        } catch {
+            lastError = error
+            throw error
+        }
+    }
+
+    /// Uploads a file and sends it, with an optional caption; ``upload`` shows the progress
+    /// meanwhile. Returns the receipt.
+    @discardableResult
+    public func send(file: URL, caption: String? = nil) async throws(ParleyClientError) -> PublishAck? {
+        try await send(.file(file), name: file.lastPathComponent, caption: caption)
+    }
+
+    /// Sends bytes as a file named `name` (e.g. a photo from the library).
+    @discardableResult
+    public func send(file: Data, name: String, caption: String? = nil) async throws(ParleyClientError) -> PublishAck? {
+        try await send(.data(file), name: name, caption: caption)
+    }
+
+    private func send(_ source: UploadSource, name: String, caption: String?) async throws(ParleyClientError) -> PublishAck? {
+        guard let room else { return nil }
+        let trimmed = caption?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let publish = room.startPublishing(source, name: name, caption: trimmed?.isEmpty == false ? trimmed : nil)
+        upload = (name, UploadProgress(sentBytes: 0, totalBytes: 0))
+        let progress = Task { [weak self] in
+            for await step in publish.progress { self?.upload = (name, step) }
+        }
+        defer {
+            progress.cancel()
+            upload = nil
+        }
+        do {
+            return try await publish.value
         } catch {
             lastError = error
             throw error

@@ -20,19 +20,29 @@ public struct ChatLine: Sendable, Hashable, Identifiable {
     public let name: String
     /// The sender's color `#RRGGBB` (empty for notices).
     public let color: String
-    /// The text (non-string bodies as compact JSON).
+    /// The text (non-string bodies as compact JSON; for a message with files, its caption,
+    /// possibly empty).
     public let text: String
     /// When it was sent (notices: when they happened).
     public let date: Date
+    /// The files the message carries: images to show, others to offer as downloads.
+    public let attachments: [Attachment]
 
     /// Creates a line.
-    public init(id: String, kind: Kind, name: String, color: String, text: String, date: Date) {
+    public init(id: String, kind: Kind, name: String, color: String, text: String, date: Date,
+                attachments: [Attachment] = []) {
         self.id = id
         self.kind = kind
         self.name = name
         self.color = color
         self.text = text
         self.date = date
+        self.attachments = attachments
+    }
+
+    /// The files as text terminals show them: `[image cat.jpg 1.2 MB] URL`, one per file.
+    public var attachmentLines: [String] {
+        AttachmentMessage(attachments: attachments).lineDoorLines()
     }
 
     /// Whether this client sent it.
@@ -107,10 +117,10 @@ public struct ChatRoomState: Sendable, Hashable {
         let sender = message.sender ?? message.clientID.flatMap { known[$0] }
         let name = sender?.displayName ?? (message.clientID == nil ? "server" : "someone")
         let color = sender?.displayColor ?? NameColor.color(for: name)
-        let text = message.text ?? message.body.jsonString
+        let text = message.attachments.isEmpty ? message.text ?? message.body.jsonString : message.caption ?? ""
         if let id = message.clientID { typing.removeAll { $0.id == id } }
         insert(ChatLine(id: message.id, kind: history ? .history(isMine: message.isMine) : .message(isMine: message.isMine),
-                        name: name, color: color, text: text, date: message.timestamp))
+                        name: name, color: color, text: text, date: message.timestamp, attachments: message.attachments))
     }
 
     private mutating func insert(_ line: ChatLine) {

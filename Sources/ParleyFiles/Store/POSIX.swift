@@ -135,6 +135,51 @@ enum POSIX {
         return names
     }
 
+    /// Writes `bytes` to `path` so that it is complete or absent after a crash: a temporary
+    /// file in `temporaryDirectory` (same filesystem), fsync, rename over `path`, fsync of the
+    /// directory holding `path`.
+    static func writeDurably(_ bytes: [UInt8], to path: String, temporaryDirectory: String) throws(FileError) {
+        let temporary = temporaryDirectory + "/" + randomName() + ".new"
+        let fd = try openFile(temporary, O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        var written = false
+        defer {
+            close(fd)
+            if !written { unlink(temporary) }
+        }
+        let result: Result<Void, FileError> = bytes.withUnsafeBytes { raw in
+            do throws(FileError) {
+                try writeAll(fd, raw, path: temporary)
+                try sync(fd, path: temporary)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+        try move(temporary, path)
+        written = true
+        if let slash = path.lastIndex(of: "/") { try syncDirectory(String(path[..<slash])) }
+    }
+
+    /// A small file's bytes (at most `limit`); nil when it does not exist.
+    static func readSmallFile(_ path: String, limit: Int) throws(FileError) -> [UInt8]? {
+        let fd: Int32
+        do throws(FileError) {
+            fd = try openFile(path, O_RDONLY)
+        } catch {
+            if error.code == .notFound { return nil }
+            throw error
+        }
+        defer { close(fd) }
+        return try readAll(fd, offset: 0, count: limit, path: path)
+    }
+
+    /// Removes an empty directory; false if it was not there.
+    @discardableResult
+    static func removeDirectory(_ path: String) -> Bool {
+        rmdir(path) == 0
+    }
+
     /// 16 random bytes as hex: temporary file names that never collide.
     static func randomName() -> String {
         var generator = SystemRandomNumberGenerator()

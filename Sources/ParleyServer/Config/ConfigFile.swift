@@ -15,6 +15,11 @@ public struct ChannelSettings: Sendable, Equatable {
     /// Native publishes per second per connection on this channel (burst 2x); nil uses the
     /// server-wide limit.
     public var publishRate: Double?
+    /// Attachment limits of this channel; nil uses the server-wide value.
+    public var uploadMaxBytes: Int?
+    public var uploadTypes: [String]?
+    public var uploadsPerMinute: Int?
+    public var filesQuotaBytes: Int?
 
     public init(id: String, secret: String? = nil, requireAuth: Bool = false) {
         self.id = id
@@ -65,9 +70,11 @@ extension ServerConfiguration {
 ///   "channels": [
 ///     {"id": "acme", "secret": "s3cret", "requireAuth": true,
 ///      "history": {"retentionCount": 500, "retentionDays": 30},
-///      "limits": {"publishRate": 10}}
+///      "limits": {"publishRate": 10, "maxUploadBytes": 5242880, "uploadTypes": ["image/*"],
+///                 "uploadsPerMinute": 10, "filesQuotaBytes": 104857600}}
 ///   ],
-///   "limits": {"nativeRatePerSecond": 50, "writeQueueLimit": 4194304},
+///   "limits": {"nativeRatePerSecond": 50, "writeQueueLimit": 4194304, "maxUploadBytes": 10485760},
+///   "files": {"directory": "/srv/parley-files", "publicURL": "https://chat.example.com"},
 ///   "history": {"retentionCount": 10000},
 ///   "tls": {"cert": "/etc/parley/cert.pem", "key": "/etc/parley/key.pem", "line": false}
 /// }
@@ -144,7 +151,20 @@ public enum ConfigFile {
             return number
         }
 
-        /// Server-wide limits, keyed by their ServerConfiguration names.
+        /// An array of MIME types (or `type/*` families).
+        func types(_ value: JSONValue, _ path: String) throws(Failure) -> [String] {
+            guard case .array(let items) = value else { throw Failure(message: "\(path) must be an array of MIME types") }
+            var list: [String] = []
+            for (index, item) in items.enumerated() { list.append(try string(item, "\(path)[\(index)]")) }
+            do throws(ServerConfiguration.UsageError) {
+                return try ServerConfiguration.uploadTypes(list, path)
+            } catch {
+                throw Failure(message: error.description)
+            }
+        }
+
+        /// Server-wide limits, keyed by their ServerConfiguration names (attachment limits
+        /// take their config names: maxUploadBytes, uploadsPerMinute, filesQuotaBytes).
         static var integerLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Int>, range: ClosedRange<Int>)] { [
             ("writeQueueLimit", \.writeQueueLimit, 4096...(1 << 30)),
             ("webSocketMaxMessageSize", \.webSocketMaxMessageSize, 1024...(64 << 20)),
@@ -155,6 +175,9 @@ public enum ConfigFile {
             ("historyPageLimit", \.historyPageLimit, 1...1_000_000),
             ("socketIOMaxPayload", \.socketIOMaxPayload, 1024...(64 << 20)),
             ("joinHistory", \.joinHistory, 0...1_000),
+            ("maxUploadBytes", \.uploadMaxBytes, 1...(16 << 30)),
+            ("uploadsPerMinute", \.uploadsPerMinute, 1...1_000_000),
+            ("filesQuotaBytes", \.filesQuotaBytes, 0...(1 << 50)),
         ] }
         static var rateLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>, burst: WritableKeyPath<ServerConfiguration, Double>)] { [
             ("nativeRatePerSecond", \.nativeRatePerSecond, \.nativeBurst),
@@ -171,11 +194,11 @@ public enum ConfigFile {
         ] }
 
         static var limitKeys: [String] {
-            integerLimits.map(\.key) + rateLimits.map(\.key) + burstLimits.map(\.key) + millisLimits.map(\.key)
+            integerLimits.map(\.key) + rateLimits.map(\.key) + burstLimits.map(\.key) + millisLimits.map(\.key) + ["uploadTypes"]
         }
 
         mutating func apply(_ root: JSONValue, to configuration: inout ServerConfiguration) throws(Failure) {
-            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls"])
+            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "files"])
             if let value = top["limits"] {
                 let limits = try object(value, "limits", allowed: Self.limitKeys)
                 for item in Self.integerLimits {
@@ -197,6 +220,24 @@ public enum ConfigFile {
                         configuration[keyPath: item.field] = UInt64(try integer(v, "limits.\(item.key)", 100...86_400_000))
                     }
                 }
+                if let v = limits["uploadTypes"] { configuration.uploadTypes = try types(v, "limits.uploadTypes") }
+            }
+            if let value = top["files"] {
+                let files = try object(value, "files", allowed: ["directory", "publicURL", "uploadGraceSeconds",
+                                                                 "collectIntervalSeconds", "uploadTimeoutMillis", "workers"])
+                if let v = files["directory"] { configuration.filesDirectory = try string(v, "files.directory") }
+                if let v = files["publicURL"] {
+                    let text = try string(v, "files.publicURL")
+                    do throws(ServerConfiguration.UsageError) {
+                        configuration.publicURL = try ServerConfiguration.publicURL(text, "files.publicURL")
+                    } catch {
+                        throw Failure(message: error.description)
+                    }
+                }
+                if let v = files["uploadGraceSeconds"] { configuration.uploadGraceSeconds = try integer(v, "files.uploadGraceSeconds", 1...(365 * 86_400)) }
+                if let v = files["collectIntervalSeconds"] { configuration.filesCollectIntervalSeconds = try integer(v, "files.collectIntervalSeconds", 1...86_400) }
+                if let v = files["uploadTimeoutMillis"] { configuration.uploadTimeoutMillis = UInt64(try integer(v, "files.uploadTimeoutMillis", 1000...86_400_000)) }
+                if let v = files["workers"] { configuration.fileWorkers = try integer(v, "files.workers", 1...64) }
             }
             if let value = top["history"] {
                 let history = try object(value, "history", allowed: ["retentionCount", "retentionDays", "cacheRoomBytes", "cacheBytes"])
@@ -249,8 +290,13 @@ public enum ConfigFile {
                 if let v = history["retentionDays"] { channel.retentionDays = try integer(v, "\(path).history.retentionDays", 1...100_000) }
             }
             if let v = fields["limits"] {
-                let limits = try object(v, "\(path).limits", allowed: ["publishRate"])
+                let limits = try object(v, "\(path).limits", allowed: ["publishRate", "maxUploadBytes", "uploadTypes",
+                                                                         "uploadsPerMinute", "filesQuotaBytes"])
                 if let v = limits["publishRate"] { channel.publishRate = try number(v, "\(path).limits.publishRate", 0.001...10_000_000) }
+                if let v = limits["maxUploadBytes"] { channel.uploadMaxBytes = try integer(v, "\(path).limits.maxUploadBytes", 1...(16 << 30)) }
+                if let v = limits["uploadTypes"] { channel.uploadTypes = try types(v, "\(path).limits.uploadTypes") }
+                if let v = limits["uploadsPerMinute"] { channel.uploadsPerMinute = try integer(v, "\(path).limits.uploadsPerMinute", 1...1_000_000) }
+                if let v = limits["filesQuotaBytes"] { channel.filesQuotaBytes = try integer(v, "\(path).limits.filesQuotaBytes", 0...(1 << 50)) }
             }
             return channel
         }

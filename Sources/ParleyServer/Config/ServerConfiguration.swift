@@ -96,6 +96,30 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var restRatePerSecond = 20.0
     public var restBurst = 40.0
 
+    // Attachments (README.md, "Files and images").
+    /// Where uploads are stored (in `DIR/files`); nil: the data directory. Cluster nodes
+    /// share one.
+    public var filesDirectory: String?
+    /// `scheme://host[:port]` that attachment URLs start with; nil: the address bound, or the
+    /// upload request's `Host` when bound to every interface.
+    public var publicURL: String?
+    /// Largest uploaded file, in bytes.
+    public var uploadMaxBytes = 10 << 20
+    /// MIME types (or `type/*` families) an upload may be; nil: the built-in list.
+    public var uploadTypes: [String]?
+    /// Uploads one client (IP address) may make per minute in one channel.
+    public var uploadsPerMinute = 30
+    /// Bytes of uploads one channel may hold.
+    public var filesQuotaBytes = 1 << 30
+    /// An upload no message refers to is deleted this long after it was made, in seconds.
+    public var uploadGraceSeconds = 86_400
+    /// Seconds between two garbage collections of files.
+    public var filesCollectIntervalSeconds = 600
+    /// An upload must be complete within this long, in milliseconds.
+    public var uploadTimeoutMillis: UInt64 = 300_000
+    /// Threads for file I/O and image work.
+    public var fileWorkers = 2
+
     // TLS.
     /// PEM certificate chain; with ``tlsKeyFile`` the HTTP door serves https:// and wss://.
     public var tlsCertificateFile: String?
@@ -222,6 +246,31 @@ public struct ServerConfiguration: Sendable, Equatable {
             c.restRatePerSecond = Double(rate)
             c.restBurst = Double(rate * 2)
         },
+        Option(flag: "--files", env: "PARLEY_FILES", value: "DIR", help: "where uploads are stored (default: the data directory; share it between cluster nodes)") { c, v throws(UsageError) in
+            guard !v.isEmpty else { throw UsageError(description: "--files needs a directory") }
+            c.filesDirectory = v
+        },
+        Option(flag: "--public-url", env: "PARLEY_PUBLIC_URL", value: "URL", help: "http(s)://host[:port] that attachment links start with") { c, v throws(UsageError) in
+            c.publicURL = try publicURL(v, "--public-url")
+        },
+        Option(flag: "--max-upload-size", env: "PARLEY_MAX_UPLOAD_SIZE", value: "BYTES", help: "largest uploaded file (default 10485760; 413 above)") { c, v throws(UsageError) in
+            c.uploadMaxBytes = try integer(v, "--max-upload-size", 1...(16 << 30))
+        },
+        Option(flag: "--upload-types", env: "PARLEY_UPLOAD_TYPES", value: "LIST", help: "allowed upload types, e.g. image/*,application/pdf (default: images, PDF, text, office)") { c, v throws(UsageError) in
+            c.uploadTypes = try uploadTypes(v.split(separator: ",").map { String($0) }, "--upload-types")
+        },
+        Option(flag: "--upload-rate", env: "PARLEY_UPLOAD_RATE", value: "N", help: "uploads per minute per client and channel (default 30; 429 above)") { c, v throws(UsageError) in
+            c.uploadsPerMinute = try integer(v, "--upload-rate", 1...1_000_000)
+        },
+        Option(flag: "--files-quota", env: "PARLEY_FILES_QUOTA", value: "BYTES", help: "bytes of uploads one channel may hold (default 1073741824; 429 above)") { c, v throws(UsageError) in
+            c.filesQuotaBytes = try integer(v, "--files-quota", 0...(1 << 50))
+        },
+        Option(flag: "--upload-grace", env: "PARLEY_UPLOAD_GRACE", value: "SECONDS", help: "keep uploads no message refers to this long (default 86400)") { c, v throws(UsageError) in
+            c.uploadGraceSeconds = try integer(v, "--upload-grace", 1...(365 * 86_400))
+        },
+        Option(flag: "--file-workers", env: "PARLEY_FILE_WORKERS", value: "N", help: "threads for file I/O and image work (default 2)") { c, v throws(UsageError) in
+            c.fileWorkers = try integer(v, "--file-workers", 1...64)
+        },
         Option(flag: "--tls-cert", env: "PARLEY_TLS_CERT", value: "FILE", help: "PEM certificate chain: serve https:// and wss:// (needs --tls-key)") { c, v throws(UsageError) in
             guard !v.isEmpty else { throw UsageError(description: "--tls-cert needs a file") }
             c.tlsCertificateFile = v
@@ -254,6 +303,35 @@ public struct ServerConfiguration: Sendable, Equatable {
             throw UsageError(description: "\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
         }
         return value
+    }
+
+    /// `http://host[:port]` or `https://...`, without a path (a trailing `/` is dropped).
+    static func publicURL(_ text: String, _ flag: String) throws(UsageError) -> String {
+        var url = text
+        while url.hasSuffix("/") { url.removeLast() }
+        let lower = url.lowercased()
+        let rest = lower.hasPrefix("https://") ? url.dropFirst(8) : lower.hasPrefix("http://") ? url.dropFirst(7) : nil
+        guard let rest, !rest.isEmpty, !rest.contains("/"), !rest.contains("?"), !rest.contains("#"),
+              rest.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw UsageError(description: "\(flag) must look like https://chat.example.com or http://host:8080, got \"\(text)\"")
+        }
+        return url
+    }
+
+    /// MIME types or `type/*` families, lowercased.
+    static func uploadTypes(_ list: [String], _ flag: String) throws(UsageError) -> [String] {
+        var types: [String] = []
+        for raw in list {
+            let type = raw.trimmingCharacters(in: .whitespaces).lowercased()
+            let halves = type.split(separator: "/", omittingEmptySubsequences: false)
+            guard halves.count == 2, !halves[0].isEmpty, !halves[1].isEmpty, halves[0] != "*",
+                  type.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+                throw UsageError(description: "\(flag) takes MIME types such as image/png or image/*, got \"\(raw)\"")
+            }
+            types.append(type)
+        }
+        guard !types.isEmpty else { throw UsageError(description: "\(flag) needs at least one type") }
+        return types
     }
 
     /// Seconds, fractions allowed (e.g. 0.5), as milliseconds.

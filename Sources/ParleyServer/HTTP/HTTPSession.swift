@@ -27,7 +27,17 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         case request(HTTPRequestHead, [UInt8])
         case upgrade(HTTPRequestHead, [UInt8])
         case error(HTTPResponse)
+        /// A file upload whose body was streamed to disk (Files/UploadReceiver.swift).
+        case upload(HTTPRequestHead, UploadReceiver)
     }
+    /// The upload whose body is being read: its bytes go to disk, not into `body`.
+    private var upload: UploadReceiver?
+    /// The upload asked to stop reading until the disk catches up.
+    private var uploadPaused = false
+    /// An upload was refused mid-body: what still arrives is dropped until the client stops
+    /// sending, then the connection closes (closing at once would reset it, and the client
+    /// might never read the answer).
+    private var lingerUntilMillis: Int64?
     /// Most requests a client may pipeline behind one being answered.
     static let maxPipelined = 16
     /// The door policy's share of this connection (admission, handshake timeout); handed on
@@ -39,7 +49,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         self.core = core
         self.router = router
         self.sessionGuard = sessionGuard
-        parser = HTTPRequestParser(limits: HTTPParserLimits(maxBodyBytes: core.configuration.httpMaxBodyBytes))
+        parser = HTTPRequestParser(limits: HTTPParserLimits(maxBodyBytes: core.configuration.httpMaxBodyBytes),
+                                   bodyLimit: FileRoutes.bodyLimit(core.files))
     }
 
     func start() {
@@ -58,21 +69,34 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     // MARK: reading
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        if let until = lingerUntilMillis {
+            if core.hub.clock.nowMillis() >= until { connection.close() } else { timer?.restart(after: Self.lingerMillis) }
+            return
+        }
         let events = parser.feed(bytes)
         for event in events {
-            guard connection.state == .open, !upgraded else { return }
+            guard connection.state == .open, !upgraded, lingerUntilMillis == nil else { return }
             switch event {
             case .head(let head):
                 self.head = head
                 body = []
+                upload = UploadReceiver.start(head, core: core, connection: connection) { [weak self] in self?.uploadEvent($0) }
+                // An upload may take longer than a handshake: its own timers watch it.
+                if upload?.isAccepted == true { sessionGuard.handshakeCompleted() }
             case .body(let bytes):
-                body.append(contentsOf: bytes)
+                if let upload { upload.receive(bytes) } else { body.append(contentsOf: bytes) }
             case .end:
                 guard let head else { continue }
                 self.head = nil
+                sessionGuard.handshakeCompleted()
+                if let upload {
+                    self.upload = nil
+                    upload.bodyComplete()
+                    handle(.upload(head, upload))
+                    continue
+                }
                 let request = body
                 body = []
-                sessionGuard.handshakeCompleted()
                 handle(.request(head, request))
             case .upgrade(let leftover):
                 guard let head else { continue }
@@ -86,9 +110,11 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 return
             }
         }
-        guard connection.state == .open, !upgraded else { return }
+        guard connection.state == .open, !upgraded, lingerUntilMillis == nil else { return }
         if parser.isIdle && head == nil {
             armIdleTimer()
+        } else if upload != nil {
+            startUploadTimer()
         } else if !requestTimerRunning {
             // Started once per request: a client trickling bytes cannot keep it alive.
             requestTimerRunning = true
@@ -105,6 +131,57 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         let timer = LoopTimer(loop: connection.loop)
         self.timer = timer
         return timer
+    }
+
+    /// While an upload's body streams in, the request timeout limits silence, not the whole
+    /// upload (which has its own deadline, ``ServerConfiguration/uploadTimeoutMillis``).
+    private func startUploadTimer() {
+        requestTimerRunning = true
+        timerObject().start(after: core.configuration.httpRequestTimeoutMillis) { [weak self] in
+            guard let self, self.connection.state == .open else { return }
+            self.connection.write(HTTPResponse.text(408, "request timed out\n").encoded(keepAlive: false))
+            self.connection.close()
+        }
+    }
+
+    private func uploadEvent(_ event: UploadReceiver.Event) {
+        guard connection.state == .open else { return }
+        let firstInLine = !answering && waiting.isEmpty
+        switch event {
+        case .pauseReading:
+            uploadPaused = true
+            connection.stopReading()
+            timer?.stop()  // the disk is slow, not the client
+        case .resumeReading:
+            uploadPaused = false
+            if waiting.count < Self.maxPipelined { connection.startReading() }
+            if upload != nil { startUploadTimer() }
+        case .sendContinue:
+            if firstInLine { connection.write(HTTPResponse(status: 100).encoded(keepAlive: true)) }
+        case .refused(let response):
+            // First in line: answer now, without parsing a body nobody wants. Otherwise the
+            // rest of the body is read and dropped, and the answer waits its turn.
+            if firstInLine {
+                connection.write(response.encoded(keepAlive: false))
+                lingerThenClose()
+            }
+        }
+    }
+
+    /// How long a lingering connection waits for more bytes; how long it lingers at most.
+    static let lingerMillis: UInt64 = 1_000
+    static let maxLingerMillis: Int64 = 10_000
+
+    private func lingerThenClose() {
+        upload?.abort()
+        upload = nil
+        head = nil
+        lingerUntilMillis = core.hub.clock.nowMillis() + Self.maxLingerMillis
+        if uploadPaused {
+            uploadPaused = false
+            connection.startReading()
+        }
+        timerObject().start(after: Self.lingerMillis) { [weak self] in self?.connection.close() }
     }
 
     private func armIdleTimer() {
@@ -127,6 +204,12 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         case .error(let response):
             connection.write(response.encoded(keepAlive: false))
             connection.close()
+        case .upload(let head, let receiver):
+            answering = true
+            let keepAlive = head.keepAlive && !stopping
+            receiver.answer { [weak self] response, close in
+                self?.answered(response, head: head, keepAlive: keepAlive && !close)
+            }
         }
     }
 
@@ -135,11 +218,16 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         answering = false
         guard connection.state == .open else { return }
         send(response, head: head, keepAlive: keepAlive && !stopping)
+        serveWaiting()
+    }
+
+    /// Serves what waited behind an answer, then reads on.
+    private func serveWaiting() {
         guard connection.state == .open else { return }
         while !answering, !waiting.isEmpty, connection.state == .open, !upgraded {
             handle(waiting.removeFirst())
         }
-        if waiting.isEmpty, connection.state == .open, !upgraded { connection.startReading() }
+        if waiting.isEmpty, connection.state == .open, !upgraded, !uploadPaused { connection.startReading() }
     }
 
     private func send(_ response: HTTPResponse, head: HTTPRequestHead, keepAlive: Bool) {
@@ -158,6 +246,18 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             SocketIODoor.handle(head, body: body, connection: connection, keepAlive: keepAlive, core: core)
             return
         }
+        // A file download streams from disk (Files/DownloadStreamer.swift).
+        answering = true
+        let started = DownloadStreamer.start(head, connection: connection, core: core, keepAlive: keepAlive,
+                                             progress: { [weak self] in self?.armIdleTimer() }) { [weak self] response in
+            guard let self else { return }
+            if let response { return self.answered(response, head: head, keepAlive: keepAlive) }
+            self.answering = false
+            self.armIdleTimer()
+            self.serveWaiting()
+        }
+        if started { return }
+        answering = false
         var response: HTTPResponse
         if let asset = WebClient.response(for: head) {
             // The browser client; HEAD is already answered with the file's length.
@@ -265,6 +365,9 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         timer?.stop()
         timer = nil
+        upload?.abort()
+        upload = nil
+        for case .upload(_, let receiver) in waiting { receiver.abort() }
         SocketIODoor.connectionClosed(connection, core: core)
         sessionGuard.end()
     }

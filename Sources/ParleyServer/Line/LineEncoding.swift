@@ -2,7 +2,8 @@ import ParleyCore
 import ParleyIO
 
 /// How room events look on the line door: `NAME:TEXT`, `NAME has joined`, `NAME has left`,
-/// one per line. Typing signals are never shown there.
+/// one per line; a message with files is its caption and then one `NAME:[image cat.jpg
+/// 1.2 MB] URL` line per file. Typing signals are never shown there.
 enum LineEncoding {
     /// Name shown for messages with no sender (published by the server, e.g. over REST).
     static let serverName = "parley"
@@ -11,8 +12,12 @@ enum LineEncoding {
         switch event {
         case .message(let message):
             guard !message.isEphemeral else { return nil }
-            let name = message.sender.map(\.displayName) ?? serverName
-            return IOBuffer(string: "\(singleLine(name)):\(text(of: message.body))\n")
+            let name = singleLine(message.sender.map(\.displayName) ?? serverName)
+            // Files: the caption, then `[image cat.jpg 1.2 MB] URL`, one line each.
+            if case .attachments(let files) = AttachmentMessage.classify(message.body) {
+                return IOBuffer(string: files.lineDoorLines().map { "\(name):\(singleLine($0))\n" }.joined())
+            }
+            return IOBuffer(string: "\(name):\(text(of: message.body))\n")
         case .memberJoined(let member):
             return IOBuffer(string: "\(singleLine(member.displayName)) has joined\n")
         case .memberLeft(let member):

@@ -30,6 +30,18 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private var pingOutstanding = false
     /// The door policy's share of this connection: its place, idle watch and publish rate.
     private let sessionGuard: SessionGuard
+    /// A publish with attachments is being checked against the upload registry (on a worker
+    /// thread); later publishes wait here so they keep their order.
+    private var resolvingAttachments = false
+    private var heldPublishes: [HeldPublish] = []
+    private struct HeldPublish {
+        let room: String
+        let message: JSONValue
+        let callback: Int?
+        let messageID: String?
+    }
+    /// Most publishes that may wait behind one being checked.
+    static let maxHeldPublishes = 256
 
     init(connection: TCPConnection, core: ServerCore, webSocket: WebSocketConfiguration,
          deflate: PerMessageDeflateParameters?, sessionGuard: SessionGuard) {
@@ -190,28 +202,16 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 if verdict == .abusive { closeWith(.policyViolation, reason: "rate limit exceeded") }
                 return
             }
-            // The receipt (or, with no callback, only an error) is sent once the message is
-            // durable: an acknowledged message is never lost.
-            let me = LoopBound(self, on: connection.loop)
-            do {
-                let backlog = try core.hub.publish(message, to: RoomKey(channel: channel, room: room), from: member, messageID: messageID) { result in
-                    switch result {
-                    case .success(let published):
-                        guard let callback else { return }
-                        me.run { session in
-                            session.sendJSON(NativeEncoding.reply(callback: callback) { w in
-                                w.key("id"); w.writeString(published.id)
-                                w.key("offset"); w.writeInt(Int(published.offset))
-                            })
-                        }
-                    case .failure(let error):
-                        me.run { $0.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
-                    }
+            let publish = HeldPublish(room: room, message: message, callback: callback, messageID: messageID)
+            guard !resolvingAttachments else {
+                guard heldPublishes.count < Self.maxHeldPublishes else {
+                    sendJSON(NativeEncoding.reply(callback: callback, error: "too many publishes waiting for attachments to be checked; slow down"))
+                    return
                 }
-                sessionGuard.throttle(by: backlog, reading: connection)
-            } catch {
-                sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
+                heldPublishes.append(publish)
+                return
             }
+            startPublish(publish, channel: channel, member: member)
         case .history(let room, let before, let limit, let callback):
             let check = checkAuth(.history, room: room)
             if let error = check.error {
@@ -228,6 +228,69 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                     }
                 }
             }
+        }
+    }
+
+    // MARK: publishing
+
+    /// Publishes now, or first fills in its attachments from the upload registry
+    /// (Files/AttachmentPublish.swift): ids this channel never issued are refused.
+    private func startPublish(_ publish: HeldPublish, channel: String, member: Member) {
+        switch AttachmentBody.inspect(publish.message) {
+        case .plain:
+            self.publish(publish, body: publish.message, uploads: [], channel: channel, member: member)
+        case .invalid(let error):
+            sendJSON(NativeEncoding.reply(callback: publish.callback, error: error.message))
+        case .references:
+            resolvingAttachments = true
+            let me = LoopBound(self, on: connection.loop)
+            core.files.resolve(publish.message, channel: channel) { result in
+                me.run { $0.resolved(publish, result, channel: channel, member: member) }
+            }
+        }
+    }
+
+    private func resolved(_ publish: HeldPublish, _ result: Result<ResolvedPublish, ParleyError>,
+                          channel: String, member: Member) {
+        resolvingAttachments = false
+        guard connection.state == .open else { return }
+        switch result {
+        case .success(let resolved):
+            self.publish(publish, body: resolved.body, uploads: resolved.ids, channel: channel, member: member)
+        case .failure(let error):
+            sendJSON(NativeEncoding.reply(callback: publish.callback, error: error.message))
+        }
+        while !resolvingAttachments, !heldPublishes.isEmpty, connection.state == .open {
+            startPublish(heldPublishes.removeFirst(), channel: channel, member: self.member ?? member)
+        }
+    }
+
+    private func publish(_ publish: HeldPublish, body: JSONValue, uploads: [String], channel: String, member: Member) {
+        let callback = publish.callback
+        let files = core.files
+        // The receipt (or, with no callback, only an error) is sent once the message is
+        // durable: an acknowledged message is never lost.
+        let me = LoopBound(self, on: connection.loop)
+        do {
+            let backlog = try core.hub.publish(body, to: RoomKey(channel: channel, room: publish.room), from: member,
+                                               messageID: publish.messageID) { result in
+                switch result {
+                case .success(let published):
+                    files.noteReferences(uploads, in: published)
+                    guard let callback else { return }
+                    me.run { session in
+                        session.sendJSON(NativeEncoding.reply(callback: callback) { w in
+                            w.key("id"); w.writeString(published.id)
+                            w.key("offset"); w.writeInt(Int(published.offset))
+                        })
+                    }
+                case .failure(let error):
+                    me.run { $0.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
+                }
+            }
+            sessionGuard.throttle(by: backlog, reading: connection)
+        } catch {
+            sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
         }
     }
 

@@ -24,11 +24,14 @@ final class ServerCore: Sendable {
     let restRate: RESTRateLimiter
     /// Serves https:// and wss:// when configured.
     let tls: TLSContext?
+    /// Attachments: uploads, downloads, the registry (Files/).
+    let files: ServerFiles
 
-    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil) {
+    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil, files: ServerFiles) {
         self.configuration = configuration
         self.hub = hub
         self.tls = tls
+        self.files = files
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
@@ -77,20 +80,23 @@ public final class ParleyServer: Sendable {
         case .fixed(let n): loopCount = n
         }
         let tls: TLSContext?
+        let files: ServerFiles
         do {
             tls = try Self.loadTLS(configuration)
+            files = try ServerFiles(configuration: configuration)
         } catch {
             store.close()
             throw error
         }
         let group = EventLoopGroup(loopCount: loopCount)
         self.group = group
-        let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls)
+        let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls, files: files)
         self.core = core
         listeners = Mutex([])
         do {
             let http = try HTTPDoor.listen(core: core, group: group)
             httpPort = http.port
+            files.bound(host: configuration.host, port: http.port, tls: tls != nil)
             listeners.withLock { $0.append(http) }
             let line = try LineDoor.listen(core: core, group: group)
             linePort = line.port
@@ -98,6 +104,7 @@ public final class ParleyServer: Sendable {
         } catch {
             for listener in listeners.withLock({ $0 }) { listener.close() }
             group.shutdown()
+            files.shutdown()
             store.close()
             throw error
         }
@@ -109,6 +116,8 @@ public final class ParleyServer: Sendable {
             let eviction = LoopTimer(loop: group.loops[0])
             eviction.start(after: 5000, repeating: 5000, keepAlive: true) { hub.evictIdleRooms() }
         }
+        files.startCollecting(on: group.loops[0], every: configuration.filesCollectIntervalSeconds, store: hub.store,
+                              clock: hub.clock)
     }
 
     /// The server TLS context from `--tls-cert` / `--tls-key`, or nil without them. A missing
@@ -201,6 +210,7 @@ public final class ParleyServer: Sendable {
             Thread.sleep(forTimeInterval: 0.01)
         }
         group.shutdown()
+        core.files.shutdown()
         store.close()
     }
 

@@ -56,7 +56,10 @@ enum RESTRoutes {
         case .failure(let failure): return failure.response
         }
         do {
-            let message = try await core.hub.publish(body, to: RoomKey(channel: channel, room: room), from: nil)
+            // Attachments are filled in from the upload registry (Files/AttachmentPublish.swift).
+            let resolved = try await core.files.resolve(body, channel: channel)
+            let message = try await core.hub.publish(resolved.body, to: RoomKey(channel: channel, room: room), from: nil)
+            core.files.noteReferences(resolved.ids, in: message)
             var w = JSONWriter()
             writeReceipt(message, into: &w, withRoom: false)
             return .json(200, w.bytes)
@@ -76,17 +79,26 @@ enum RESTRoutes {
         guard !names.isEmpty else { return .text(400, "name at least one room with ?r=ROOM\n") }
         guard names.count <= maxRoomsPerPublish else { return .text(400, "at most \(maxRoomsPerPublish) rooms per publish\n") }
         guard names.allSatisfy(RoomKey.isValidName) else { return .text(400, "invalid room name\n") }
-        let body: JSONValue
+        let parsed: JSONValue
         switch parseBody(request.body) {
-        case .success(let value): body = value
+        case .success(let value): parsed = value
         case .failure(let failure): return failure.response
         }
-        let hub = core.hub
+        let resolved: ResolvedPublish
+        do {
+            resolved = try await core.files.resolve(parsed, channel: channel)
+        } catch {
+            return failure(error)
+        }
+        let (body, uploads) = (resolved.body, resolved.ids)
+        let (hub, files) = (core.hub, core.files)
         let results = await withTaskGroup(of: (Int, Result<Message, ParleyError>).self) { group in
             for (index, name) in names.enumerated() {
                 group.addTask {
                     do throws(ParleyError) {
-                        return (index, .success(try await hub.publish(body, to: RoomKey(channel: channel, room: name), from: nil)))
+                        let message = try await hub.publish(body, to: RoomKey(channel: channel, room: name), from: nil)
+                        files.noteReferences(uploads, in: message)
+                        return (index, .success(message))
                     } catch {
                         return (index, .failure(error))
                     }

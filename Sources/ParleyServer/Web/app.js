@@ -11,6 +11,10 @@
   const TYPING_SHOW_MS = 6000;    // forget someone's typing if no update arrives
   const MAX_MESSAGE_CHARS = 10000;
   const GROUP_WINDOW_S = 180;     // consecutive messages by one sender within this are grouped
+  const MAX_ATTACHMENTS = 10;     // files per message (the server's limit too)
+  // A file this server serves: /{channel}/files/{id}[/thumbnail]. Attachment URLs are shown
+  // only as such paths on the page's own origin (they may name another host or port).
+  const FILE_PATH = /^\/[^/?#]+\/files\/[0-9a-f]{32}(\/thumbnail)?$/;
   const DEFAULT_CHANNEL = "demo";
   const DEFAULT_ROOM = "observable-room";
   const STORAGE = {
@@ -107,6 +111,8 @@
     typingIdleTimer: null,
     unread: 0,
     fatal: null,              // an error that stops reconnecting (e.g. auth required)
+    uploads: [],              // files being uploaded or ready to send: {key, name, size, xhr, attachment, node}
+    uploadCounter: 0,
   };
   if (state.identity && (typeof state.identity !== "object" || typeof state.identity.name !== "string")) state.identity = null;
   const roomKey = () => state.channel + "/" + state.room;
@@ -125,6 +131,9 @@
     identityError: $("identity-error"), identityCancel: $("identity-cancel"), identityTitle: $("identity-title"),
     identitySave: $("identity-save"),
     error: $("error"), errorText: $("error-text"), errorClose: $("error-close"), errorRetry: $("error-retry"),
+    app: $("app"), attach: $("attach"), fileInput: $("file-input"), tray: $("tray"), drop: $("drop"),
+    viewer: $("viewer"), viewerImage: $("viewer-image"), viewerName: $("viewer-name"),
+    viewerDownload: $("viewer-download"), viewerClose: $("viewer-close"),
   };
 
   // ---------------------------------------------------------------- errors and status
@@ -285,6 +294,7 @@
   }
 
   function resetRoomView() {
+    clearUploads(); // uploads are made for a room
     ui.messages.replaceChildren();
     state.seenIds.clear();
     state.seenOffsets.clear();
@@ -625,11 +635,23 @@
     return row;
   }
 
-  /** Plain strings as text with http/https links; anything else as compact JSON. */
+  /** Plain strings as text with http/https links; files as images and chips; anything
+   *  else as compact JSON. */
   function fillBubble(bubble, message) {
     if (typeof message === "string") {
       bubble.classList.add("text");
       appendLinkified(bubble, message);
+      return;
+    }
+    const files = attachmentsOf(message);
+    if (files) {
+      bubble.classList.add("attachments");
+      if (typeof message.text === "string" && message.text.trim()) {
+        const caption = el("div", "caption");
+        appendLinkified(caption, message.text);
+        bubble.appendChild(caption);
+      }
+      for (const file of files) bubble.appendChild(file.image ? imageNode(file) : fileChip(file));
       return;
     }
     bubble.classList.add("text", "json");
@@ -767,7 +789,13 @@
 
   function sendComposer() {
     const text = ui.composer.value.replace(/\s+$/, "");
-    if (!text.trim()) return;
+    const ready = state.uploads.filter((u) => u.attachment);
+    const pending = state.uploads.filter((u) => !u.attachment);
+    if (pending.length) {
+      showError("Wait for “" + pending[0].name + "” to finish uploading, or cancel it.");
+      return;
+    }
+    if (!text.trim() && !ready.length) return;
     if (text.length > MAX_MESSAGE_CHARS) {
       showError("That message is too long (" + text.length.toLocaleString() + " characters; the limit is " +
         MAX_MESSAGE_CHARS.toLocaleString() + "). Shorten it or split it up.");
@@ -778,17 +806,224 @@
       return;
     }
     stopTyping();
-    const sent = send({ type: "publish", room: state.room, message: text }, (reply) => {
+    // With files: {"text": caption, "attachments": [{id}]}; the server fills in the rest.
+    let message = text;
+    if (ready.length) {
+      message = { attachments: ready.map((u) => ({ id: u.attachment.id })) };
+      if (text.trim()) message = { text: text, attachments: message.attachments };
+    }
+    const sentUploads = ready.slice();
+    const sent = send({ type: "publish", room: state.room, message: message }, (reply) => {
       if (reply.error) {
         showError(plainError(reply.error, "Your message was not sent"));
         if (!ui.composer.value) { ui.composer.value = text; autosize(); }
+        for (const upload of sentUploads) if (!state.uploads.includes(upload)) addToTray(upload);
       }
     });
     if (!sent) { showError("Not connected right now. Your message is kept in the box."); return; }
+    for (const upload of sentUploads) removeUpload(upload);
     ui.composer.value = "";
     autosize();
     ui.composer.focus();
   }
+
+  // ---------------------------------------------------------------- files
+  /** Decimal units, as the server's line door shows them: 512 B, 3.4 KB, 1.2 MB. */
+  function humanSize(bytes) {
+    if (!(bytes >= 1000)) return Math.max(0, Number(bytes) || 0) + " B";
+    const units = ["KB", "MB", "GB", "TB"];
+    let value = bytes / 1000, unit = 0;
+    while (unit < units.length - 1 && value >= 999.5) { value /= 1000; unit += 1; }
+    return (value < 9.95 ? value.toFixed(1) : String(Math.round(value))) + " " + units[unit];
+  }
+  /** The path of one of this server's file URLs, or null. */
+  function localFilePath(url) {
+    if (typeof url !== "string") return null;
+    let parsed;
+    try { parsed = new URL(url, location.href); } catch (e) { return null; }
+    return FILE_PATH.test(parsed.pathname) ? parsed.pathname : null;
+  }
+  /** The valid attachments of a body `{text?, attachments: [...]}`, or null. */
+  function attachmentsOf(message) {
+    if (!message || typeof message !== "object" || Array.isArray(message) || !Array.isArray(message.attachments)) return null;
+    const files = [];
+    for (const a of message.attachments.slice(0, MAX_ATTACHMENTS)) {
+      if (!a || typeof a !== "object" || typeof a.name !== "string" || typeof a.mime !== "string") continue;
+      const path = localFilePath(a.url);
+      if (!path) continue;
+      const thumb = a.thumbnail && typeof a.thumbnail === "object" ? localFilePath(a.thumbnail.url) : null;
+      const image = !!thumb && Number.isInteger(a.width) && Number.isInteger(a.height) &&
+        a.mime.startsWith("image/") && a.mime !== "image/svg+xml";
+      files.push({ path: path, name: a.name, mime: a.mime, size: Number(a.size) || 0, image: image, thumb: thumb,
+        thumbWidth: image ? Number(a.thumbnail.width) || 0 : 0, thumbHeight: image ? Number(a.thumbnail.height) || 0 : 0 });
+    }
+    return files.length ? files : null;
+  }
+  function imageNode(file) {
+    const button = el("button", "attachment-image");
+    button.type = "button";
+    button.setAttribute("aria-label", "Open image " + file.name);
+    const img = document.createElement("img");
+    img.src = file.thumb;
+    img.alt = file.name;
+    img.loading = "lazy";
+    if (file.thumbWidth && file.thumbHeight) { img.width = file.thumbWidth; img.height = file.thumbHeight; }
+    button.appendChild(img);
+    button.addEventListener("click", () => openViewer(file));
+    return button;
+  }
+  function fileChip(file) {
+    const a = el("a", "file-chip");
+    a.href = file.path;
+    a.download = file.name;
+    a.title = "Download " + file.name;
+    const icon = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    icon.setAttribute("viewBox", "0 0 24 24");
+    icon.setAttribute("width", "20");
+    icon.setAttribute("height", "20");
+    icon.setAttribute("aria-hidden", "true");
+    const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+    path.setAttribute("fill", "currentColor");
+    path.setAttribute("d", "M6 2h8l6 6v12a2 2 0 0 1-2 2H6a2 2 0 0 1-2-2V4a2 2 0 0 1 2-2zm7 1.5V9h5.5L13 3.5zM8 13h8v1.5H8V13zm0 3.5h8V18H8v-1.5z");
+    icon.appendChild(path);
+    a.append(icon, el("span", "file-name", file.name), el("span", "file-size", humanSize(file.size)));
+    return a;
+  }
+  function openViewer(file) {
+    ui.viewerImage.src = file.path;
+    ui.viewerImage.alt = file.name;
+    ui.viewerName.textContent = file.name;
+    ui.viewerDownload.href = file.path;
+    ui.viewerDownload.download = file.name;
+    if (typeof ui.viewer.showModal === "function") ui.viewer.showModal(); else ui.viewer.setAttribute("open", "");
+    ui.viewerClose.focus();
+  }
+  function closeViewer() { if (ui.viewer.open) ui.viewer.close(); }
+  ui.viewer.addEventListener("close", () => { ui.viewerImage.removeAttribute("src"); });
+  ui.viewerClose.addEventListener("click", closeViewer);
+  // A click outside the picture (on the backdrop) closes too; Esc closes a modal dialog.
+  ui.viewer.addEventListener("click", (event) => { if (event.target === ui.viewer) closeViewer(); });
+
+  /** A server refusal in plain words. */
+  function uploadError(status, text, name) {
+    const why = String(text || "").trim();
+    if (status === 413) return "“" + name + "” is too big to send here (" + why + ").";
+    if (status === 415) return "“" + name + "” can't be sent here: " + why + ".";
+    if (status === 429) return "Can't send “" + name + "” right now: " + why + ".";
+    if (status === 0) return "The upload of “" + name + "” failed: the connection was lost.";
+    return "Couldn't upload “" + name + "” (" + status + "): " + why;
+  }
+  function attachFiles(list) {
+    for (const file of Array.from(list || [])) {
+      if (state.uploads.length >= MAX_ATTACHMENTS) {
+        showError("At most " + MAX_ATTACHMENTS + " files per message.");
+        return;
+      }
+      startUpload(file);
+    }
+  }
+  function startUpload(file) {
+    if (!state.subscribed) { showError("Not connected right now: attach the file again once reconnected."); return; }
+    const upload = { key: ++state.uploadCounter, name: file.name || "file", size: file.size, xhr: null, attachment: null,
+      node: null, progress: 0 };
+    addToTray(upload);
+    const xhr = new XMLHttpRequest();
+    upload.xhr = xhr;
+    xhr.open("POST", "/" + encodeURIComponent(state.channel) + "/files?room=" + encodeURIComponent(state.room) +
+      "&name=" + encodeURIComponent(upload.name));
+    xhr.setRequestHeader("Content-Type", file.type || "application/octet-stream");
+    xhr.upload.onprogress = (event) => {
+      if (event.lengthComputable) { upload.progress = event.loaded / event.total; renderUpload(upload); }
+    };
+    xhr.onload = () => {
+      upload.xhr = null;
+      let answer = null;
+      try { answer = JSON.parse(xhr.responseText); } catch (e) { answer = null; }
+      if (xhr.status === 201 && answer && typeof answer.id === "string") {
+        upload.attachment = answer;
+        upload.progress = 1;
+        renderUpload(upload);
+        ui.composer.focus();
+      } else {
+        removeUpload(upload);
+        showError(uploadError(xhr.status, xhr.responseText, upload.name));
+      }
+    };
+    xhr.onerror = () => { upload.xhr = null; removeUpload(upload); showError(uploadError(0, "", upload.name)); };
+    xhr.onabort = () => { upload.xhr = null; removeUpload(upload); };
+    xhr.send(file);
+  }
+  function addToTray(upload) {
+    state.uploads.push(upload);
+    const li = el("li", "tray-item");
+    li.dataset.key = String(upload.key);
+    const cancel = el("button", "icon-button", "✕");
+    cancel.type = "button";
+    cancel.className = "icon-button tray-cancel";
+    cancel.addEventListener("click", () => { if (upload.xhr) upload.xhr.abort(); else removeUpload(upload); });
+    const progress = document.createElement("progress");
+    progress.max = 1;
+    li.append(el("span", "tray-name", upload.name), el("span", "tray-state"), progress, cancel);
+    upload.node = li;
+    ui.tray.appendChild(li);
+    ui.tray.hidden = false;
+    renderUpload(upload);
+  }
+  function renderUpload(upload) {
+    const li = upload.node;
+    if (!li) return;
+    const done = !!upload.attachment;
+    li.classList.toggle("ready", done);
+    li.querySelector("progress").value = upload.progress;
+    li.querySelector("progress").hidden = done;
+    li.querySelector(".tray-state").textContent = done
+      ? humanSize(upload.attachment.size) + " · ready to send"
+      : humanSize(upload.size) + " · " + Math.floor(upload.progress * 100) + "%";
+    const cancel = li.querySelector(".tray-cancel");
+    cancel.setAttribute("aria-label", (done ? "Remove " : "Cancel the upload of ") + upload.name);
+    cancel.title = done ? "Remove" : "Cancel";
+  }
+  function removeUpload(upload) {
+    state.uploads = state.uploads.filter((u) => u !== upload);
+    if (upload.node) upload.node.remove();
+    upload.node = null;
+    ui.tray.hidden = state.uploads.length === 0;
+  }
+  function clearUploads() {
+    for (const upload of state.uploads.slice()) { if (upload.xhr) upload.xhr.abort(); removeUpload(upload); }
+  }
+  ui.attach.addEventListener("click", () => ui.fileInput.click());
+  ui.fileInput.addEventListener("change", () => { attachFiles(ui.fileInput.files); ui.fileInput.value = ""; });
+  ui.composer.addEventListener("paste", (event) => {
+    const files = event.clipboardData ? Array.from(event.clipboardData.files || []) : [];
+    if (!files.length) return;
+    event.preventDefault();
+    attachFiles(files);
+  });
+  const carriesFiles = (event) => !!event.dataTransfer && Array.from(event.dataTransfer.types || []).includes("Files");
+  let dragDepth = 0;
+  ui.app.addEventListener("dragenter", (event) => {
+    if (!carriesFiles(event)) return;
+    dragDepth += 1;
+    ui.drop.hidden = false;
+  });
+  ui.app.addEventListener("dragleave", (event) => {
+    if (!carriesFiles(event)) return;
+    dragDepth = Math.max(0, dragDepth - 1);
+    if (!dragDepth) ui.drop.hidden = true;
+  });
+  ui.app.addEventListener("dragover", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "copy";
+  });
+  ui.app.addEventListener("drop", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    dragDepth = 0;
+    ui.drop.hidden = true;
+    attachFiles(event.dataTransfer.files);
+  });
 
   // ---------------------------------------------------------------- scrolling back through history
   function maybeLoadMore() {

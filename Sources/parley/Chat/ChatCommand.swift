@@ -33,14 +33,16 @@ enum ChatCommand {
 
     @MainActor static func makeModel(_ options: ChatOptions) -> ChatRoomModel {
         var transport: (any ParleyTransport)?
+        var uploader = FileUploader()
         if let caFile = options.caFile {
             var libuv = LibUVWebSocketTransport()
             libuv.trustedCertificatesFile = caFile
             transport = libuv
+            uploader.trustedCertificatesFile = caFile
         }
         return ChatRoomModel(url: URL(string: options.url)!, channel: options.channel, room: options.room,
                              name: options.name, color: options.color, token: options.token, historyCount: options.history,
-                             transport: transport)
+                             transport: transport, uploader: uploader)
     }
 }
 
@@ -105,6 +107,17 @@ func standardInputChunks() -> AsyncStream<[UInt8]> {
     }
 
     private func send(_ line: String) async {
+        if line.hasPrefix("/upload ") {
+            // Progress on stderr, a line per tenth.
+            var shown = -1
+            await ChatUpload.send(String(line.dropFirst("/upload ".count)), with: model) { progress in
+                let tenth = Int(progress.fraction * 10)
+                guard tenth != shown else { return }
+                shown = tenth
+                FileHandle.standardError.write(Data("* uploading \(tenth * 10)%\n".utf8))
+            }
+            return
+        }
         do {
             try await model.send(line)
         } catch {
@@ -117,7 +130,9 @@ func standardInputChunks() -> AsyncStream<[UInt8]> {
             printed.insert(line.id)
             switch line.kind {
             case .message(isMine: false):
-                FileHandle.standardOutput.write(Data("\(line.name): \(line.text)\n".utf8))
+                // A message with files: its caption (if any), then a line per file.
+                let parts = (line.text.isEmpty && !line.attachments.isEmpty ? [] : [line.text]) + line.attachmentLines
+                for part in parts { FileHandle.standardOutput.write(Data("\(line.name): \(part)\n".utf8)) }
             case .notice:
                 FileHandle.standardError.write(Data("* \(line.text)\n".utf8))
             case .message(isMine: true), .history:

@@ -32,7 +32,9 @@ struct ChatOptions {
       --plain          line mode even on a terminal
       --ca FILE        trust this PEM certificate for wss:// (self-signed servers)
 
-    commands (full-screen): /members, /room NAME, /name NAME, /quit (or Ctrl-C)
+    commands (full-screen): /members, /room NAME, /name NAME, /upload PATH [caption], /quit (or Ctrl-C)
+    line mode: a line "/upload PATH [caption]" sends a file (progress on stderr); files others
+    send are printed as "NAME: [image cat.jpg 1.2 MB] URL"
     """
 
     /// Parses the arguments; nil for --help.

@@ -33,7 +33,7 @@ import Glibc
         resizeSource = resize
         observe { [self] in
             // Read everything the screen shows so any change schedules a redraw.
-            _ = (model.lines, model.members, model.typingText, model.connection, model.roomName, model.name)
+            _ = (model.lines, model.members, model.typingText, model.connection, model.roomName, model.name, model.upload?.progress)
             scheduleRender()
         }
         render()
@@ -94,8 +94,10 @@ import Glibc
             do { try await model.switchRoom(to: argument) } catch { model.note("cannot join \(argument): \(error.message)") }
         case "/name" where !argument.isEmpty:
             do { try await model.rename(to: argument) } catch { model.note("cannot rename: \(error.message)") }
+        case "/upload" where !argument.isEmpty:
+            await ChatUpload.send(argument, with: model) { _ in }
         case "/help":
-            model.note("commands: /members, /room NAME, /name NAME, /quit; PgUp/PgDn scroll")
+            model.note("commands: /members, /room NAME, /name NAME, /upload PATH [caption], /quit; PgUp/PgDn scroll")
         default:
             model.note("unknown command \(parts[0]) (try /help)")
         }
@@ -142,7 +144,8 @@ import Glibc
         }
         // Typing line.
         out += "\u{1B}[\(rows - 1);1H\u{1B}[2K"
-        let typing = scrollBack > 0 ? "(\(scrollBack) lines up; PgDn to return)" : model.typingText
+        let typing = scrollBack > 0 ? "(\(scrollBack) lines up; PgDn to return)"
+            : model.upload.map { ChatUpload.progressText($0.name, $0.progress) } ?? model.typingText
         if !typing.isEmpty { out += "\u{1B}[2;3m" + fit(typing, columns, pad: false) + "\u{1B}[0m" }
         // Input line, scrolled horizontally so the cursor stays visible.
         let prompt = "> "
@@ -186,7 +189,9 @@ import Glibc
         let marker = line.isMine ? "›" : " "
         let head = "\(time)\(marker)"
         let name = line.name
-        let rows = wrap("\(head)\(name): \(Self.printable(line.text))", columns: columns)
+        // A message with files: the caption (if any), then `[image cat.jpg 1.2 MB] URL` each.
+        let parts = (line.text.isEmpty && !line.attachments.isEmpty ? [] : [line.text]) + line.attachmentLines
+        let rows = wrap("\(head)\(name): \(Self.printable(parts.first ?? ""))", columns: columns)
         var colored = rows
         let (r, g, b) = RandomIdentity.rgb(line.color) ?? (200, 200, 200)
         let nameStyle = "\u{1B}[\(line.isMine ? "1;" : "")38;2;\(r);\(g);\(b)m"
@@ -196,6 +201,9 @@ import Glibc
             colored[0] = "\u{1B}[2m\(head)\u{1B}[0m\(nameStyle)\(name)\u{1B}[0m\(dim)\(rest)\u{1B}[0m"
         }
         if !dim.isEmpty { for i in colored.indices.dropFirst() { colored[i] = dim + colored[i] + "\u{1B}[0m" } }
+        for part in parts.dropFirst() {
+            colored += wrap("      " + Self.printable(part), columns: columns).map { dim + $0 + "\u{1B}[0m" }
+        }
         return colored
     }
 

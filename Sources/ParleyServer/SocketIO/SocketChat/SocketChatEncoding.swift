@@ -39,9 +39,11 @@ enum SocketChatEncoding {
         EngineIOFrames.preEncoded(packets, for: format.engineIOTransport)
     }
 
-    /// A chat body as text: a string as it is, any other JSON as compact JSON text.
+    /// A chat body as text: a string as it is, a message with files as
+    /// `caption [image] URL [file] URL`, any other JSON as compact JSON text.
     static func text(of body: JSONValue) -> String {
         if case .string(let text) = body { return text }
+        if case .attachments(let files) = AttachmentMessage.classify(body) { return files.socketChatText() }
         return body.jsonString
     }
 
