@@ -26,6 +26,8 @@ let package = Package(
         .target(name: "ParleyHTTP"),
         .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
+        // Logging in swift-log's shape (no dependencies): the server passes its logger down.
+        .target(name: "ParleyLog"),
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
         // Cluster mode: Parley's own RESP2/RESP3 client on ParleyIO (no hiredis).
         .target(name: "ParleyRedis", dependencies: ["ParleyCore", "ParleyIO"]),
@@ -33,8 +35,11 @@ let package = Package(
         // download rules. SHA-256 from OpenSSL; no event loop: work runs on its own thread pool.
         .target(name: "ParleyFiles", dependencies: ["ParleyCore", "CVips", "COpenSSL"]),
         .target(name: "ParleyServer",
-                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL"],
-                resources: [.copy("Web")]),
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL", "ParleyLog"],
+                resources: [.copy("Web"), .copy("Admin/AdminWeb")],
+                plugins: ["BuildInfoPlugin"]),
+        // Writes BuildInfo.swift (the git commit) before each build, for `parley --version`.
+        .plugin(name: "BuildInfoPlugin", capability: .buildTool()),
         // `parley bench` (fanout, idle): a load generator on ParleyIO for any server's doors.
         // Its loop-confined counters skip dynamic exclusivity checks in release builds (the
         // bench shares the CPU with the server it measures). Only the executable uses this
@@ -42,7 +47,7 @@ let package = Package(
         .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench", "ParleyLog"]),
         // Autobahn|Testsuite client-side runner for `make conformance` (not part of `parley`).
         .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
                           path: "Sources/AutobahnClient"),
@@ -52,16 +57,17 @@ let package = Package(
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyLogTests", dependencies: ["ParleyLog"]),
         .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyFilesTests", dependencies: ["ParleyFiles", "ParleyCore", "CVips"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport", "ParleyLog"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyTestSupport"]),
         // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
         // every implementation.
         .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport", "ParleyLog", "ParleySQLite"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -100,6 +100,7 @@ public final class TCPConnection {
             let connection = TCPConnection.from(stream!.pointee.data)
             if nread > 0 {
                 let bytes = UnsafeRawBufferPointer(start: buf!.pointee.base, count: nread)
+                connection.loop.statistics.didRead(nread)
                 connection.deliver(bytes)
             } else if nread < 0 {
                 let code = Int32(nread)
@@ -197,6 +198,7 @@ public final class TCPConnection {
         // array and a fresh `pending` buffer: four mallocs per connection per loop turn).
         let request = loop.takeWriteRequest()
         swap(&request.lists.pointee.buffers, &out.pointee.pending)
+        loop.statistics.didWrite(out.pointee.pendingBytes)
         out.pointee.pendingBytes = 0
         for buffer in request.lists.pointee.buffers {
             request.lists.pointee.bufs.append(uv_buf_init(buffer.base.assumingMemoryBound(to: CChar.self), UInt32(buffer.count)))

@@ -19,6 +19,8 @@ import tempfile
 TOOLCHAIN = {
     "Foundation", "FoundationEssentials", "Synchronization", "Dispatch", "Glibc", "Darwin",
     "Musl", "Testing", "XCTest", "Observation", "Swift", "_Concurrency",
+    # SwiftPM's API for the package's own plugins (Plugins/).
+    "PackagePlugin",
 }
 
 # Which project modules a module may import (the module table of the architecture). A module
@@ -31,11 +33,13 @@ MAY_IMPORT = {
     "ParleyHTTP": {"ParleyIO"},
     "ParleyWebSocket": {"ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"},
     "ParleySQLite": {"ParleyCore", "CSQLite"},
+    # Logging: nothing of the project (every layer may be handed a logger).
+    "ParleyLog": set(),
     # Cluster mode (not written yet): its C module, or a RESP codec of its own on ParleyIO.
     "ParleyRedis": {"ParleyCore", "ParleyIO", "CHiredis"},
     # The doors: everything above.
     "ParleyServer": C_MODULES | {"ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore",
-                                 "ParleySQLite", "ParleyRedis"},
+                                 "ParleySQLite", "ParleyRedis", "ParleyLog"},
     "ParleyClient": {"ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"},
 }
 for module in C_MODULES:
@@ -118,7 +122,7 @@ def parse_package(text):
         for element in re.finditer(r'(?:\.(?:target|product|byName)\s*\(\s*name\s*:\s*)?"([^"]+)"(?:\s*,\s*package\s*:\s*"[^"]+")?\s*\)?', listed):
             dependencies.add(element.group(1))
         path = re.search(r'path\s*:\s*"([^"]+)"', arguments)
-        default = ("Tests/" if kind == "testTarget" else "Sources/") + name
+        default = {"testTarget": "Tests/", "plugin": "Plugins/"}.get(kind, "Sources/") + name
         targets.append((kind, name, dependencies, path.group(1) if path else default))
     return targets
 
