@@ -66,7 +66,7 @@ let package = Package(
         .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyTestSupport"]),
         // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
         // every implementation.
-        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport"]),
+        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport", "CSQLite"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport", "ParleyLog", "ParleySQLite"]),
     ],
     swiftLanguageModes: [.v6]
