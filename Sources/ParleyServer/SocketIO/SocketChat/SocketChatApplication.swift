@@ -120,8 +120,8 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         switch command {
         case .connectUser(let nickname):
             if let error = authError(.subscribe) { return error }
+            // A banned name never joins the lobby (the socket stays, refused each time).
             if core.bans.ban(ip: remoteIP, name: nickname, nowMillis: core.hub.clock.nowMillis()) != nil {
-                LoopBound(socket, on: loop).run { $0.closeConnection(reason: "banned") }
                 return "banned from this server"
             }
             if let member {
