@@ -282,8 +282,14 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     private func tokenExpired() {
-        guard connection.state == .open, let claims = auth?.claims,
-              claims.expiresMillis <= core.hub.clock.nowMillis() else { return }
+        guard connection.state == .open, let claims = auth?.claims else { return }
+        let left = claims.expiresMillis - core.hub.clock.nowMillis()
+        if left > 0 {
+            // Early: libuv times timers from the loop's cached clock, which can lag the wall
+            // clock by however long the loop's turn took. Wait for the rest.
+            expiryTimer?.start(after: UInt64(left) + 1) { [weak self] in self?.tokenExpired() }
+            return
+        }
         sendJSON(NativeEncoding.reply(callback: nil, error: "token expired: authenticate again with a fresh token"))
         for case .send(let bytes) in machine.close(code: .policyViolation, reason: "token expired") {
             write(bytes)
