@@ -67,7 +67,7 @@ let package = Package(
         // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
         // every implementation.
         .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport", "CSQLite"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport", "ParleyLog", "ParleySQLite"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport", "ParleyLog"]),
     ],
     swiftLanguageModes: [.v6]
 )
