@@ -32,8 +32,9 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private let sessionGuard: SessionGuard
     /// The last verified token, kept to verify it again after a reload (never logged).
     private var token: String?
-    /// The close code this side sent, for the log.
+    /// The close code and reason this side sent, for the log.
     private var sentCloseCode: WebSocketCloseCode?
+    private var sentCloseReason: String?
     /// This loop's count of native deliveries.
     private let delivered: MetricCounter
 
@@ -70,7 +71,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     /// Sends a close frame and closes once it is out.
     private func closeWith(_ code: WebSocketCloseCode, reason: String) {
-        if sentCloseCode == nil { sentCloseCode = code }
+        if sentCloseCode == nil {
+            sentCloseCode = code
+            sentCloseReason = reason
+        }
         for case .send(let bytes) in machine.close(code: code, reason: reason) { write(bytes) }
         connection.close()
     }
@@ -291,10 +295,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             return
         }
         sendJSON(NativeEncoding.reply(callback: nil, error: "token expired: authenticate again with a fresh token"))
-        for case .send(let bytes) in machine.close(code: .policyViolation, reason: "token expired") {
-            write(bytes)
-        }
-        connection.close()
+        closeWith(.policyViolation, reason: "token expired")
     }
 
     // MARK: writing
@@ -388,7 +389,8 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         for key in rooms { core.hub.unsubscribe(sessionID, from: key) }
         rooms.removeAll()
         if channel != nil { core.directory.unregister(clientID) }
-        sessionGuard.end(closing: connection, reason: reason, code: (sentCloseCode ?? machine.failureCode).map { Int($0.rawValue) })
+        sessionGuard.end(closing: connection, reason: reason, code: (sentCloseCode ?? machine.failureCode).map { Int($0.rawValue) },
+                         why: sentCloseReason)
     }
 }
 

@@ -13,6 +13,8 @@ final class ObservedMessageStore: MessageStore {
     private let throttle: LogThrottle
     /// The last append's outcome: nil after a success, else the failure and when (monotonic ms).
     private let lastFailure = Mutex<(error: ParleyError, atMillis: Int64)?>(nil)
+    /// Whether `lastFailure` is set: a success after a success takes no lock.
+    private let failing = Atomic<Bool>(false)
 
     init(_ wrapped: any MessageStore, metrics: ServerMetrics, logger: Logger, throttle: LogThrottle) {
         self.wrapped = wrapped
@@ -44,11 +46,15 @@ final class ObservedMessageStore: MessageStore {
             metrics.storeCommit.observe(micros: Int(Self.monotonicMicros() - started))
             switch result {
             case .success:
-                if lastFailure.withLock({ $0 != nil }) { lastFailure.withLock { $0 = nil } }
+                if failing.load(ordering: .relaxed) {
+                    lastFailure.withLock { $0 = nil }
+                    failing.store(false, ordering: .relaxed)
+                }
             case .failure(let error):
                 metrics.storeErrors.increment()
                 metrics.publishesRefused.counter(.storeFailed).increment()
                 lastFailure.withLock { $0 = (error, Self.monotonicMillis()) }
+                failing.store(true, ordering: .relaxed)
                 throttle.log("store error", to: logger, .error, "store append failed",
                              metadata: ["room": .string(message.room.description), "offset": .int(Int(message.offset)),
                                         "error": .string(error.message), "code": .string(error.code.name)])

@@ -142,16 +142,17 @@ final class SessionGuard {
     /// connection, the close is logged at debug (door, address, why, and the WebSocket close
     /// code when there was one); a TLS failure at error and a slow consumer cut off at info,
     /// both rate-limited.
-    func end(closing connection: TCPConnection? = nil, reason: ConnectionCloseReason? = nil, code: Int? = nil) {
+    func end(closing connection: TCPConnection? = nil, reason: ConnectionCloseReason? = nil, code: Int? = nil,
+             why: String? = nil) {
         handshakeCompleted()
         idleWatch?.stop()
         idleWatch = nil
-        if let connection, ticket != nil { logClose(connection, reason: reason, code: code) }
+        if let connection, ticket != nil { logClose(connection, reason: reason, code: code, why: why) }
         ticket?.release()
         ticket = nil
     }
 
-    private func logClose(_ connection: TCPConnection, reason: ConnectionCloseReason?, code: Int?) {
+    private func logClose(_ connection: TCPConnection, reason: ConnectionCloseReason?, code: Int?, why: String?) {
         let logger = core.logger
         switch reason {
         case .error(let error) where connection.isTLS:
@@ -179,6 +180,7 @@ final class SessionGuard {
         case nil: break
         }
         if let code { metadata["code"] = .int(code) }
+        if let why { metadata["why"] = .string(why) }
         logger.debug("connection closed", metadata: metadata)
     }
 }
