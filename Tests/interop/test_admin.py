@@ -129,6 +129,12 @@ def test_dashboard_signs_in_shows_the_server_and_acts_on_it(admin_server, browse
         admin.wait(lambda d: "was deleted" in d.find_element(By.ID, "banner").text, message="no confirmation")
         chat.wait(lambda d: "buy cheap watches" not in chat.bubbles(), message="the chat client still shows it")
         assert "hello from the line door" in chat.bubbles()
+        # A client joining now gets the tombstone in its history, and shows nothing for it.
+        late = browsers()
+        late.open(base, "latecomer")
+        late.wait_bubble("a server notice")
+        assert "buy cheap watches" not in late.bubbles() and "hello from the line door" in late.bubbles()
+        late.quit()
 
         # Disconnect carol; ban mallory by name, then lift the ban.
         carol_row = [n for n in admin.driver.find_elements(By.CSS_SELECTOR, "#members-list li[data-id]") if "carol" in n.text][0]

@@ -118,6 +118,8 @@ public final class ParleyServer: Sendable {
     private let stopped = Atomic<Bool>(false)
     /// Signalled by a second SIGINT/SIGTERM: cuts a drain short.
     private let drainInterrupted = DispatchSemaphore(value: 0)
+    /// SIGHUP reloads run here, one at a time, off the event loops.
+    private let reloads = DispatchQueue(label: "parley-reload")
     /// Bound ports (the real ones when 0 was asked for).
     public let linePort: Int
     /// The HTTP / WebSocket door's bound port.
@@ -379,8 +381,9 @@ public final class ParleyServer: Sendable {
             }
             if let reload {
                 watchers.list.append(SignalWatcher(loop: loop, signal: SIGHUP) { _ in
-                    // Reading the file and re-checking sessions happens off the loop.
-                    DispatchQueue.global().async { _ = self.reloadConfiguration(reload) }
+                    // Reading the file and re-checking sessions happens off the loop, one
+                    // reload at a time.
+                    self.reloads.async { _ = self.reloadConfiguration(reload) }
                 })
             }
             installed.signal()
