@@ -26,6 +26,8 @@ let package = Package(
         .target(name: "ParleyHTTP"),
         .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
+        // Logging in swift-log's shape (no dependencies): the server passes its logger down.
+        .target(name: "ParleyLog"),
         .target(name: "ParleySQLite", dependencies: ["ParleyCore", "CSQLite"]),
         // Cluster mode: Parley's own RESP2/RESP3 client on ParleyIO (no hiredis).
         .target(name: "ParleyRedis", dependencies: ["ParleyCore", "ParleyIO"]),
@@ -33,12 +35,16 @@ let package = Package(
         // download rules. SHA-256 from OpenSSL; no event loop: work runs on its own thread pool.
         .target(name: "ParleyFiles", dependencies: ["ParleyCore", "CVips", "COpenSSL"]),
         .target(name: "ParleyServer",
-                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "ParleyFiles", "COpenSSL", "CZlib"],
-                // The browser client in Web/ is embedded in the binary at build time.
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "ParleyFiles", "ParleyLog",
+                               "COpenSSL", "CZlib"],
+                // The browser client and the admin dashboard in Web/ are embedded in the binary
+                // at build time; BuildInfo.swift (the git commit) is written before each build.
                 exclude: ["Web"],
-                plugins: ["EmbedWebAssets"]),
+                plugins: ["EmbedWebAssets", "BuildInfoPlugin"]),
         .executableTarget(name: "embed-web-assets", path: "Sources/EmbedWebAssetsTool"),
         .plugin(name: "EmbedWebAssets", capability: .buildTool(), dependencies: ["embed-web-assets"]),
+        // Writes BuildInfo.swift (the git commit) before each build, for `parley --version`.
+        .plugin(name: "BuildInfoPlugin", capability: .buildTool()),
         // `parley bench` (fanout, idle): a load generator on ParleyIO for any server's doors.
         // Its loop-confined counters skip dynamic exclusivity checks in release builds (the
         // bench shares the CPU with the server it measures). Only the executable uses this
@@ -46,27 +52,28 @@ let package = Package(
         .target(name: "ParleyBench", dependencies: ["ParleyIO", "ParleyWebSocket", "ParleyCore"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         .target(name: "ParleyClient", dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore"]),
-        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench", "ParleyCore"]),
+        .executableTarget(name: "parley", dependencies: ["ParleyServer", "ParleyClient", "ParleyBench", "ParleyCore", "ParleyLog"]),
         // Autobahn|Testsuite client-side runner for `make conformance` (not part of `parley`).
         .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
                           path: "Sources/AutobahnClient"),
 
-        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyServer", "ParleyCore"], path: "Tests/ParleyTestSupport"),
+        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyServer", "ParleyCore", "ParleyLog"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyLogTests", dependencies: ["ParleyLog"]),
         .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleyRedisTests", dependencies: ["ParleyRedis", "ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyFilesTests", dependencies: ["ParleyFiles", "ParleyCore", "CVips"]),
-        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyServerTests", dependencies: ["ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport", "ParleyLog"]),
         .testTarget(name: "ParleyClientTests", dependencies: ["ParleyClient", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyWebSocket", "ParleyTestSupport"]),
         .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyTestSupport"]),
         // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
         // every implementation.
-        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport"]),
+        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport", "CSQLite"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport",
-                                                      "ParleyFiles", "CVips"]),
+                                                      "ParleyFiles", "CVips", "ParleyLog"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -32,6 +32,9 @@ public final class EventLoop: @unchecked Sendable {
     static let readBufferSize = 64 * 1024
     let readBuffer: UnsafeMutableRawPointer
 
+    /// Bytes this loop's sockets have read and written (on the wire: TLS records included).
+    public let statistics = LoopIOStatistics()
+
     // Loop-thread state.
     var connections: [UInt64: TCPConnection] = [:]
     /// Connections with queued writes, and finished write requests kept for reuse, behind a
@@ -179,4 +182,22 @@ public final class EventLoop: @unchecked Sendable {
             if uv_is_closing(handle) == 0 { uv_close(handle, nil) }
         }, nil)
     }
+}
+
+/// Byte counts of one loop: written by the loop alone (a plain load and store, no
+/// read-modify-write), read from any thread (`/metrics`).
+public final class LoopIOStatistics: Sendable {
+    private let read = Atomic<Int>(0)
+    private let written = Atomic<Int>(0)
+
+    @inline(__always) func didRead(_ count: Int) { read.store(read.load(ordering: .relaxed) &+ count, ordering: .relaxed) }
+    @inline(__always) func didWrite(_ count: Int) { written.store(written.load(ordering: .relaxed) &+ count, ordering: .relaxed) }
+
+    public var bytesRead: Int { read.load(ordering: .relaxed) }
+    public var bytesWritten: Int { written.load(ordering: .relaxed) }
+}
+
+extension EventLoopGroup {
+    /// The libuv library's version (`uv_version_string`).
+    public static var libuvVersion: String { String(cString: uv_version_string()) }
 }

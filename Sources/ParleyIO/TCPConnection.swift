@@ -100,6 +100,7 @@ public final class TCPConnection {
             let connection = TCPConnection.from(stream!.pointee.data)
             if nread > 0 {
                 let bytes = UnsafeRawBufferPointer(start: buf!.pointee.base, count: nread)
+                connection.loop.statistics.didRead(nread)
                 connection.deliver(bytes)
             } else if nread < 0 {
                 let code = Int32(nread)
@@ -200,6 +201,7 @@ public final class TCPConnection {
             written = tryWrite()
             if written < 0 { return }
             if written == out.pointee.pendingBytes {
+                loop.statistics.didWrite(written)
                 out.pointee.pending.removeAll(keepingCapacity: out.pointee.pending.capacity <= 64)
                 out.pointee.pendingBytes = 0
                 writesDrained()
@@ -211,6 +213,7 @@ public final class TCPConnection {
         // array and a fresh `pending` buffer: four mallocs per connection per loop turn).
         let request = loop.takeWriteRequest()
         swap(&request.lists.pointee.buffers, &out.pointee.pending)
+        loop.statistics.didWrite(out.pointee.pendingBytes)
         out.pointee.pendingBytes = 0
         // What the kernel already took is skipped: whole buffers, then the start of the next
         // (the buffers stay referenced by the request until the write completes).

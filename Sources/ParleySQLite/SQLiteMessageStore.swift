@@ -28,9 +28,12 @@ public struct SQLiteStoreOptions: Sendable {
 /// WAL lets run while the writer commits. Nothing here ever runs on an event loop.
 public final class SQLiteMessageStore: MessageStore {
     /// The current schema version (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
     public let path: String
     public let options: SQLiteStoreOptions
+    /// The schema version the file had when it was opened (0: a new file); below
+    /// ``schemaVersion`` when opening migrated it.
+    public let openedAtSchemaVersion: Int64
     private let writer: WorkerThread<WriteJob>
     private let reader: WorkerThread<ReadJob>
     private let clockMillis: @Sendable () -> Int64
@@ -45,6 +48,7 @@ public final class SQLiteMessageStore: MessageStore {
         case maxPageCount(Int, @Sendable (Result<Void, ParleyError>) -> Void)
         case lastOffsets(@Sendable ([RoomKey: Int64]) -> Void)
         case loadRoom(RoomKey, Int64, @Sendable (Result<RoomRecovery, ParleyError>) -> Void)
+        case delete(RoomKey, Int64, @Sendable (Result<Bool, ParleyError>) -> Void)
     }
     typealias ReadJob = @Sendable (SQLiteConnection) -> Void
 
@@ -57,6 +61,7 @@ public final class SQLiteMessageStore: MessageStore {
         self.clockMillis = clockMillis
         let write = try SQLiteConnection(path: path)
         let state: WriterState
+        var openedAt: Int64 = 0
         do throws(ParleyError) {
             try write.exec("PRAGMA busy_timeout = 5000")
             let mode = try write.statement("PRAGMA journal_mode = WAL")
@@ -66,7 +71,7 @@ public final class SQLiteMessageStore: MessageStore {
             }
             try mode.run()
             try write.exec("PRAGMA synchronous = \(options.synchronousFull ? "FULL" : "NORMAL")")
-            try Self.migrate(write)
+            openedAt = try Self.migrate(write)
             if let pages = options.maxPageCount { try write.exec("PRAGMA max_page_count = \(pages)") }
             state = try WriterState(connection: write, retention: options.retention,
                                     retentionIntervalMillis: Int64(options.retentionIntervalMillis))
@@ -83,6 +88,7 @@ public final class SQLiteMessageStore: MessageStore {
             throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
         }
         connections = [write, read]
+        openedAtSchemaVersion = openedAt
         writer = WorkerThread(name: "parley-sqlite-w", idleMillis: options.retentionIntervalMillis, limit: options.maxQueuedWrites,
                               handle: { jobs in state.handle(jobs, nowMillis: clockMillis()) },
                               idle: { state.enforceRetention(nowMillis: clockMillis()) })
@@ -127,14 +133,20 @@ public final class SQLiteMessageStore: MessageStore {
         ) WITHOUT ROWID;
         CREATE INDEX messages_client_message_id ON messages (client_message_id) WHERE client_message_id IS NOT NULL;
         """,
+        // 2: deleted messages stay as tombstones (body 'null', deleted = 1).
+        """
+        ALTER TABLE messages ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
-    static func migrate(_ connection: SQLiteConnection) throws(ParleyError) {
+    /// Brings the schema to ``schemaVersion``; returns the version the file had.
+    @discardableResult
+    static func migrate(_ connection: SQLiteConnection) throws(ParleyError) -> Int64 {
         let version = try connection.integer("PRAGMA user_version")
         guard version <= schemaVersion else {
             throw ParleyError(.internalError, "schema version \(version) is newer than this build understands (\(schemaVersion))")
         }
-        guard version < schemaVersion else { return }
+        guard version < schemaVersion else { return version }
         try connection.exec("BEGIN IMMEDIATE")
         do {
             for index in Int(version)..<Int(schemaVersion) { try connection.exec(migrations[index]) }
@@ -144,6 +156,7 @@ public final class SQLiteMessageStore: MessageStore {
             try? connection.exec("ROLLBACK")
             throw error
         }
+        return version
     }
 
     // MARK: MessageStore
@@ -169,6 +182,10 @@ public final class SQLiteMessageStore: MessageStore {
         writer.submit(.retention(nowMillis, completion))
     }
 
+    public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
+        writer.submit(.delete(room, offset, completion))
+    }
+
     /// Test hook: changes `max_page_count` (raise it to simulate space coming back).
     public func setMaxPageCount(_ pages: Int, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         writer.submit(.maxPageCount(pages, completion))
@@ -179,7 +196,7 @@ public final class SQLiteMessageStore: MessageStore {
         submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> [Message] in
                 let statement = try connection.statement("""
-                    SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body FROM messages m
+                    SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body, m.deleted FROM messages m
                     JOIN rooms r ON r.id = m.room_id
                     WHERE r.channel = ?1 AND r.name = ?2 AND m.offset > ?3 ORDER BY m.offset LIMIT ?4
                     """)
@@ -197,7 +214,7 @@ public final class SQLiteMessageStore: MessageStore {
         submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> MessagePage in
                 let statement = try connection.statement("""
-                    SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body FROM messages m
+                    SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body, m.deleted FROM messages m
                     JOIN rooms r ON r.id = m.room_id
                     WHERE r.channel = ?1 AND r.name = ?2 AND m.offset < ?3 ORDER BY m.offset DESC LIMIT ?4
                     """)
@@ -295,7 +312,7 @@ public final class SQLiteMessageStore: MessageStore {
                 }
                 let body = try JSONParser.parse(statement.string(6) ?? "")
                 messages.append(Message(id: statement.string(0) ?? "", offset: statement.int64(1), timestampMillis: statement.int64(2),
-                                        room: room, sender: sender, body: body))
+                                        room: room, sender: sender, body: body, isDeleted: statement.int64(7) != 0))
             } catch {
                 // Never handed out as `null`: skipped, counted and reported.
                 unreadable.add(1, ordering: .relaxed)
@@ -353,6 +370,9 @@ private final class WriterState: @unchecked Sendable {
             case .loadRoom(let room, let since, let completion):
                 flush()
                 completion(Result { () throws(ParleyError) in try loadRoom(room, clientMessageIDsSince: since) })
+            case .delete(let room, let offset, let completion):
+                flush()
+                completion(Result { () throws(ParleyError) in try delete(room, offset: offset) })
             case .maxPageCount(let pages, let completion):
                 flush()
                 completion(Result { () throws(ParleyError) in try connection.exec("PRAGMA max_page_count = \(pages)") })
@@ -360,6 +380,16 @@ private final class WriterState: @unchecked Sendable {
         }
         flush()
         if nowMillis >= nextRetentionMillis { enforceRetention(nowMillis: nowMillis) }
+    }
+
+    /// Replaces one message by its tombstone (the body goes; id, time and sender stay).
+    func delete(_ key: RoomKey, offset: Int64) throws(ParleyError) -> Bool {
+        guard let room = rooms[key] else { return false }
+        let update = try connection.statement("UPDATE messages SET body = 'null', deleted = 1 WHERE room_id = ?1 AND offset = ?2")
+        update.bind(1, room.id)
+        update.bind(2, offset)
+        try update.run()
+        return sqlite3_changes(connection.handle) > 0
     }
 
     /// A room's last offset and its client message ids since `since` (Unix ms). Offsets grow

@@ -384,3 +384,8 @@ final class PerMessageDeflateDecompressor {
         }
     }
 }
+
+extension PerMessageDeflateParameters {
+    /// The zlib library's version (`zlibVersion()`), for `parley --version`.
+    public static var zlibVersion: String { String(cString: CZlib.zlibVersion()) }
+}

@@ -92,6 +92,25 @@ private let alice = Member(id: "a1", clientData: ["name": "alice"])
         #expect(two.offset == 2)
     }
 
+    /// The moderation events (a message deleted, a room closed) travel like any broadcast:
+    /// a cluster broker must carry them, with their fields, in order among the messages.
+    @Test(arguments: BrokerKind.allCases)
+    func moderationEventsAreCarriedInOrder(kind: BrokerKind) async throws {
+        let node = try kind.makeNode()
+        _ = try await node.broker.subscribe(room)
+        try node.broker.publish(draft("one", in: room), clientMessageID: nil) { _ in }
+        node.broker.broadcast(.messageDeleted(offset: 1), in: room)
+        node.broker.broadcast(.roomClosed(reason: "closed: spam ✂"), in: room)
+        try node.broker.publish(draft("two", in: room), clientMessageID: nil) { _ in }
+        #expect(await node.deliveries.wait(in: room) { $0.count == 4 })
+        let events = node.deliveries.events(in: room)
+        #expect(events.count == 4)
+        guard events.count == 4 else { return }
+        #expect(events[1] == .messageDeleted(offset: 1))
+        #expect(events[2] == .roomClosed(reason: "closed: spam ✂"))
+        #expect(node.deliveries.offsets(in: room) == [1, 2])
+    }
+
     @Test(arguments: BrokerKind.allCases)
     func aSubscriptionStartsAtItsPositionAndIsCounted(kind: BrokerKind) async throws {
         let node = try kind.makeNode()
@@ -171,6 +190,9 @@ final class FailingStore: MessageStore {
     }
     func messages(in room: RoomKey, before: Int64?, limit: Int, completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         inner.messages(in: room, before: before, limit: limit, completion: completion)
+    }
+    func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
+        inner.deleteMessage(in: room, offset: offset, completion: completion)
     }
     func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         inner.enforceRetention(nowMillis: nowMillis, completion: completion)

@@ -2,7 +2,8 @@ import Foundation
 import Synchronization
 import Testing
 import ParleyCore
-import ParleySQLite
+import CSQLite
+@testable import ParleySQLite
 import ParleyTestSupport
 
 /// One contract, every store: memory and SQLite must pass the same tests (and the test
@@ -122,6 +123,39 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         #expect(try await store.messages(in: forever, after: 0, limit: 100).count == 10)
     }
 
+    /// A deleted message stays in its place as a tombstone: same id, offset, time and sender,
+    /// no body; every read returns it so; offsets and later appends are untouched.
+    @Test(arguments: StoreKind.allCases)
+    func deletingLeavesATombstoneInPlace(kind: StoreKind) async throws {
+        let store = try kind.make()
+        for offset in Int64(1)...5 { try await store.append(message(offset)) }
+        #expect(try await store.deleteMessage(in: room, offset: 2))
+        #expect(try await store.deleteMessage(in: room, offset: 2), "deleting twice still finds it")
+        #expect(try await !store.deleteMessage(in: room, offset: 9), "no message at offset 9")
+        #expect(try await !store.deleteMessage(in: other, offset: 1), "a room that never had one")
+
+        let all = try await store.messages(in: room, after: 0, limit: 100)
+        #expect(all.map(\.offset) == [1, 2, 3, 4, 5])
+        let tombstone = all[1]
+        #expect(tombstone == message(2).tombstone)
+        #expect(tombstone.isDeleted && tombstone.body == .null)
+        #expect(tombstone.id == "m2" && tombstone.sender == message(2).sender && tombstone.timestampMillis == message(2).timestampMillis)
+        #expect(all.filter(\.isDeleted).map(\.offset) == [2])
+        #expect(try await store.messages(in: room, before: 3, limit: 1).messages == [message(2).tombstone])
+        try await store.append(message(6))
+        #expect(try store.recover(clientMessageIDsSince: 0).lastOffsets[room] == 6)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aMessageDroppedByRetentionCannotBeDeleted(kind: StoreKind) async throws {
+        let store = try kind.make(retention: StoreRetention(maxMessagesPerRoom: 2))
+        for offset in Int64(1)...4 { try await store.append(message(offset)) }
+        try await store.enforceRetention(nowMillis: 0)
+        #expect(try await !store.deleteMessage(in: room, offset: 1))
+        #expect(try await store.deleteMessage(in: room, offset: 4))
+        #expect(try await store.messages(in: room, after: 0, limit: 10).map(\.isDeleted) == [false, true])
+    }
+
     @Test(arguments: StoreKind.allCases)
     func concurrentAppendsCompleteInOrder(kind: StoreKind) async throws {
         let store = try kind.make()
@@ -153,6 +187,58 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         try await again.append(message(4))
         #expect(try await again.messages(in: room, after: 0, limit: 10).map(\.offset) == [1, 2, 3, 4])
         again.close()
+    }
+
+    @Test func aTombstoneSurvivesReopen() async throws {
+        let path = temporaryDatabase()
+        do {
+            let store = try StoreKind.sqlite.make(path: path) as! SQLiteMessageStore
+            for offset in Int64(1)...3 { try await store.append(message(offset)) }
+            #expect(try await store.deleteMessage(in: room, offset: 3))
+            store.close()
+        }
+        let again = try SQLiteMessageStore(path: path)
+        defer { again.close() }
+        #expect(try await again.messages(in: room, after: 0, limit: 10) == [message(1), message(2), message(3).tombstone])
+    }
+
+    /// A database written by schema 1 (before tombstones) opens, is migrated, and keeps its
+    /// messages.
+    @Test func aVersion1DatabaseIsMigrated() async throws {
+        let path = temporaryDatabase()
+        var handle: OpaquePointer?
+        #expect(sqlite3_open(path, &handle) == SQLITE_OK)
+        let schema1 = SQLiteMessageStore.migrations[0] + """
+            INSERT INTO rooms (id, channel, name, last_offset) VALUES (1, 'demo', 'r', 1);
+            INSERT INTO messages (room_id, offset, id, ts, body) VALUES (1, 1, 'm1', 1700000000000, '"text 1"');
+            PRAGMA user_version = 1;
+            """
+        #expect(sqlite3_exec(handle, schema1, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(handle)
+        let store = try SQLiteMessageStore(path: path)
+        defer { store.close() }
+        #expect(store.openedAtSchemaVersion == 1)
+        #expect(try await store.messages(in: room, after: 0, limit: 10) == [message(1)])
+        #expect(try await store.deleteMessage(in: room, offset: 1))
+        #expect(try await store.messages(in: room, after: 0, limit: 10) == [message(1).tombstone])
+    }
+
+    /// The online backup copies exactly what is committed, and the copy is a working store.
+    @Test func backupCopiesACommittedSnapshot() async throws {
+        let path = temporaryDatabase()
+        let store = try StoreKind.sqlite.make(path: path) as! SQLiteMessageStore
+        defer { store.close() }
+        for offset in Int64(1)...20 { try await store.append(message(offset)) }
+        #expect(try await store.deleteMessage(in: room, offset: 5))
+        let copy = temporaryDatabase() + ".backup"
+        let summary = try SQLiteBackup.copy(from: path, to: copy)
+        #expect(summary.rooms == 1 && summary.messages == 20 && summary.pages > 0)
+        #expect(throws: ParleyError.self) { try SQLiteBackup.copy(from: path, to: copy) }
+        let restored = try SQLiteMessageStore(path: copy)
+        defer { restored.close() }
+        let messages = try await restored.messages(in: room, after: 0, limit: 100)
+        #expect(messages.map(\.offset) == Array(1...20))
+        #expect(messages[4].isDeleted)
     }
 
     @Test func retentionRunsInTheBackgroundEvenUnderLoad() async throws {

@@ -146,6 +146,11 @@ public final class FaultInjectingMessageStore: MessageStore {
         wrapped.messages(in: room, before: before, limit: limit, completion: completion)
     }
 
+    public func deleteMessage(in room: RoomKey, offset: Int64,
+                              completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
+        wrapped.deleteMessage(in: room, offset: offset, completion: completion)
+    }
+
     public func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         wrapped.enforceRetention(nowMillis: nowMillis, completion: completion)
     }

@@ -1,4 +1,4 @@
-"""The SocketChat event set (protocols.md §2) on python-socketio + uvicorn (ASGI): the
+"""The SocketChat event set (docs/protocols.md, "Socket.IO") on python-socketio + uvicorn (ASGI): the
 reference server `parley bench --door socketio` is compared against.
 
     .venv-bench/bin/python Tests/bench/socketchat_server.py --port 5000

@@ -31,6 +31,8 @@ MAY_IMPORT = {
     "ParleyHTTP": {"ParleyIO"},
     "ParleyWebSocket": {"ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"},
     "ParleySQLite": {"ParleyCore", "CSQLite"},
+    # Logging: nothing of the project (every layer may be handed a logger).
+    "ParleyLog": set(),
     # Cluster mode (not written yet): its C module, or a RESP codec of its own on ParleyIO.
     "ParleyRedis": {"ParleyCore", "ParleyIO", "CHiredis"},
     # Attachments: the file store and the image pipeline (libvips), no event loop.

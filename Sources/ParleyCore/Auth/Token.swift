@@ -19,7 +19,7 @@ public struct RoomPermission: Sendable, Hashable {
     }
 }
 
-/// The verified claims of a Scaledrone-style JWT (protocols.md §1).
+/// The verified claims of a Scaledrone-style JWT (docs/protocols.md, "Native").
 public struct TokenClaims: Sendable, Hashable {
     public let client: String
     public let channel: String

@@ -3,6 +3,11 @@ public enum RoomEvent: Sendable, Equatable {
     case message(Message)
     case memberJoined(Member)
     case memberLeft(Member)
+    /// The stored message at this offset was replaced by a tombstone (``Message/tombstone``):
+    /// clients remove it; history and resume show it as deleted from now on.
+    case messageDeleted(offset: Int64)
+    /// An operator closed the room: every session leaves it (and is told why).
+    case roomClosed(reason: String)
 }
 
 /// What a new subscriber gets: the room as it was at the instant it joined. Every message

@@ -46,6 +46,11 @@ extension Hub {
             state.history.append(message)
             if let sender = message.sender { _ = state.typing.clear(sender.id) }
             return true
+        case .messageDeleted(let offset):
+            state.history.markDeleted(offset)
+            return true
+        case .roomClosed:
+            return true
         }
     }
 

@@ -10,16 +10,26 @@ public struct Message: Hashable, Sendable {
     public let room: RoomKey
     /// Who sent it; nil for messages published by the server itself (REST).
     public let sender: Member?
-    /// The JSON body, exactly as sent.
+    /// The JSON body, exactly as sent (`null` once deleted).
     public let body: JSONValue
+    /// The message was deleted (by an operator): it is a tombstone that keeps its place, id,
+    /// time and sender, without the body. History and resume show it as deleted.
+    public let isDeleted: Bool
 
-    public init(id: String, offset: Int64, timestampMillis: Int64, room: RoomKey, sender: Member?, body: JSONValue) {
+    public init(id: String, offset: Int64, timestampMillis: Int64, room: RoomKey, sender: Member?, body: JSONValue,
+                isDeleted: Bool = false) {
         self.id = id
         self.offset = offset
         self.timestampMillis = timestampMillis
         self.room = room
         self.sender = sender
-        self.body = body
+        self.body = isDeleted ? .null : body
+        self.isDeleted = isDeleted
+    }
+
+    /// This message as a tombstone: same id, offset, time and sender; no body.
+    public var tombstone: Message {
+        Message(id: id, offset: offset, timestampMillis: timestampMillis, room: room, sender: sender, body: .null, isDeleted: true)
     }
 
     /// Unix seconds, as Scaledrone clients expect in `timestamp`.

@@ -59,6 +59,21 @@ public struct MessageHistory: Sendable {
         start = 0
     }
 
+    /// Replaces the kept message at `offset` (if any) by its tombstone, giving back the bytes
+    /// its body held.
+    public mutating func markDeleted(_ offset: Int64) {
+        let index = messages[start...].partitionPoint { $0.offset < offset }
+        guard index < messages.count, messages[index].offset == offset, !messages[index].isDeleted else { return }
+        let tombstone = messages[index].tombstone
+        let freed = sizes[index] - tombstone.approximateSize
+        messages[index] = tombstone
+        if freed > 0 {
+            sizes[index] -= freed
+            bytes -= freed
+            budget?.release(freed)
+        }
+    }
+
     /// All kept messages, oldest first.
     public var all: [Message] { Array(messages[start...]) }
 

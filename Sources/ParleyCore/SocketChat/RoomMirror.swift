@@ -22,6 +22,8 @@ public struct RoomMirror: Sendable, Equatable {
         case .memberLeft(let member):
             if let index = members.firstIndex(where: { $0.id == member.id }) { members.remove(at: index) }
             typing.removeAll { $0.id == member.id }
+        case .messageDeleted, .roomClosed:
+            return
         case .message(let message):
             guard let sender = message.sender else { return }
             if Message.typingState(of: message.body) == true {

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// One entry of SocketChat's `userList` (protocols.md §2).
+/// One entry of SocketChat's `userList` (docs/protocols.md, "Socket.IO").
 public struct SocketChatUser: Sendable, Equatable {
     public let id: String
     public let nickname: String

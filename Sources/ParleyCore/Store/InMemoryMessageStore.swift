@@ -56,6 +56,17 @@ public final class InMemoryMessageStore: MessageStore {
         completion(.success(page))
     }
 
+    public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
+        let found = rooms.withLock { rooms -> Bool in
+            guard let messages = rooms[room]?.messages else { return false }
+            let index = messages.partitionPoint { $0.offset < offset }
+            guard index < messages.count, messages[index].offset == offset else { return false }
+            rooms[room]!.messages[index] = messages[index].tombstone
+            return true
+        }
+        completion(.success(found))
+    }
+
     public func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         if !retention.keepsEverything {
             rooms.withLock { rooms in

@@ -91,6 +91,7 @@ public struct StoreRetention: Sendable, Equatable {
 /// - Appends are applied in call order and their completions run in call order; a completion
 ///   with `.success` means the message survives a crash of the process.
 /// - Reads see every append whose completion has run.
+/// - ``deleteMessage(in:offset:completion:)`` leaves a tombstone in place: offsets stay 1…n.
 public protocol MessageStore: AnyObject, Sendable {
     /// Stores `message` (never an ephemeral one), remembering `clientMessageID` for retries.
     func append(_ message: Message, clientMessageID: String?,
@@ -104,6 +105,13 @@ public protocol MessageStore: AnyObject, Sendable {
     /// nil), oldest first, and whether older ones are kept.
     func messages(in room: RoomKey, before: Int64?, limit: Int,
                   completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void)
+
+    /// Replaces the stored message at `offset` by its tombstone (``Message/tombstone``: same
+    /// id, offset, time and sender, no body, `isDeleted`); every read returns the tombstone
+    /// from then on. `true` when the room has a message there (also when it was deleted
+    /// already), `false` when it never had one or retention dropped it. Applied in call order
+    /// with appends.
+    func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void)
 
     /// Drops what the retention policy no longer keeps (stores also do it on their own in
     /// the background); offsets are never reused.
@@ -150,6 +158,13 @@ extension MessageStore {
     public func messages(in room: RoomKey, before: Int64?, limit: Int) async throws(ParleyError) -> MessagePage {
         let result = await withCheckedContinuation { continuation in
             messages(in: room, before: before, limit: limit) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    public func deleteMessage(in room: RoomKey, offset: Int64) async throws(ParleyError) -> Bool {
+        let result = await withCheckedContinuation { continuation in
+            deleteMessage(in: room, offset: offset) { continuation.resume(returning: $0) }
         }
         return try result.get()
     }

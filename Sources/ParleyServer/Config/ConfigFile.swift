@@ -1,5 +1,6 @@
 import Foundation
 import ParleyCore
+import ParleyLog
 
 /// One channel the config file lists: its secret and its own settings.
 public struct ChannelSettings: Sendable, Equatable {
@@ -76,7 +77,10 @@ extension ServerConfiguration {
 ///   "limits": {"nativeRatePerSecond": 50, "writeQueueLimit": 4194304, "maxUploadBytes": 10485760},
 ///   "files": {"directory": "/srv/parley-files", "publicURL": "https://chat.example.com"},
 ///   "history": {"retentionCount": 10000},
-///   "tls": {"cert": "/etc/parley/cert.pem", "key": "/etc/parley/key.pem", "line": false}
+///   "tls": {"cert": "/etc/parley/cert.pem", "key": "/etc/parley/key.pem", "line": false},
+///   "log": {"level": "info", "format": "json"},
+///   "metrics": {"token": "a-long-random-scrape-token"},
+///   "admin": {"token": "a-long-random-admin-token"}
 /// }
 /// ```
 public enum ConfigFile {
@@ -126,6 +130,9 @@ public enum ConfigFile {
             }
             return object
         }
+
+        /// Shortest admin or metrics token accepted (they are guessed over the network).
+        static let minimumTokenLength = 16
 
         func bool(_ value: JSONValue, _ path: String) throws(Failure) -> Bool {
             guard let flag = value.boolValue else { throw Failure(message: "\(path) must be true or false") }
@@ -198,7 +205,33 @@ public enum ConfigFile {
         }
 
         mutating func apply(_ root: JSONValue, to configuration: inout ServerConfiguration) throws(Failure) {
-            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "files"])
+            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files"])
+            if let value = top["log"] {
+                let log = try object(value, "log", allowed: ["level", "format"])
+                if let v = log["level"] {
+                    guard let level = LogLevel(name: try string(v, "log.level")) else {
+                        throw Failure(message: "log.level must be trace, debug, info, warn or error")
+                    }
+                    configuration.logLevel = level
+                }
+                if let v = log["format"] {
+                    guard let format = LogFormat(rawValue: try string(v, "log.format")) else {
+                        throw Failure(message: "log.format must be text or json")
+                    }
+                    configuration.logFormat = format
+                }
+            }
+            for (key, field) in [("metrics", \ServerConfiguration.metricsToken), ("admin", \ServerConfiguration.adminToken)] {
+                guard let value = top[key] else { continue }
+                let section = try object(value, key, allowed: ["token"])
+                if let v = section["token"] {
+                    let token = try string(v, "\(key).token")
+                    guard token.count >= Self.minimumTokenLength, !token.contains(where: { $0.isWhitespace }) else {
+                        throw Failure(message: "\(key).token must be at least \(Self.minimumTokenLength) characters with no spaces")
+                    }
+                    configuration[keyPath: field] = token
+                }
+            }
             if let value = top["limits"] {
                 let limits = try object(value, "limits", allowed: Self.limitKeys)
                 for item in Self.integerLimits {

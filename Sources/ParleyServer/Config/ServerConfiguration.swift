@@ -1,4 +1,5 @@
 import ParleyCore
+import ParleyLog
 
 /// Everything `parley serve` can be told. Each flag has a `PARLEY_*` environment variable;
 /// a flag wins over the variable.
@@ -127,6 +128,23 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var tlsKeyFile: String?
     /// The line door speaks TLS too, with the same certificate.
     public var lineTLS = false
+
+    // Operations (docs/operations.md).
+    /// Lowest level logged to standard error.
+    public var logLevel = LogLevel.info
+    /// `text` (one readable line per event) or `json` (one object per line).
+    public var logFormat = LogFormat.text
+    /// After SIGTERM/SIGINT, `/readyz` answers 503 for this long while everything keeps
+    /// serving, so a load balancer stops sending new clients (milliseconds; 0: no wait).
+    public var drainMillis: UInt64 = 0
+    /// Then clients are told goodbye and get this long to go before the server stops.
+    public var shutdownGraceMillis: UInt64 = 3_000
+    /// Bearer token `/metrics` asks for (config file `metrics.token`); nil: open to all,
+    /// under the REST rate limit.
+    public var metricsToken: String?
+    /// Bearer token of the admin API and dashboard (config file `admin.token`); nil: the
+    /// admin API refuses everything.
+    public var adminToken: String?
 
     public enum EventLoopCount: Sendable, Equatable {
         case cores
@@ -290,6 +308,22 @@ public struct ServerConfiguration: Sendable, Equatable {
             guard v == "full" || v == "normal" else { throw UsageError(description: "--sync must be full or normal, got \"\(v)\"") }
             c.syncFull = v == "full"
         },
+        Option(flag: "--log-level", env: "PARLEY_LOG_LEVEL", value: "LEVEL", help: "trace, debug, info (default), warn or error; to standard error") { c, v throws(UsageError) in
+            guard let level = LogLevel(name: v) else {
+                throw UsageError(description: "--log-level must be trace, debug, info, warn or error, got \"\(v)\"")
+            }
+            c.logLevel = level
+        },
+        Option(flag: "--log-format", env: "PARLEY_LOG_FORMAT", value: "text|json", help: "log lines as text (default) or one JSON object each") { c, v throws(UsageError) in
+            guard let format = LogFormat(rawValue: v) else { throw UsageError(description: "--log-format must be text or json, got \"\(v)\"") }
+            c.logFormat = format
+        },
+        Option(flag: "--drain-time", env: "PARLEY_DRAIN_TIME", value: "SECONDS", help: "on SIGTERM, /readyz says 503 this long before clients are told to go (default 0)") { c, v throws(UsageError) in
+            c.drainMillis = try millis(v, "--drain-time", allowZero: true)
+        },
+        Option(flag: "--shutdown-timeout", env: "PARLEY_SHUTDOWN_TIMEOUT", value: "SECONDS", help: "then how long clients get to leave before the server stops (default 3)") { c, v throws(UsageError) in
+            c.shutdownGraceMillis = try millis(v, "--shutdown-timeout", allowZero: true)
+        },
         Option(flag: "--ws-echo-path", env: "PARLEY_WS_ECHO_PATH", value: "PATH", help: "serve a diagnostic WebSocket echo endpoint at PATH (default off)") { c, v throws(UsageError) in
             guard v.hasPrefix("/"), !v.contains("?"), !v.contains(" ") else {
                 throw UsageError(description: "--ws-echo-path must be a path starting with /, got \"\(v)\"")
@@ -335,9 +369,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     /// Seconds, fractions allowed (e.g. 0.5), as milliseconds.
-    private static func millis(_ text: String, _ flag: String) throws(UsageError) -> UInt64 {
-        guard let seconds = Double(text), seconds > 0, seconds <= 86_400 * 365 else {
-            throw UsageError(description: "\(flag) must be a number of seconds above 0, got \"\(text)\"")
+    private static func millis(_ text: String, _ flag: String, allowZero: Bool = false) throws(UsageError) -> UInt64 {
+        guard let seconds = Double(text), seconds > 0 || (allowZero && seconds == 0), seconds <= 86_400 * 365 else {
+            throw UsageError(description: "\(flag) must be a number of seconds \(allowZero ? "(0 or more)" : "above 0"), got \"\(text)\"")
         }
         return UInt64((seconds * 1000).rounded())
     }

@@ -54,6 +54,6 @@ final class EchoSession: ConnectionHandler, GracefulSession {
     }
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
-        sessionGuard.end()
+        sessionGuard.end(closing: connection, reason: reason)
     }
 }

@@ -11,8 +11,7 @@ enum HTTPDoor {
 
     static func listen(core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener {
         let routes = RESTRoutes.router()
-        let policy = DoorPolicy(.http, core.configuration)
-        return try core.listen(policy, port: core.configuration.httpPort, group: group) { connection, ticket in
+        return try core.listen(.http, port: core.configuration.httpPort, group: group) { connection, ticket, policy in
             // The ticket goes with the connection: to the native or Socket.IO session after
             // an upgrade, which then gives it back when the connection ends.
             let sessionGuard = SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket)

@@ -105,7 +105,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 handle(.upgrade(head, leftover))
                 return
             case .error(let error):
-                if error.response.status == 413 { core.limits.breached(.messageSize) }
+                if error.response.status == 413 { core.limits.breached(.messageSize, remote: connection.remoteAddress) }
                 handle(.error(error.response))
                 return
             }
@@ -259,20 +259,22 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         if started { return }
         answering = false
         var response: HTTPResponse
-        if let asset = WebClient.response(for: head) {
-            // The browser client; HEAD is already answered with the file's length.
+        if let asset = WebClient.response(for: head) ?? AdminDashboard.response(for: head) {
+            // The browser client or the admin dashboard; HEAD is already answered with the
+            // file's length.
             connection.write(asset.encoded(keepAlive: keepAlive))
             if !keepAlive { connection.close() }
             return
         }
-        if head.path == "/metrics" && (head.method == "GET" || head.method == "HEAD") {
-            response = .text(200, core.metricsText())
-            response.headers.set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        } else if head.path == HTTPDoor.nativePath || isEchoPath(head.path) {
+        // `/healthz`, `/readyz`, `/metrics`, `/admin/api/…`: probes and requests carrying
+        // the right token skip the REST rate limit.
+        let operations = OperationsRoutes.route(head, core: core)
+        if operations == nil && (head.path == HTTPDoor.nativePath || isEchoPath(head.path)) {
             response = .text(426, "this endpoint speaks WebSocket only\n")
             response.headers.set("Upgrade", "websocket")
-        } else if !core.restRate.allow(ip: connection.remoteIP, nowMillis: core.hub.clock.nowMillis()) {
-            core.limits.breached(.restRate)
+        } else if operations?.exemptFromRateLimit != true,
+                  !core.restRate.allow(ip: connection.remoteIP, nowMillis: core.hub.clock.nowMillis()) {
+            core.limits.breached(.restRate, remote: connection.remoteAddress)
             response = .text(429, "too many requests (limit \(Int(core.configuration.restRatePerSecond)) per second per address); slow down\n")
             response.headers.set("Retry-After", String(core.restRate.retryAfterSeconds))
         } else {
@@ -280,9 +282,14 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             // loop, then back on it in request order.
             answering = true
             let me = LoopBound(self, on: connection.loop)
-            let (router, core) = (self.router, self.core)
+            let (router, core, remote) = (self.router, self.core, connection.remoteAddress)
             Task {
-                let response = await RESTRoutes.handle(router: router, head: head, body: body, core: core)
+                let response: HTTPResponse
+                if let operations {
+                    response = await operations.handler(RESTRequest(head: head, params: operations.params, body: body, remote: remote), core)
+                } else {
+                    response = await RESTRoutes.handle(router: router, head: head, body: body, remote: remote, core: core)
+                }
                 me.run { $0.answered(response, head: head, keepAlive: keepAlive) }
             }
             return
@@ -369,6 +376,6 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         upload = nil
         for case .upload(_, let receiver) in waiting { receiver.abort() }
         SocketIODoor.connectionClosed(connection, core: core)
-        sessionGuard.end()
+        sessionGuard.end(closing: connection, reason: reason)
     }
 }

@@ -1,12 +1,11 @@
 import ParleyCore
 import ParleyIO
 
-/// The line-protocol door (protocols.md §3): plain TCP, `iam:NAME` then `msg:TEXT`, bridged
+/// The line-protocol door (docs/protocols.md, "Line protocol"): plain TCP, `iam:NAME` then `msg:TEXT`, bridged
 /// into the lobby room.
 enum LineDoor {
     static func listen(core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener {
-        let policy = DoorPolicy(.line, core.configuration)
-        return try core.listen(policy, port: core.configuration.linePort, group: group) { connection, ticket in
+        return try core.listen(.line, port: core.configuration.linePort, group: group) { connection, ticket, policy in
             let session = LineSession(connection: connection, core: core,
                                       sessionGuard: SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket))
             connection.handler = session
@@ -30,12 +29,17 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private let sessionGuard: SessionGuard
     /// Longest accepted name, in characters.
     static let maxNameLength = 64
+    /// The token sent with `auth:`, kept to verify it again after a reload (never logged).
+    private var token: String?
+    /// This loop's count of line deliveries.
+    private let delivered: MetricCounter
 
     init(connection: TCPConnection, core: ServerCore, sessionGuard: SessionGuard) {
         self.connection = connection
         self.core = core
         self.sessionGuard = sessionGuard
         decoder = LineDecoder(maximumLength: core.configuration.lineMaxLength)
+        delivered = core.loopMetrics(connection.loop).delivered.counter(.line)
     }
 
     func start() {
@@ -94,7 +98,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             guard connection.state == .open else { return }
             switch event {
             case .tooLong:
-                core.limits.breached(.messageSize)
+                core.limits.breached(.messageSize, remote: connection.remoteAddress)
                 reply("error: line too long (limit \(decoder.maximumLength) bytes); it was discarded")
             case .line(let bytes):
                 handle(LineCommand.parse(bytes))
@@ -108,7 +112,11 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             identify(as: name)
         case .msg(let text):
             guard let member else { reply("error: say who you are first with iam:NAME"); return }
-            if let error = authError(.publish) { reply("error: \(error); message not sent"); return }
+            if let error = authError(.publish) {
+                core.metrics.publishesRefused.counter(.forbidden).increment()
+                reply("error: \(error); message not sent")
+                return
+            }
             switch sessionGuard.admitMessage() {
             case .allowed:
                 break
@@ -129,6 +137,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 }
                 sessionGuard.throttle(by: backlog, reading: connection)
             } catch {
+                core.metrics.publishesRefused.counter(PublishRefusal(error)).increment()
                 reply("error: \(error.message)")
             }
         case .auth(let token):
@@ -137,8 +146,10 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             if member != nil {
                 reply("error: authenticate before iam:NAME (already joined)")
             } else if let error = auth.authenticate(token, client: .wildcard) {
+                core.logAuthFailure(door: .line, remote: connection.remoteAddress, channel: lobby.channel, reason: error)
                 reply("error: authentication failed: \(error)")
             } else {
+                self.token = token
                 reply("auth ok")
             }
         case .unknown(let text):
@@ -162,16 +173,27 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             reply("error: name contains control characters")
             return
         }
+        if let ban = core.bans.ban(ip: connection.remoteIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
+            core.logThrottle.log("banned", to: core.logger, .info, "banned client refused",
+                                 metadata: ["door": "line", "remote": .string(connection.remoteAddress), "ban": .int(ban.id)])
+            reply("error: banned from this server; bye")
+            connection.close()
+            return
+        }
         sessionGuard.handshakeCompleted()
         let member = Member(id: "line-\(connection.id)",
                             clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]),
                             authData: auth.claims?.data)
         self.member = member
+        core.directory.register(ConnectedClient(id: member.id, door: .line, remoteIP: connection.remoteIP, channel: lobby.channel,
+                                                name: name, connectedAtMillis: core.hub.clock.nowMillis(),
+                                                control: SessionControl(self, on: connection.loop)))
         do {
             try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: connection.loop),
                                    historyCount: core.configuration.joinHistory)
         } catch {
             self.member = nil
+            core.directory.unregister(member.id)
             reply("error: \(error.message)")
         }
     }
@@ -183,7 +205,11 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     // MARK: room events
 
     func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
-        if let frame { connection.write(frame) }
+        if let frame {
+            connection.write(frame)
+            delivered.incrementFromOwner()
+        }
+        if case .roomClosed = event { connection.close() }
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
@@ -218,7 +244,37 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         quietTimer?.stop()
         quietTimer = nil
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
-        if member != nil { core.hub.unsubscribe(sessionID, from: lobby) }
-        sessionGuard.end()
+        if let member {
+            core.hub.unsubscribe(sessionID, from: lobby)
+            core.directory.unregister(member.id)
+        }
+        sessionGuard.end(closing: connection, reason: reason)
+    }
+}
+
+extension LineSession: AdministeredSession {
+    func disconnect(byAdministrator reason: String) {
+        guard connection.state == .open else { return }
+        reply("disconnected by an administrator: \(LineEncoding.singleLine(reason)); bye")
+        connection.close()
+    }
+
+    /// The lobby's channel must still be open, and this connection's token (or the lack of
+    /// one) must still let it in; otherwise it is told and closed.
+    func configurationReloaded() {
+        guard connection.state == .open else { return }
+        var fresh = ChannelAccess(channel: lobby.channel, core: core)
+        var problem = core.configuration.refusal(ofChannel: lobby.channel)
+        if problem == nil, let token {
+            if let error = fresh.authenticate(token, client: .wildcard) { problem = "your token is no longer valid: \(error)" }
+        } else if problem == nil, fresh.requiresAuth, member != nil {
+            problem = "this lobby now requires authentication"
+        }
+        if let problem {
+            reply("error: \(problem); bye")
+            connection.close()
+            return
+        }
+        auth = fresh
     }
 }

@@ -11,7 +11,8 @@ enum LineEncoding {
     static func encode(_ event: RoomEvent) -> IOBuffer? {
         switch event {
         case .message(let message):
-            guard !message.isEphemeral else { return nil }
+            // Typing signals and deleted messages are never shown here.
+            guard !message.isEphemeral, !message.isDeleted else { return nil }
             let name = singleLine(message.sender.map(\.displayName) ?? serverName)
             // Files: the caption, then `[image cat.jpg 1.2 MB] URL`, one line each.
             if case .attachments(let files) = AttachmentMessage.classify(message.body) {
@@ -22,6 +23,11 @@ enum LineEncoding {
             return IOBuffer(string: "\(singleLine(member.displayName)) has joined\n")
         case .memberLeft(let member):
             return IOBuffer(string: "\(singleLine(member.displayName)) has left\n")
+        case .messageDeleted:
+            // A line already written cannot be taken back; the protocol has no way to say so.
+            return nil
+        case .roomClosed:
+            return IOBuffer(string: "the lobby was closed by an administrator; bye\n")
         }
     }
 

@@ -1,6 +1,6 @@
 import ParleyCore
 
-/// One client → server message of the Scaledrone v3 protocol (protocols.md §1), validated.
+/// One client → server message of the Scaledrone v3 protocol (docs/protocols.md, "Native"), validated.
 enum NativeCommand: Equatable, Sendable {
     case handshake(channel: String, clientData: JSONValue?, callback: Int?)
     case authenticate(token: String, callback: Int?)

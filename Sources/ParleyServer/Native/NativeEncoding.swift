@@ -17,6 +17,18 @@ enum NativeEncoding {
         switch event {
         case .message(let message):
             writeMessage(message, type: "publish", index: nil, into: &w)
+        case .messageDeleted(let offset):
+            w.beginObject()
+            w.key("type"); w.writeString("message_deleted")
+            w.key("room"); w.writeString(room.room)
+            w.key("offset"); w.writeInt(Int(offset))
+            w.endObject()
+        case .roomClosed(let reason):
+            w.beginObject()
+            w.key("type"); w.writeString("room_closed")
+            w.key("room"); w.writeString(room.room)
+            w.key("reason"); w.writeString(reason)
+            w.endObject()
         case .memberJoined(let member), .memberLeft(let member):
             guard room.isObservable else { return nil }
             let joined = if case .memberJoined = event { true } else { false }
@@ -30,12 +42,14 @@ enum NativeEncoding {
     }
 
     /// `publish` / `history_message`: `client_id` only with a sender, `offset` only for stored
-    /// messages, `index` only in history.
+    /// messages, `index` only in history; a deleted message is a tombstone (`message: null,
+    /// deleted: true`).
     static func writeMessage(_ message: Message, type: String, index: Int?, into w: inout JSONWriter) {
         w.beginObject()
         w.key("type"); w.writeString(type)
         w.key("room"); w.writeString(message.room.room)
         w.key("message"); w.write(message.body)
+        if message.isDeleted { w.key("deleted"); w.writeBool(true) }
         w.key("id"); w.writeString(message.id)
         w.key("timestamp"); w.writeInt(Int(message.timestampSeconds))
         if let sender = message.sender { w.key("client_id"); w.writeString(sender.id) }

@@ -2,7 +2,7 @@ import ParleyCore
 import ParleyIO
 import ParleyWebSocket
 
-/// One Scaledrone v3 connection (protocols.md §1) after the WebSocket upgrade.
+/// One Scaledrone v3 connection (docs/protocols.md, "Native") after the WebSocket upgrade.
 ///
 /// A thin door: it parses commands, calls the hub, and writes replies; room events arrive
 /// already encoded once per loop (``NativeEncoding``) and are written as shared bytes, or
@@ -42,6 +42,13 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
     /// Most publishes that may wait behind one being checked.
     static let maxHeldPublishes = 256
+    /// The last verified token, kept to verify it again after a reload (never logged).
+    private var token: String?
+    /// The close code and reason this side sent, for the log.
+    private var sentCloseCode: WebSocketCloseCode?
+    private var sentCloseReason: String?
+    /// This loop's count of native deliveries.
+    private let delivered: MetricCounter
 
     init(connection: TCPConnection, core: ServerCore, webSocket: WebSocketConfiguration,
          deflate: PerMessageDeflateParameters?, sessionGuard: SessionGuard) {
@@ -50,6 +57,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         self.sessionGuard = sessionGuard
         machine = WebSocketProtocolMachine(role: .server, configuration: webSocket, deflate: deflate)
         clientID = NativeSession.makeClientID(connectionID: connection.id)
+        delivered = core.loopMetrics(connection.loop).delivered.counter(.native)
     }
 
     /// Random letters plus the connection id: unguessable enough for a public id, and unique
@@ -75,6 +83,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     /// Sends a close frame and closes once it is out.
     private func closeWith(_ code: WebSocketCloseCode, reason: String) {
+        if sentCloseCode == nil {
+            sentCloseCode = code
+            sentCloseReason = reason
+        }
         for case .send(let bytes) in machine.close(code: code, reason: reason) { write(bytes) }
         connection.close()
     }
@@ -137,10 +149,22 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 return
             }
             if let refusal = core.configuration.refusal(ofChannel: channel) {
+                core.logAuthFailure(door: .native, remote: connection.remoteAddress, channel: channel, reason: refusal)
                 sendJSON(NativeEncoding.reply(callback: callback, error: refusal, clientID: clientID))
                 return
             }
+            let name = clientData?["name"]?.stringValue
+            if let ban = core.bans.ban(ip: connection.remoteIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
+                core.logThrottle.log("banned", to: core.logger, .info, "banned client refused",
+                                     metadata: ["door": "native", "remote": .string(connection.remoteAddress), "ban": .int(ban.id)])
+                sendJSON(NativeEncoding.reply(callback: callback, error: "banned from this server", clientID: clientID))
+                closeWith(.policyViolation, reason: "banned")
+                return
+            }
             self.channel = channel
+            core.directory.register(ConnectedClient(id: clientID, door: .native, remoteIP: connection.remoteIP, channel: channel,
+                                                    name: name, connectedAtMillis: core.hub.clock.nowMillis(),
+                                                    control: SessionControl(self, on: connection.loop)))
             let auth = ChannelAccess(channel: channel, core: core)
             self.auth = auth
             if let rate = core.configuration.settings(ofChannel: channel)?.publishRate {
@@ -192,6 +216,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             if let callback { sendJSON(NativeEncoding.reply(callback: callback)) }
         case .publish(let room, let message, let callback, let messageID):
             if let error = checkAuth(.publish, room: room).error {
+                core.metrics.publishesRefused.counter(.forbidden).increment()
                 sendJSON(NativeEncoding.reply(callback: callback, error: error))
                 return
             }
@@ -290,6 +315,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             }
             sessionGuard.throttle(by: backlog, reading: connection)
         } catch {
+            core.metrics.publishesRefused.counter(PublishRefusal(error)).increment()
             sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
         }
     }
@@ -305,10 +331,12 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private func authenticate(_ token: String, callback: Int?, member: Member) {
         guard var auth else { return }
         if let error = auth.authenticate(token, client: .exactly(clientID)) {
+            core.logAuthFailure(door: .native, remote: connection.remoteAddress, channel: auth.channel, reason: error)
             sendJSON(NativeEncoding.reply(callback: callback, error: error))
             return
         }
         self.auth = auth
+        self.token = token
         guard let claims = auth.claims else { return }
         self.member = Member(id: member.id, clientData: member.clientData, authData: claims.data)
         sendJSON(NativeEncoding.reply(callback: callback))
@@ -321,13 +349,16 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     private func tokenExpired() {
-        guard connection.state == .open, let claims = auth?.claims,
-              claims.expiresMillis <= core.hub.clock.nowMillis() else { return }
-        sendJSON(NativeEncoding.reply(callback: nil, error: "token expired: authenticate again with a fresh token"))
-        for case .send(let bytes) in machine.close(code: .policyViolation, reason: "token expired") {
-            write(bytes)
+        guard connection.state == .open, let claims = auth?.claims else { return }
+        let left = claims.expiresMillis - core.hub.clock.nowMillis()
+        if left > 0 {
+            // Early: libuv times timers from the loop's cached clock, which can lag the wall
+            // clock by however long the loop's turn took. Wait for the rest.
+            expiryTimer?.start(after: UInt64(left) + 1) { [weak self] in self?.tokenExpired() }
+            return
         }
-        connection.close()
+        sendJSON(NativeEncoding.reply(callback: nil, error: "token expired: authenticate again with a fresh token"))
+        closeWith(.policyViolation, reason: "token expired")
     }
 
     // MARK: writing
@@ -352,6 +383,12 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             sendJSON(NativeEncoding.payload(ofServerFrame: frame))
         } else {
             connection.write(frame)
+        }
+        delivered.incrementFromOwner()
+        if case .roomClosed = event {
+            // Told (`room_closed`): now out of the room, as after an unsubscribe.
+            rooms.remove(room)
+            core.hub.unsubscribe(sessionID, from: room)
         }
     }
 
@@ -414,6 +451,47 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
         for key in rooms { core.hub.unsubscribe(sessionID, from: key) }
         rooms.removeAll()
-        sessionGuard.end()
+        if channel != nil { core.directory.unregister(clientID) }
+        sessionGuard.end(closing: connection, reason: reason, code: (sentCloseCode ?? machine.failureCode).map { Int($0.rawValue) },
+                         why: sentCloseReason)
+    }
+}
+
+extension NativeSession: AdministeredSession {
+    func disconnect(byAdministrator reason: String) {
+        guard connection.state == .open else { return }
+        sendJSON(NativeEncoding.reply(callback: nil, error: "disconnected by an administrator: \(reason)"))
+        closeWith(.policyViolation, reason: String(decoding: Array("disconnected: \(reason)".utf8.prefix(120)), as: UTF8.self))
+    }
+
+    /// A reload changed the channels: the channel must still be open to this connection, a
+    /// channel that now requires a token needs one, and a token must still verify (its
+    /// secret may have changed). Otherwise the client is told and the connection closed.
+    func configurationReloaded() {
+        guard connection.state == .open, let channel else { return }
+        var fresh = ChannelAccess(channel: channel, core: core)
+        var problem: String?
+        if let refusal = core.configuration.refusal(ofChannel: channel) {
+            problem = refusal
+        } else if let token {
+            if let error = fresh.authenticate(token, client: .exactly(clientID)) { problem = "your token is no longer valid: \(error)" }
+        } else if fresh.requiresAuth {
+            problem = "channel \"\(channel)\" now requires authentication"
+        }
+        if let problem {
+            core.logger.info("connection closed after a configuration reload",
+                             metadata: ["door": "native", "remote": .string(connection.remoteAddress), "channel": .string(channel),
+                                        "reason": .string(problem)])
+            sendJSON(NativeEncoding.reply(callback: nil, error: "\(problem); disconnecting"))
+            closeWith(.policyViolation, reason: "permissions changed")
+            return
+        }
+        auth = fresh
+        let configuration = core.configuration
+        if let rate = configuration.settings(ofChannel: channel)?.publishRate {
+            sessionGuard.limitRate(perSecond: rate, burst: max(1, rate * 2))
+        } else {
+            sessionGuard.limitRate(perSecond: configuration.nativeRatePerSecond, burst: configuration.nativeBurst)
+        }
     }
 }

@@ -29,22 +29,38 @@ final class LoopContext {
     }
 }
 
-/// The hub's deliveries for one loop: queued to it, handled there in order.
+/// The hub's deliveries for one loop: queued to it, handled there in order. A stored
+/// message's fan-out time on this loop is recorded once it has been written to every
+/// subscriber here (one clock read per message per loop).
 final class LoopInbox: Inbox {
     let loop: EventLoop
-    init(loop: EventLoop) { self.loop = loop }
+    let metrics: LoopMetrics
+    init(loop: EventLoop, metrics: LoopMetrics) {
+        self.loop = loop
+        self.metrics = metrics
+    }
 
     func post(_ delivery: Delivery) {
-        let loop = self.loop
-        loop.execute { LoopContext.of(loop).localHub.handle(delivery) }
+        let (loop, metrics) = (self.loop, self.metrics)
+        loop.execute {
+            LoopContext.of(loop).localHub.handle(delivery)
+            Self.record(delivery, metrics)
+        }
     }
 
     func post(_ delivery: Delivery, completing backlog: RoomBacklog) {
-        let loop = self.loop
+        let (loop, metrics) = (self.loop, self.metrics)
         loop.execute {
             LoopContext.of(loop).localHub.handle(delivery)
+            Self.record(delivery, metrics)
             backlog.done()
         }
+    }
+
+    @inline(__always)
+    private static func record(_ delivery: Delivery, _ metrics: LoopMetrics) {
+        guard case .event(_, .message(let message)) = delivery, message.offset > 0 else { return }
+        metrics.fannedOut(acceptedMillis: message.timestampMillis)
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCore
 import ParleyIO
+import ParleyLog
 import ParleySQLite
 import Synchronization
 
@@ -9,15 +10,20 @@ public struct StartupError: Error, CustomStringConvertible {
     public let description: String
 }
 
-/// What every door shares: the hub, the configuration, one inbox per loop.
+/// What every door shares: the hub, the configuration, one inbox per loop, and what the
+/// operator sees (logs, metrics, readiness, the admin API's directory and bans).
 final class ServerCore: Sendable {
-    let configuration: ServerConfiguration
+    /// The configuration in force: replaced by a reload (SIGHUP), so read it when needed
+    /// rather than keeping a copy.
+    private let current: Mutex<ServerConfiguration>
+    var configuration: ServerConfiguration { current.withLock { $0 } }
     let hub: Hub
     let inboxes: [LoopInbox]
+    let loops: [EventLoop]
     /// The Socket.IO door's sid registry and SocketChat roster.
     let socketIO = SocketIOShared()
-    /// Abuse-limit breaches, for `/metrics`.
-    let limits = LimitCounters()
+    /// Abuse-limit breaches, for `/metrics` (and the log).
+    let limits: LimitCounters
     /// Total and per-IP connection admission.
     let gate: ConnectionGate
     /// REST requests per IP.
@@ -26,31 +32,97 @@ final class ServerCore: Sendable {
     let tls: TLSContext?
     /// Attachments: uploads, downloads, the registry (Files/).
     let files: ServerFiles
+    /// The server's logger (standard error in `parley serve`; tests pass their own).
+    let logger: Logger
+    /// Keeps floods of one kind of line (refused tokens, breaches, store errors) out of the log.
+    let logThrottle: LogThrottle
+    let metrics: ServerMetrics
+    /// What `/readyz` asks; cluster mode adds its checks here.
+    let readiness = Readiness()
+    /// Identified clients of this node, for the admin API and reloads.
+    let directory = SessionDirectory()
+    let bans = BanList()
+    /// The dashboard's recent numbers.
+    let statsHistory = StatsHistory()
+    /// The store as the hub uses it (timed, logged); nil when the hub was given another.
+    let observedStore: ObservedMessageStore?
+    let startedUnixMillis: Int64
+    let startedMonotonicMillis: Int64
+    private let providers = Mutex<[@Sendable (inout PrometheusText) -> Void]>([])
 
-    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil, files: ServerFiles) {
-        self.configuration = configuration
+    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil,
+         logger: Logger = .disabled, logThrottle: LogThrottle = LogThrottle(), metrics: ServerMetrics? = nil,
+         observedStore: ObservedMessageStore? = nil, files: ServerFiles) {
+        current = Mutex(configuration)
         self.hub = hub
         self.tls = tls
         self.files = files
+        self.logger = logger
+        self.logThrottle = logThrottle
+        self.observedStore = observedStore
+        let metrics = metrics ?? ServerMetrics(loopCount: group.loops.count)
+        self.metrics = metrics
+        limits = LimitCounters(logger: logger, throttle: logThrottle)
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
-        inboxes = group.loops.map { LoopInbox(loop: $0) }
+        loops = group.loops
+        inboxes = group.loops.map { LoopInbox(loop: $0, metrics: metrics.loops[$0.index]) }
+        startedUnixMillis = LogDestination.unixMillis()
+        startedMonotonicMillis = ObservedMessageStore.monotonicMillis()
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
+
+    /// A connection id as `LOOP.N` for logs (the loop's index is in its top bits).
+    static func describe(connection id: UInt64) -> String { "\(id >> 48).\(id & 0xFFFF_FFFF_FFFF)" }
+
+    /// The loop's fan-out counters.
+    func loopMetrics(_ loop: EventLoop) -> LoopMetrics { metrics.loops[loop.index] }
+
+    /// Puts a reloaded configuration in force (see ``ParleyServer/applyConfiguration(_:)``).
+    func replaceConfiguration(_ configuration: ServerConfiguration) {
+        current.withLock { $0 = configuration }
+    }
+
+    /// Adds lines to every `/metrics` answer (cluster mode: the Redis connection's state).
+    func addMetricsProvider(_ provider: @escaping @Sendable (inout PrometheusText) -> Void) {
+        providers.withLock { $0.append(provider) }
+    }
+
+    var metricsProviders: [@Sendable (inout PrometheusText) -> Void] { providers.withLock { $0 } }
+
+    /// Logs a refused credential (token, secret, admin or metrics token) at info, rate-limited.
+    /// The credential itself is never logged: only where it came from and why it failed.
+    func logAuthFailure(door: DoorKind, remote: String?, channel: String? = nil, reason: String) {
+        logThrottle.log("auth failure", to: logger, .info, "authentication failed", metadata: {
+            var metadata: LogMetadata = ["door": .string(door.rawValue)]
+            if let remote { metadata["remote"] = .string(remote) }
+            if let channel { metadata["channel"] = .string(channel) }
+            metadata["reason"] = .string(String(reason.prefix(200)))
+            return metadata
+        }())
+    }
 }
 
 /// A running Parley server: the event loops, the hub, and every door's listener.
 public final class ParleyServer: Sendable {
-    public let configuration: ServerConfiguration
+    /// The configuration in force (a reload changes what it may: see
+    /// ``applyConfiguration(_:)``).
+    public var configuration: ServerConfiguration { core.configuration }
     public let hub: Hub
     /// The durable store under `--data`.
     public let store: SQLiteMessageStore
+    /// The server's logger.
+    public let logger: Logger
     let group: EventLoopGroup
     let core: ServerCore
     private let listeners: Mutex<[TCPListener]>
     private let stopped = Atomic<Bool>(false)
+    /// Signalled by a second SIGINT/SIGTERM: cuts a drain short.
+    private let drainInterrupted = DispatchSemaphore(value: 0)
+    /// SIGHUP reloads run here, one at a time, off the event loops.
+    private let reloads = DispatchQueue(label: "parley-reload")
     /// Bound ports (the real ones when 0 was asked for).
     public let linePort: Int
     /// The HTTP / WebSocket door's bound port.
@@ -58,39 +130,62 @@ public final class ParleyServer: Sendable {
 
     /// Starts the loops and binds every door. Throws when a port cannot be bound.
     public convenience init(configuration: ServerConfiguration) throws {
-        try self.init(configuration: configuration, store: { $0 })
+        try self.init(configuration: configuration, logger: .disabled, store: { $0 })
+    }
+
+    /// Starts like ``init(configuration:)``, logging to `logger`.
+    public convenience init(configuration: ServerConfiguration, logger: Logger) throws {
+        try self.init(configuration: configuration, logger: logger, store: { $0 })
     }
 
     /// Starts like ``init(configuration:)``, with the hub over the store `makeStore` returns
     /// for the SQLite store under `--data`: that store itself, another in front of it (tests
     /// put a fault-injecting decorator there), or another store altogether. The SQLite store
     /// is opened, and closed at shutdown, in every case.
-    public init(configuration: ServerConfiguration, store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
-        self.configuration = configuration
-        var hubConfiguration = HubConfiguration()
-        hubConfiguration.historyCapacity = configuration.historyCapacity
-        hubConfiguration.historyBytesPerRoom = configuration.historyBytesPerRoom
-        hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
-        hubConfiguration.backlogHighMark = configuration.roomBacklog
-        store = try Self.openStore(configuration)
-        hub = Hub(configuration: hubConfiguration, store: makeStore(store))
+    public init(configuration: ServerConfiguration, logger: Logger = .disabled,
+                store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
+        self.logger = logger
         let loopCount: Int
         switch configuration.loops {
         case .cores: loopCount = EventLoopGroup.coreCount
         case .fixed(let n): loopCount = n
         }
+        logger.info("starting", metadata: ["version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit),
+                                           "loops": .int(loopCount), "data": .string(configuration.dataDirectory)])
+        var hubConfiguration = HubConfiguration()
+        hubConfiguration.historyCapacity = configuration.historyCapacity
+        hubConfiguration.historyBytesPerRoom = configuration.historyBytesPerRoom
+        hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
+        hubConfiguration.backlogHighMark = configuration.roomBacklog
+        do {
+            store = try Self.openStore(configuration)
+        } catch {
+            logger.error("the data store cannot be used", metadata: ["error": .string("\(error)")])
+            throw error
+        }
+        let opened = store.openedAtSchemaVersion == 0 ? "store created"
+            : store.openedAtSchemaVersion < SQLiteMessageStore.schemaVersion ? "store opened and migrated" : "store opened"
+        logger.info(opened,
+                    metadata: ["path": .string(store.path), "schema": .int(Int(SQLiteMessageStore.schemaVersion)),
+                               "found_schema": .int(Int(store.openedAtSchemaVersion)), "sqlite": .string(SQLiteMessageStore.libraryVersion)])
+        let metrics = ServerMetrics(loopCount: loopCount)
+        let throttle = LogThrottle()
+        let observed = ObservedMessageStore(makeStore(store), metrics: metrics, logger: logger, throttle: throttle)
+        hub = Hub(configuration: hubConfiguration, store: observed)
         let tls: TLSContext?
         let files: ServerFiles
         do {
             tls = try Self.loadTLS(configuration)
             files = try ServerFiles(configuration: configuration)
         } catch {
+            logger.error("TLS or the files directory cannot be set up", metadata: ["error": .string("\(error)")])
             store.close()
             throw error
         }
         let group = EventLoopGroup(loopCount: loopCount)
         self.group = group
-        let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls, files: files)
+        let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls, logger: logger,
+                              logThrottle: throttle, metrics: metrics, observedStore: observed, files: files)
         self.core = core
         listeners = Mutex([])
         do {
@@ -98,26 +193,59 @@ public final class ParleyServer: Sendable {
             httpPort = http.port
             files.bound(host: configuration.host, port: http.port, tls: tls != nil)
             listeners.withLock { $0.append(http) }
+            logger.info("listening", metadata: ["door": "http", "address": .string("\(configuration.host):\(http.port)"),
+                                                "tls": .bool(tls != nil)])
             let line = try LineDoor.listen(core: core, group: group)
             linePort = line.port
             listeners.withLock { $0.append(line) }
+            logger.info("listening", metadata: ["door": "line", "address": .string("\(configuration.host):\(line.port)"),
+                                                "tls": .bool(tls != nil && configuration.lineTLS)])
         } catch {
+            logger.error("cannot listen", metadata: ["error": .string(error.message)])
             for listener in listeners.withLock({ $0 }) { listener.close() }
             group.shutdown()
             files.shutdown()
             store.close()
             throw error
         }
-        // Typing flags that were not refreshed expire on their own; idle rooms leave memory.
+        Self.addStoreReadiness(core)
+        files.startCollecting(on: group.loops[0], every: configuration.filesCollectIntervalSeconds, store: hub.store,
+                              clock: hub.clock)
+        // Typing flags that were not refreshed expire on their own; idle rooms leave memory;
+        // suppressed log lines are summed up; the dashboard's charts get a sample.
         let hub = self.hub
         group.loops[0].execute {
             let timer = LoopTimer(loop: group.loops[0])
-            timer.start(after: 1000, repeating: 1000, keepAlive: true) { hub.expireTyping() }
+            timer.start(after: 1000, repeating: 1000, keepAlive: true) {
+                hub.expireTyping()
+                core.logThrottle.flushSummaries(to: core.logger)
+            }
             let eviction = LoopTimer(loop: group.loops[0])
             eviction.start(after: 5000, repeating: 5000, keepAlive: true) { hub.evictIdleRooms() }
+            core.sampleStats()
+            let sampler = LoopTimer(loop: group.loops[0])
+            let interval = UInt64(core.statsHistory.intervalMillis)
+            sampler.start(after: interval, repeating: interval, keepAlive: true) { core.sampleStats() }
         }
-        files.startCollecting(on: group.loops[0], every: configuration.filesCollectIntervalSeconds, store: hub.store,
-                              clock: hub.clock)
+        logger.info("ready", metadata: ["http": .int(httpPort), "line": .int(linePort)])
+    }
+
+    /// `/readyz` asks the store: the last append did not fail (within 30 s), and a read
+    /// through the store's reader answers.
+    private static func addStoreReadiness(_ core: ServerCore) {
+        let store = core.hub.store
+        let observed = core.observedStore
+        core.readiness.add("store") {
+            if let failure = observed?.recentFailure(withinMillis: 30_000) {
+                return "the last write failed: \(failure.message)"
+            }
+            let probe = RoomKey(channel: "parley", room: "readiness")
+            let result = await withCheckedContinuation { continuation in
+                store.messages(in: probe, after: Int64.max - 1, limit: 1) { continuation.resume(returning: $0) }
+            }
+            if case .failure(let error) = result { return "a read failed: \(error.message)" }
+            return nil
+        }
     }
 
     /// The server TLS context from `--tls-cert` / `--tls-key`, or nil without them. A missing
@@ -181,6 +309,7 @@ public final class ParleyServer: Sendable {
 
     /// The lines `parley serve` prints once it is ready, one per bound door.
     public var listeningLines: [String] {
+        let configuration = self.configuration
         var lines = ["http listening on \(configuration.host):\(httpPort)",
                      "line listening on \(configuration.host):\(linePort)"]
         if core.tls != nil {
@@ -189,10 +318,26 @@ public final class ParleyServer: Sendable {
         return lines
     }
 
-    /// Stops gracefully: stop accepting, tell every client goodbye, flush, then stop the
-    /// loops. Waits at most `timeout` for clients to drain. Idempotent.
-    public func shutdown(timeout: Duration = .seconds(3)) {
+    /// Stops gracefully. First `/readyz` answers 503 for `drain` (default `--drain-time`)
+    /// while everything keeps serving, so load balancers take the node out; then the doors
+    /// stop accepting, every client is told goodbye, and the server waits at most `timeout`
+    /// (default `--shutdown-timeout`) for them to go before it stops the loops. The waits are
+    /// timers on the event loops and the connection gate's own signal, not polling.
+    /// Idempotent; must not be called on an event loop.
+    public func shutdown(drain: Duration? = nil, timeout: Duration? = nil) {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        let configuration = self.configuration
+        let drainMillis = drain.map(Self.milliseconds) ?? configuration.drainMillis
+        let graceMillis = timeout.map(Self.milliseconds) ?? configuration.shutdownGraceMillis
+        logger.info("shutting down", metadata: ["drain_ms": .int(Int(drainMillis)), "grace_ms": .int(Int(graceMillis)),
+                                                "connections": .int(core.gate.open.load(ordering: .relaxed))])
+        core.readiness.beginDraining()
+        let loop = group.loops[0]
+        if drainMillis > 0 {
+            let drained = drainInterrupted
+            loop.execute { loop.schedule(after: drainMillis) { drained.signal() } }
+            drained.wait()
+        }
         for listener in listeners.withLock({ $0 }) { listener.close() }
         for loop in group.loops {
             loop.execute {
@@ -205,27 +350,51 @@ public final class ParleyServer: Sendable {
                 }
             }
         }
-        let deadline = ContinuousClock.now + timeout
-        while core.gate.open.load(ordering: .relaxed) > 0 && ContinuousClock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        let gone = DispatchSemaphore(value: 0)
+        core.gate.whenEmpty { gone.signal() }
+        loop.execute { loop.schedule(after: graceMillis) { gone.signal() } }
+        gone.wait()
+        let left = core.gate.open.load(ordering: .relaxed)
         group.shutdown()
         core.files.shutdown()
         store.close()
+        logger.info("stopped", metadata: ["connections_cut": .int(left)])
     }
 
-    /// Watches SIGINT and SIGTERM, calls `ready` once the watchers are in place (so a signal
-    /// sent after `ready` is always handled), blocks until a signal arrives, then shuts down
-    /// gracefully.
-    public func runUntilSignalled(ready: () -> Void = {}) {
+    private static func milliseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        return UInt64(max(0, seconds)) * 1000 + UInt64(max(0, attoseconds) / 1_000_000_000_000_000)
+    }
+
+    /// Watches SIGINT and SIGTERM (and SIGHUP when `reload` is given), calls `ready` once
+    /// the watchers are in place (so a signal sent after `ready` is always handled), blocks
+    /// until SIGINT or SIGTERM arrives, then shuts down gracefully; a second one cuts the
+    /// drain short. SIGHUP calls `reload` for a fresh configuration and applies it
+    /// (``reloadConfiguration(_:)``).
+    public func runUntilSignalled(ready: () -> Void = {}, reload: (@Sendable () throws -> ServerConfiguration)? = nil) {
         let signalled = DispatchSemaphore(value: 0)
         let installed = DispatchSemaphore(value: 0)
         let loop = group.loops[0]
-        final class Watchers { var list: [SignalWatcher] = [] }
-        loop.execute {
+        final class Watchers { var list: [SignalWatcher] = []; var stopping = false }
+        let drainInterrupted = self.drainInterrupted
+        loop.execute { [self] in
             let watchers = loop.local(Watchers.self) { Watchers() }
             for signal in [SIGINT, SIGTERM] {
-                watchers.list.append(SignalWatcher(loop: loop, signal: signal) { _ in signalled.signal() })
+                watchers.list.append(SignalWatcher(loop: loop, signal: signal) { _ in
+                    if watchers.stopping {
+                        drainInterrupted.signal()
+                    } else {
+                        watchers.stopping = true
+                        signalled.signal()
+                    }
+                })
+            }
+            if let reload {
+                watchers.list.append(SignalWatcher(loop: loop, signal: SIGHUP) { _ in
+                    // Reading the file and re-checking sessions happens off the loop, one
+                    // reload at a time.
+                    self.reloads.async { _ = self.reloadConfiguration(reload) }
+                })
             }
             installed.signal()
         }
@@ -234,4 +403,69 @@ public final class ParleyServer: Sendable {
         signalled.wait()
         shutdown()
     }
+
+    // MARK: reloading
+
+    /// Reads a new configuration with `load` (the config file, environment and flags again)
+    /// and applies it. A configuration that does not load (a broken file) is refused and
+    /// logged, and the running one stays. Returns whether it was applied.
+    @discardableResult
+    public func reloadConfiguration(_ load: () throws -> ServerConfiguration) -> Bool {
+        let fresh: ServerConfiguration
+        do {
+            fresh = try load()
+        } catch {
+            core.metrics.configurationReloads.counter(.refused).increment()
+            logger.error("configuration reload refused; the running configuration stays",
+                         metadata: ["error": .string("\(error)")])
+            return false
+        }
+        applyConfiguration(fresh)
+        return true
+    }
+
+    /// Puts what a running server can change of `fresh` in force (channels, secrets, auth
+    /// rules, limits, log level, tokens; ``ServerConfiguration/reloaded(from:)``) and returns
+    /// the settings that need a restart. Existing connections stay up; each one is re-checked
+    /// on its loop, and one whose channel or token no longer lets it in is told and closed.
+    /// New connections get the new limits.
+    @discardableResult
+    public func applyConfiguration(_ fresh: ServerConfiguration) -> [String] {
+        let old = core.configuration
+        let (merged, needsRestart) = old.reloaded(from: fresh)
+        core.replaceConfiguration(merged)
+        logger.destination.logLevel = merged.logLevel
+        core.metrics.configurationReloads.counter(.applied).increment()
+        let oldIDs = Set(old.channels.map(\.id)), newIDs = Set(merged.channels.map(\.id))
+        let changed = merged.channels.filter { channel in old.settings(ofChannel: channel.id).map { $0 != channel } ?? false }.map(\.id)
+        var metadata: LogMetadata = [
+            "channels": .int(merged.channels.count),
+            "added": .string(newIDs.subtracting(oldIDs).sorted().joined(separator: ",")),
+            "removed": .string(oldIDs.subtracting(newIDs).sorted().joined(separator: ",")),
+            "changed": .string(changed.sorted().joined(separator: ",")),
+            "open_channels": .bool(merged.openChannels),
+            "log_level": .string(merged.logLevel.description),
+        ]
+        if !needsRestart.isEmpty { metadata["needs_restart"] = .string(needsRestart.joined(separator: ",")) }
+        logger.info("configuration reloaded", metadata: metadata)
+        if !needsRestart.isEmpty {
+            logger.warn("some settings changed but only take effect after a restart",
+                        metadata: ["settings": .string(needsRestart.joined(separator: ","))])
+        }
+        for client in core.directory.all { client.control.run { $0.configurationReloaded() } }
+        return needsRestart
+    }
+
+    /// Adds lines to every `/metrics` answer.
+    public func addMetrics(_ provider: @escaping @Sendable (inout PrometheusText) -> Void) {
+        core.addMetricsProvider(provider)
+    }
+
+    /// A check `/readyz` runs: nil means ready, a text says why not (cluster mode adds Redis).
+    public func addReadinessCheck(_ name: String, _ check: @escaping @Sendable () async -> String?) {
+        core.readiness.add(name, check)
+    }
+
+    /// `/metrics` as it would answer now.
+    public func metricsText() -> String { core.metricsText() }
 }

@@ -57,11 +57,29 @@ final class ConnectionGate: Sendable {
 
     /// Gives back the place of one connection admitted for `ip` (called by its ticket).
     fileprivate func release(ip: String) {
-        open.subtract(1, ordering: .relaxed)
         perIP.withLock { counts in
             let current = counts[ip, default: 0]
             if current <= 1 { counts.removeValue(forKey: ip) } else { counts[ip] = current - 1 }
         }
+        if open.subtract(1, ordering: .relaxed).newValue == 0 { notifyEmpty() }
+    }
+
+    /// Who waits for the last connection to go (a shutdown).
+    private let emptyWaiter = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Calls `body` once, from any thread, when no connection is open: at once when that is
+    /// already so, else when the last one is released.
+    func whenEmpty(_ body: @escaping @Sendable () -> Void) {
+        emptyWaiter.withLock { $0 = body }
+        if open.load(ordering: .relaxed) <= 0 { notifyEmpty() }
+    }
+
+    private func notifyEmpty() {
+        let waiter = emptyWaiter.withLock { waiter -> (@Sendable () -> Void)? in
+            defer { waiter = nil }
+            return waiter
+        }
+        waiter?()
     }
 }
 

@@ -1,5 +1,6 @@
 import ParleyCore
 import ParleyIO
+import ParleyLog
 
 /// The door a connection came in by; metrics and logs name it.
 enum DoorKind: String, Sendable, CaseIterable {
@@ -56,28 +57,45 @@ struct DoorPolicy: Sendable {
 }
 
 extension ServerCore {
-    /// Binds a door's listener. Every accepted connection gets the door's write-queue limit,
-    /// TLS when the door speaks it, and admission (total and per-IP; a refused one is told
-    /// why and closed). `accept` then runs on the connection's loop with its ticket and must
-    /// set the connection's handler (one left without is closed at once).
-    func listen(_ policy: DoorPolicy, port: Int, group: EventLoopGroup,
-                accept: @escaping @Sendable (TCPConnection, AdmissionTicket) -> Void) throws(IOError) -> TCPListener {
+    /// Binds a door's listener. Every accepted connection gets the door's policy as the
+    /// configuration sets it at that moment (a reload changes it for new connections): its
+    /// write-queue limit, TLS when the door speaks it, and admission (banned addresses, the
+    /// total and per-IP limits; a refused one is told why and closed). `accept` then runs on
+    /// the connection's loop with its ticket and policy and must set the connection's handler
+    /// (one left without is closed at once).
+    func listen(_ door: DoorKind, port: Int, group: EventLoopGroup,
+                accept: @escaping @Sendable (TCPConnection, AdmissionTicket, DoorPolicy) -> Void) throws(IOError) -> TCPListener {
         try TCPListener.bind(host: configuration.host, port: port, group: group) { [self] connection in
+            let policy = DoorPolicy(door, configuration)
             connection.maxQueuedBytes = policy.writeQueueLimit
             if policy.tls, let tls {
                 do {
                     try connection.startTLS(tls)
                 } catch {
+                    logThrottle.log("tls error", to: logger, .error, "TLS setup failed",
+                                    metadata: ["door": .string(door.rawValue), "remote": .string(connection.remoteAddress),
+                                               "error": .string("\(error)")])
                     return  // no handler: closed at once
                 }
             }
+            if let ban = bans.ban(ip: connection.remoteIP, name: nil, nowMillis: hub.clock.nowMillis()) {
+                logThrottle.log("banned", to: logger, .info, "banned address refused",
+                                metadata: ["door": .string(door.rawValue), "remote": .string(connection.remoteAddress),
+                                           "ban": .int(ban.id)])
+                connection.handler = RefusedConnection(connection: connection, message: "your address is banned from this server",
+                                                       http: policy.refusesWithHTTP)
+                return
+            }
             switch gate.admit(ip: connection.remoteIP) {
             case .failure(let refusal):
-                limits.breached(refusal.limit)
+                limits.breached(refusal.limit, remote: connection.remoteAddress)
                 connection.handler = RefusedConnection(connection: connection, message: refusal.message,
                                                        http: policy.refusesWithHTTP)
             case .success(let ticket):
-                accept(connection, ticket)
+                metrics.acceptedConnections.counter(door).increment()
+                logger.debug("connection opened", metadata: ["door": .string(door.rawValue), "remote": .string(connection.remoteAddress),
+                                                             "connection": .string(ServerCore.describe(connection: connection.id))])
+                accept(connection, ticket, policy)
             }
         }
     }

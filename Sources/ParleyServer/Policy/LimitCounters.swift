@@ -1,3 +1,4 @@
+import ParleyLog
 import Synchronization
 
 /// The abuse limits a client can run into, named as in `/metrics`.
@@ -16,24 +17,38 @@ enum Limit: String, CaseIterable, Sendable {
     case publisherThrottled = "publisher_throttled"
 }
 
-/// How often each limit was breached since start. Lock-free: breaches can come from every
-/// loop at once, and a flood must not make the counting itself a point of contention.
+/// How often each limit was breached since start, each breach also logged at info (at most a
+/// few lines per second per limit; the rest are summed up). Lock-free counting: breaches can
+/// come from every loop at once, and a flood must not make the counting itself a point of
+/// contention.
 final class LimitCounters: Sendable {
     private let counts: [Counter]
+    private let logger: Logger
+    private let throttle: LogThrottle
 
     /// One atomic per limit (an `Atomic` cannot live in an array directly: it is not copyable).
     private final class Counter: Sendable {
         let value = Atomic<Int>(0)
     }
 
-    init() { counts = Limit.allCases.map { _ in Counter() } }
+    init(logger: Logger = .disabled, throttle: LogThrottle = LogThrottle()) {
+        counts = Limit.allCases.map { _ in Counter() }
+        self.logger = logger
+        self.throttle = throttle
+    }
 
     private func counter(_ limit: Limit) -> Counter {
         counts[Limit.allCases.firstIndex(of: limit)!]
     }
 
-    func breached(_ limit: Limit) {
+    /// Counts and logs one breach; `remote` is the client's address when known.
+    func breached(_ limit: Limit, remote: String? = nil) {
         counter(limit).value.add(1, ordering: .relaxed)
+        throttle.log("limit \(limit.rawValue)", to: logger, .info, "limit breached", metadata: {
+            var metadata: LogMetadata = ["limit": .string(limit.rawValue)]
+            if let remote { metadata["remote"] = .string(remote) }
+            return metadata
+        }())
     }
 
     func count(_ limit: Limit) -> Int {

@@ -1,5 +1,6 @@
 import ParleyCore
 import ParleyIO
+import ParleyLog
 
 /// One connection's (or Socket.IO session's) share of its door's ``DoorPolicy``: its place
 /// at the gate, the handshake timer, the idle watch and the message-rate bucket with its
@@ -9,7 +10,13 @@ final class SessionGuard {
     let policy: DoorPolicy
     private let loop: EventLoop
     private let core: ServerCore
-    private var ticket: AdmissionTicket?
+    private var ticket: AdmissionTicket? {
+        didSet {
+            // The connection counts in `parley_connections` under the door holding its ticket.
+            if oldValue == nil, ticket != nil { core.metrics.openConnections.gauge(policy.door).add(1) }
+            if oldValue != nil, ticket == nil { core.metrics.openConnections.gauge(policy.door).add(-1) }
+        }
+    }
     private var handshakeTimer: LoopTimer?
     private var idleWatch: IdleWatch?
     private var rate: TokenBucket?
@@ -20,8 +27,16 @@ final class SessionGuard {
         self.loop = loop
         self.core = core
         self.ticket = ticket
+        if ticket != nil { core.metrics.openConnections.gauge(policy.door).add(1) }
         if let rate = policy.rate { limitRate(perSecond: rate.perSecond, burst: rate.burst) }
     }
+
+    deinit {
+        if ticket != nil { core.metrics.openConnections.gauge(policy.door).add(-1) }
+    }
+
+    /// The client's address for logs (its IP: the guard does not know the port).
+    private var remote: String? { ticket?.ip }
 
     /// Takes over `other`'s place at the gate (a connection upgraded to another door).
     func takeTicket(from other: SessionGuard) {
@@ -37,7 +52,7 @@ final class SessionGuard {
         timer.start(after: policy.handshakeTimeoutMillis) { [weak self] in
             guard let self, self.handshakeTimer != nil else { return }
             self.handshakeTimer = nil
-            self.core.limits.breached(.handshakeTimeout)
+            self.core.limits.breached(.handshakeTimeout, remote: self.remote)
             onTimeout()
         }
     }
@@ -54,7 +69,7 @@ final class SessionGuard {
         idleWatch?.stop()
         idleWatch = IdleWatch(loop: loop, timeoutMillis: policy.idleTimeoutMillis) { [weak self] in
             guard let self else { return }
-            self.core.limits.breached(.idleTimeout)
+            self.core.limits.breached(.idleTimeout, remote: self.remote)
             onIdle()
         }
     }
@@ -80,14 +95,21 @@ final class SessionGuard {
 
     /// Takes a token for one message; refusals are counted, sustained abuse too.
     func admitMessage() -> RateVerdict {
-        guard var bucket = rate else { return .allowed }
+        guard var bucket = rate else {
+            core.metrics.messagesReceived.counter(policy.door).increment()
+            return .allowed
+        }
         let now = core.hub.clock.nowMillis()
         let allowed = bucket.take(nowMillis: now)
         rate = bucket
-        if allowed { return .allowed }
-        core.limits.breached(.messageRate)
+        if allowed {
+            core.metrics.messagesReceived.counter(policy.door).increment()
+            return .allowed
+        }
+        core.metrics.publishesRefused.counter(.rateLimited).increment()
+        core.limits.breached(.messageRate, remote: remote)
         guard abuse?.refused(nowMillis: now) == true else { return .refused }
-        core.limits.breached(.rateAbuseDisconnect)
+        core.limits.breached(.rateAbuseDisconnect, remote: remote)
         return .abusive
     }
 
@@ -105,7 +127,7 @@ final class SessionGuard {
         guard let backlog, backlog.isOverHigh, throttled == nil else { return }
         throttled = connection
         connection.stopReading()
-        core.limits.breached(.publisherThrottled)
+        core.limits.breached(.publisherThrottled, remote: remote)
         let me = LoopBound(self, on: loop)
         backlog.whenBelowLowMark { me.run { $0.resumeReading() } }
     }
@@ -116,12 +138,49 @@ final class SessionGuard {
         connection.startReading()
     }
 
-    /// The connection is gone: stop the timers and give its place back.
-    func end() {
+    /// The connection is gone: stop the timers and give its place back. With the
+    /// connection, the close is logged at debug (door, address, why, and the WebSocket close
+    /// code when there was one); a TLS failure at error and a slow consumer cut off at info,
+    /// both rate-limited.
+    func end(closing connection: TCPConnection? = nil, reason: ConnectionCloseReason? = nil, code: Int? = nil,
+             why: String? = nil) {
         handshakeCompleted()
         idleWatch?.stop()
         idleWatch = nil
+        if let connection, ticket != nil { logClose(connection, reason: reason, code: code, why: why) }
         ticket?.release()
         ticket = nil
+    }
+
+    private func logClose(_ connection: TCPConnection, reason: ConnectionCloseReason?, code: Int?, why: String?) {
+        let logger = core.logger
+        switch reason {
+        case .error(let error) where connection.isTLS:
+            core.logThrottle.log("tls error", to: logger, .error, "TLS error",
+                                 metadata: ["door": .string(policy.door.rawValue), "remote": .string(connection.remoteAddress),
+                                            "error": .string(error.message)])
+        case .writeQueueOverflow:
+            core.logThrottle.log("slow consumer", to: logger, .info, "slow consumer cut off",
+                                 metadata: ["door": .string(policy.door.rawValue), "remote": .string(connection.remoteAddress),
+                                            "limit_bytes": .int(policy.writeQueueLimit)])
+        default:
+            break
+        }
+        guard logger.isEnabled(.debug) else { return }
+        var metadata: LogMetadata = ["door": .string(policy.door.rawValue), "remote": .string(connection.remoteAddress),
+                                     "connection": .string(ServerCore.describe(connection: connection.id))]
+        switch reason {
+        case .peerClosed: metadata["reason"] = "peer_closed"
+        case .local: metadata["reason"] = "closed_by_server"
+        case .writeQueueOverflow: metadata["reason"] = "write_queue_overflow"
+        case .shutdown: metadata["reason"] = "shutdown"
+        case .error(let error):
+            metadata["reason"] = "error"
+            metadata["error"] = .string(error.message)
+        case nil: break
+        }
+        if let code { metadata["code"] = .int(code) }
+        if let why { metadata["why"] = .string(why) }
+        logger.debug("connection closed", metadata: metadata)
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import ParleyCore
 import ParleyHTTP
 
-/// REST authentication (protocols.md §1): `Authorization: Basic base64(channel:secret)` or
+/// REST authentication (docs/protocols.md, "REST"): `Authorization: Basic base64(channel:secret)` or
 /// `Bearer <JWT>` signed with the channel's secret. Open channels need none, but credentials
 /// that are sent are always checked. Failures are 401 with a text body and
 /// `WWW-Authenticate`; a valid token without the permission is 403.

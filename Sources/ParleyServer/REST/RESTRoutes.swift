@@ -1,3 +1,4 @@
+import Foundation
 import ParleyCore
 import ParleyHTTP
 
@@ -6,13 +7,15 @@ struct RESTRequest: Sendable {
     let head: HTTPRequestHead
     let params: [String: String]
     let body: [UInt8]
+    /// The client's address (`ip:port`), for logs.
+    var remote: String? = nil
 }
 
 /// A REST route: answers one request using the hub, when it has the answer (a publish
 /// answers once the message is durable).
 typealias RESTHandler = @Sendable (RESTRequest, ServerCore) async -> HTTPResponse
 
-/// The Scaledrone-compatible REST API (protocols.md §1); authentication in RESTAuth.swift.
+/// The Scaledrone-compatible REST API (docs/protocols.md, "REST"); authentication in RESTAuth.swift.
 /// Success is 200 with JSON; failures are ≥400 with a text body.
 enum RESTRoutes {
     static func router() -> HTTPRouter<RESTHandler> {
@@ -28,11 +31,20 @@ enum RESTRoutes {
     }
 
     /// Routes `head` and runs its handler; 404 / 405 as text otherwise.
-    static func handle(router: HTTPRouter<RESTHandler>, head: HTTPRequestHead, body: [UInt8], core: ServerCore) async -> HTTPResponse {
+    static func handle(router: HTTPRouter<RESTHandler>, head: HTTPRequestHead, body: [UInt8], remote: String? = nil,
+                       core: ServerCore) async -> HTTPResponse {
         switch router.match(method: head.method, path: head.path) {
         case .found(let handler, let params):
-            let request = RESTRequest(head: head, params: params, body: body)
-            if let refusal = RESTAuth.check(request, core: core) { return refusal }
+            let request = RESTRequest(head: head, params: params, body: body, remote: remote)
+            if let refusal = RESTAuth.check(request, core: core) {
+                if refusal.status == 401 || refusal.status == 403 {
+                    if head.method == "POST" { core.metrics.publishesRefused.counter(.forbidden).increment() }
+                    core.logAuthFailure(door: .http, remote: remote, channel: request.params["channel"],
+                                        reason: String(decoding: refusal.body, as: UTF8.self)
+                                            .trimmingCharacters(in: .whitespacesAndNewlines))
+                }
+                return refusal
+            }
             return await handler(request, core)
         case .methodNotAllowed(let allowed):
             var response = HTTPResponse.text(405, "method not allowed\n")
@@ -55,6 +67,7 @@ enum RESTRoutes {
         case .success(let value): body = value
         case .failure(let failure): return failure.response
         }
+        core.metrics.messagesReceived.counter(.http).increment()
         do {
             // Attachments are filled in from the upload registry (Files/AttachmentPublish.swift).
             let resolved = try await core.files.resolve(body, channel: channel)
@@ -64,6 +77,9 @@ enum RESTRoutes {
             writeReceipt(message, into: &w, withRoom: false)
             return .json(200, w.bytes)
         } catch {
+            if error.code != .unavailable && error.code != .internalError {
+                core.metrics.publishesRefused.counter(PublishRefusal(error)).increment()
+            }
             return failure(error)
         }
     }
@@ -92,6 +108,7 @@ enum RESTRoutes {
         }
         let (body, uploads) = (resolved.body, resolved.ids)
         let (hub, files) = (core.hub, core.files)
+        core.metrics.messagesReceived.counter(.http).increment(by: names.count)
         let results = await withTaskGroup(of: (Int, Result<Message, ParleyError>).self) { group in
             for (index, name) in names.enumerated() {
                 group.addTask {

@@ -482,6 +482,7 @@
       case "observable_members": onMembers(data.data); break;
       case "observable_member_join": onJoin(data.data); break;
       case "observable_member_leave": onLeave(data.data); break;
+      case "message_deleted": onDeleted(data.offset); break;
       default: break;
     }
   }
@@ -491,9 +492,32 @@
       typeof body.typing === "boolean" && Object.keys(body).length === 1;
   }
 
+  /** An operator deleted a message: it leaves the conversation. */
+  function onDeleted(offset) {
+    if (!Number.isInteger(offset)) return;
+    for (const node of Array.from(ui.messages.querySelectorAll('.message[data-offset="' + offset + '"]'))) {
+      const next = node.nextElementSibling;
+      node.remove();
+      if (next) regroup(next);
+    }
+  }
+
   function onPublish(data, live) {
     const body = data.message;
     const sender = data.client_id;
+    if (data.deleted === true) {
+      // A deleted message's tombstone (history, resume): never shown, but its place counts,
+      // so resuming goes on after it.
+      const offset = Number.isInteger(data.offset) && data.offset > 0 ? data.offset : null;
+      if (offset) {
+        state.seenOffsets.add(offset);
+        const key = roomKey();
+        if (!state.lastOffset[key] || offset > state.lastOffset[key]) state.lastOffset[key] = offset;
+        if (state.oldestOffset === null || offset < state.oldestOffset) state.oldestOffset = offset;
+      }
+      onDeleted(offset);
+      return;
+    }
     if (isTypingBody(body)) {
       if (live && sender && sender !== state.clientId) setTyping(sender, body.typing);
       return;
@@ -1045,6 +1069,11 @@
       const messages = reply.messages.slice().sort((a, b) => (b.offset || 0) - (a.offset || 0));
       for (const m of messages) {
         if (!m || isTypingBody(m.message)) continue;
+        if (m.deleted === true) {
+          // A tombstone: nothing to show, but paging goes on past it.
+          if (Number.isInteger(m.offset) && (state.oldestOffset === null || m.offset < state.oldestOffset)) state.oldestOffset = m.offset;
+          continue;
+        }
         addMessage(m, { prepend: true });
       }
       state.hasMore = reply.has_more === true && messages.length > 0;

@@ -40,12 +40,21 @@ enum WebClient {
         "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 
     /// The response for a GET/HEAD of a client file, or nil (not ours: routing goes on).
-    /// HEAD responses carry the file's Content-Length and no body.
+    /// HEAD responses carry the file's Content-Length and no body. The admin dashboard's
+    /// files (`Web/admin/`) are served by ``AdminDashboard`` only.
     static func response(for head: HTTPRequestHead) -> HTTPResponse? {
-        guard head.method == "GET" || head.method == "HEAD", head.path.hasPrefix("/") else { return nil }
+        guard head.path.hasPrefix("/") else { return nil }
         var path = String(head.path.dropFirst())
         if path.isEmpty || path.hasSuffix("/") { path += "index.html" }
-        guard let asset = assets[path] else { return nil }
+        guard !path.hasPrefix("admin/") else { return nil }
+        return response(for: head, asset: path, contentSecurityPolicy: contentSecurityPolicy)
+    }
+
+    /// The response for a GET/HEAD of the embedded file at `path` (relative to `Web/`), with
+    /// the given policy, or nil when there is no such file.
+    static func response(for head: HTTPRequestHead, asset path: String, contentSecurityPolicy: String,
+                         extraHeaders: [(String, String)] = []) -> HTTPResponse? {
+        guard head.method == "GET" || head.method == "HEAD", let asset = assets[path] else { return nil }
         var headers: HTTPHeaders = [
             "Content-Type": asset.contentType,
             "ETag": asset.etag,
@@ -56,6 +65,7 @@ enum WebClient {
             "Referrer-Policy": "no-referrer",
             "Vary": "Accept-Encoding",
         ]
+        for (name, value) in extraHeaders { headers.set(name, value) }
         if notModified(head, asset) {
             headers.remove("Content-Type")
             return HTTPResponse(status: 304, headers: headers)

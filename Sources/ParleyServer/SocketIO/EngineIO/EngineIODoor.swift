@@ -73,6 +73,7 @@ struct EngineIODoor {
             guard head.method == "GET" else { return reply(Self.errorResponse(400, code: 1, "Session ID unknown")) }
             let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: nil,
                                                registry: sessions, makeHandler: makeHandler)
+            session.remoteIP = connection.remoteIP
             return reply(Self.payloadResponse(session.takeOpeningPayload()))
         }
         guard let owner = sessions.owner(of: sid) else {
@@ -159,6 +160,7 @@ struct EngineIODoor {
         } else {
             let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: link,
                                                registry: sessions, makeHandler: makeHandler)
+            session.remoteIP = connection.remoteIP
             handler = EngineIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
                                                version: version, owner: connection.loop, sid: session.sid,
                                                sessionGuard: sessionGuard)

@@ -34,6 +34,8 @@ final class EngineIOSession: EngineIOMessageChannel {
     private var timeoutTimer: LoopTimer?
     /// The connection policy's share of this session (EngineIOSession+ConnectionPolicy.swift).
     let sessionGuard: SessionGuard
+    /// The IP address of the connection that opened the session (bans, the admin API).
+    var remoteIP: String?
 
     var transport: EngineIOTransport { webSocket == nil ? .polling : .webSocket }
 

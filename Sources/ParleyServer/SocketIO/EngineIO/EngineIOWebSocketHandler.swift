@@ -64,6 +64,6 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
         EngineIOLoop.of(connection.loop).webSockets.removeValue(forKey: connection.id)
         let owner = self.owner, sid = self.sid, link = self.link
         owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketClosed(link) }
-        sessionGuard.end()
+        sessionGuard.end(closing: connection, reason: reason)
     }
 }

@@ -40,9 +40,18 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     func connect(_ socket: SocketIOSocket, _ request: SocketIOConnectRequest) -> SocketIOConnectDecision {
         // Engine.IO 3 sessions are connected to `/` at once, as by Socket.IO v2 servers; such a
         // client brings its token with a CONNECT of its own.
-        if !request.isImplicit, let refusal = connectRefusal(request.auth) { return .refuse(refusal) }
+        if !request.isImplicit, let refusal = connectRefusal(request.auth) {
+            core.logAuthFailure(door: .socketIO, remote: remoteIP, channel: lobby.channel, reason: refusal)
+            return .refuse(refusal)
+        }
+        if core.bans.ban(ip: remoteIP, name: nil, nowMillis: core.hub.clock.nowMillis()) != nil {
+            return .refuse("banned from this server")
+        }
         self.socket = socket
         LoopContext.of(loop).localHub.register(self)
+        core.directory.register(ConnectedClient(id: socket.id, door: .socketIO, remoteIP: remoteIP, channel: lobby.channel,
+                                                name: nil, connectedAtMillis: core.hub.clock.nowMillis(),
+                                                control: SessionControl(self, on: loop)))
         return .accept()
     }
 
@@ -56,6 +65,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     }
 
     func disconnected(_ socket: SocketIOSocket, reason: SocketIODisconnectReason) {
+        core.directory.unregister(socket.id)
         leaveLobby(exit: false)
         LoopContext.of(loop).localHub.unregister(sessionID)
         self.socket = nil
@@ -85,6 +95,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         if let raw = data?["token"], !raw.isNull {
             guard let token = raw.stringValue else { return "authentication failed: auth.token must be a string" }
             if let error = auth.authenticate(token, client: .wildcard) { return "authentication failed: \(error)" }
+            self.token = token
             return nil
         }
         if auth.requiresAuth && !auth.isAuthenticated {
@@ -109,6 +120,10 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         switch command {
         case .connectUser(let nickname):
             if let error = authError(.subscribe) { return error }
+            // A banned name never joins the lobby (the socket stays, refused each time).
+            if core.bans.ban(ip: remoteIP, name: nickname, nowMillis: core.hub.clock.nowMillis()) != nil {
+                return "banned from this server"
+            }
             if let member {
                 guard member.displayName == nickname else { return "already connected as \(member.displayName); exitUser first" }
                 emit(SocketChatEncoding.userList(core.socketIO.roster.users(connected: core.hub.members(of: lobby))), on: socket)
@@ -117,6 +132,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             let member = Member(id: socket.id, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
                                 authData: auth.claims?.data)
             core.socketIO.roster.connected(nickname: nickname)
+            core.directory.rename(socket.id, to: nickname)
             do {
                 try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: loop))
                 self.member = member
@@ -175,7 +191,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     var wireFormat: WireFormat { .socketIOFormat(for: engineIO.transport) }
 
     func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
+        if case .roomClosed = event, member != nil {
+            disconnect(byAdministrator: "the lobby was closed")
+            return
+        }
         guard let frame, member != nil else { return }
+        delivered.incrementFromOwner()
         // Packets of `/` encoded for this transport, the same bytes for every socket on it.
         engineIO.sendPreEncoded(frame, as: engineIO.transport)
     }
@@ -201,6 +222,15 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     private let rate: SessionGuard
 
+    // MARK: - Operations: bans, the admin API, reloads
+
+    /// The address of the connection that opened this session.
+    private var remoteIP: String? { (engineIO as? EngineIOSession)?.remoteIP }
+    /// The verified token, kept to verify it again after a reload (never logged).
+    private var token: String?
+    /// This loop's count of Socket.IO deliveries.
+    private lazy var delivered = core.loopMetrics(loop).delivered.counter(.socketIO)
+
     /// Takes a token; a refusal is counted, and sustained abuse closes the connection (after
     /// this refusal has been answered).
     private func rateAllows(_ socket: SocketIOSocket) -> Bool {
@@ -213,5 +243,34 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             LoopBound(socket, on: loop).run { $0.closeConnection(reason: "rate limit exceeded") }
             return false
         }
+    }
+}
+
+extension SocketChatApplication: AdministeredSession {
+    func disconnect(byAdministrator reason: String) {
+        guard let socket else { return }
+        socket.emit("error", [.string("disconnected by an administrator: \(reason)")])
+        socket.closeConnection(reason: "disconnected by an administrator")
+    }
+
+    /// The lobby's channel must still be open, and a token (or its absence) must still let
+    /// the socket in; otherwise it is told (an `error` event) and disconnected.
+    func configurationReloaded() {
+        guard let socket else { return }
+        let channel = lobby.channel
+        var fresh = ChannelAccess(channel: channel, core: core)
+        var problem = core.configuration.refusal(ofChannel: channel)
+        if problem == nil, fresh.requiresAuth && !auth.isAuthenticated {
+            problem = "this lobby now requires authentication"
+        }
+        if problem == nil, auth.isAuthenticated, let token {
+            if let error = fresh.authenticate(token, client: .wildcard) { problem = "your token is no longer valid: \(error)" }
+        }
+        if let problem {
+            socket.emit("error", [.string("\(problem); disconnecting")])
+            socket.closeConnection(reason: "permissions changed")
+            return
+        }
+        if fresh.isAuthenticated { auth = fresh }
     }
 }

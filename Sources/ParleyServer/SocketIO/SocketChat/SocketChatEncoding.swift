@@ -18,7 +18,7 @@ enum SocketChatEncoding {
         switch event {
         case .message(let message):
             let typing = typingUpdate(typists)
-            if message.isEphemeral { return [typing] }
+            if message.isEphemeral || message.isDeleted { return [typing] }
             let name = message.sender.map(\.displayName) ?? LineEncoding.serverName
             return [typing, newChatMessage(name: name, text: text(of: message.body), millis: message.timestampMillis)]
         case .memberJoined(let member):
@@ -26,6 +26,10 @@ enum SocketChatEncoding {
                     userConnectUpdate(SocketChatUser(id: member.id, nickname: member.displayName, isConnected: true))]
         case .memberLeft(let member):
             return [userList(users), userExitUpdate(member.displayName), typingUpdate(typists)]
+        case .messageDeleted, .roomClosed:
+            // SocketChat has no event for these: a deleted message stays on screen, and a
+            // closed lobby disconnects the socket (SocketChatApplication).
+            return []
         }
     }
 

@@ -1,0 +1,78 @@
+import Dispatch
+import ParleyCore
+import Synchronization
+
+/// What `GET /readyz` asks before it says the node may take traffic: each check answers nil
+/// (ready) or why not. The server registers the store's; cluster mode adds Redis with
+/// ``add(_:_:)``. While the server drains before a shutdown, `/readyz` says no at once.
+final class Readiness: Sendable {
+    typealias Check = @Sendable () async -> String?
+    private let checks = Mutex<[(name: String, check: Check)]>([])
+    private let draining = Atomic<Bool>(false)
+    /// How long one check may take before it counts as failed.
+    let timeoutMillis: Int
+
+    init(timeoutMillis: Int = 2_000) { self.timeoutMillis = timeoutMillis }
+
+    /// Adds a check named `name` (shown in the answer).
+    func add(_ name: String, _ check: @escaping Check) {
+        checks.withLock { $0.append((name, check)) }
+    }
+
+    /// The server is going away: not ready, whatever the checks say.
+    func beginDraining() { draining.store(true, ordering: .relaxed) }
+    var isDraining: Bool { draining.load(ordering: .relaxed) }
+
+    /// Runs every check at once (each bounded by the timeout): ready when all pass, with one
+    /// line per check.
+    func evaluate() async -> (ready: Bool, lines: [String]) {
+        if isDraining { return (false, ["shutting down: draining connections before the server stops"]) }
+        let checks = self.checks.withLock { $0 }
+        var lines: [String] = []
+        var ready = true
+        await withTaskGroup(of: (Int, String?).self) { group in
+            for (index, entry) in checks.enumerated() {
+                let timeout = timeoutMillis
+                group.addTask { (index, await Self.bounded(entry.check, timeoutMillis: timeout, name: entry.name)) }
+            }
+            var results = [String?](repeating: nil, count: checks.count)
+            for await (index, failure) in group { results[index] = failure }
+            for (entry, failure) in zip(checks, results) {
+                if let failure { ready = false }
+                lines.append("\(entry.name): \(failure ?? "ok")")
+            }
+        }
+        return (ready, lines)
+    }
+
+    /// The check's answer, or a failure once `timeoutMillis` pass (the check may finish
+    /// later; its answer is then dropped), so a stuck dependency cannot hang `/readyz`.
+    private static func bounded(_ check: @escaping Check, timeoutMillis: Int, name: String) async -> String? {
+        let once = OnceAnswer()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+            once.set(continuation)
+            Task { once.answer(await check()) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(timeoutMillis)) {
+                once.answer("no answer within \(timeoutMillis) ms")
+            }
+        }
+    }
+}
+
+/// Resumes a continuation with the first answer given.
+private final class OnceAnswer: Sendable {
+    private let state = Mutex<(continuation: CheckedContinuation<String?, Never>?, answered: Bool)>((nil, false))
+
+    func set(_ continuation: CheckedContinuation<String?, Never>) {
+        state.withLock { $0.continuation = continuation }
+    }
+
+    func answer(_ value: String?) {
+        let continuation = state.withLock { state -> CheckedContinuation<String?, Never>? in
+            guard !state.answered, let continuation = state.continuation else { return nil }
+            state.answered = true
+            return continuation
+        }
+        continuation?.resume(returning: value)
+    }
+}
