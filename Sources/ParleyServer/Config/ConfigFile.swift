@@ -155,6 +155,7 @@ public enum ConfigFile {
             ("historyPageLimit", \.historyPageLimit, 1...1_000_000),
             ("socketIOMaxPayload", \.socketIOMaxPayload, 1024...(64 << 20)),
             ("joinHistory", \.joinHistory, 0...1_000),
+            ("socketIOMaxPollingSessions", \.socketIOMaxPollingSessions, 1...10_000_000),
         ] }
         static var rateLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>, burst: WritableKeyPath<ServerConfiguration, Double>)] { [
             ("nativeRatePerSecond", \.nativeRatePerSecond, \.nativeBurst),
@@ -168,6 +169,9 @@ public enum ConfigFile {
             ("httpRequestTimeoutMillis", \.httpRequestTimeoutMillis),
             ("httpIdleTimeoutMillis", \.httpIdleTimeoutMillis),
             ("webSocketPingIntervalMillis", \.webSocketPingIntervalMillis),
+            ("socketIOPingIntervalMillis", \.socketIOPingIntervalMillis),
+            ("socketIOPingTimeoutMillis", \.socketIOPingTimeoutMillis),
+            ("socketIOConnectTimeoutMillis", \.socketIOConnectTimeoutMillis),
         ] }
 
         static var limitKeys: [String] {

@@ -15,7 +15,7 @@ final class ServerCore: Sendable {
     let hub: Hub
     let inboxes: [LoopInbox]
     /// The Socket.IO door's sid registry and SocketChat roster.
-    let socketIO = SocketIOShared()
+    let socketIO: SocketIOShared
     /// Abuse-limit breaches, for `/metrics`.
     let limits = LimitCounters()
     /// Total and per-IP connection admission.
@@ -29,6 +29,7 @@ final class ServerCore: Sendable {
         self.configuration = configuration
         self.hub = hub
         self.tls = tls
+        socketIO = SocketIOShared(configuration: configuration)
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
@@ -187,6 +188,8 @@ public final class ParleyServer: Sendable {
         for listener in listeners.withLock({ $0 }) { listener.close() }
         for loop in group.loops {
             loop.execute {
+                // Long-polling sessions hold a place at the gate without a connection of their own.
+                EngineIOLoop.of(loop).closeAllSessions(reason: "server shutting down")
                 loop.forEachConnection { connection in
                     if let session = connection.handler as? GracefulSession {
                         session.serverIsStopping()

@@ -18,6 +18,7 @@ extension EngineIOSession {
             return
         }
         heldPoll = target
+        pollArrived()
         if !outbox.isEmpty { scheduleFlush() }
     }
 
@@ -30,14 +31,31 @@ extension EngineIOSession {
         do {
             packets = try EngineIOPayload.decode(body, version: version)
         } catch {
-            return target.send(.text(400, "invalid payload: \(error.message)\n"))
+            // The protocol closes the session on an invalid packet; the client reconnects.
+            target.send(.text(400, "invalid payload: \(error.message); the session is closed\n"))
+            close(reason: "parse error")
+            return
         }
-        target.send(.text(200, "ok"))
+        handlingPost = true
         for packet in packets where !isClosed { receive(packet) }
+        handlingPost = false
+        // Publisher back-pressure: a client sends its next POST only after this one's answer,
+        // so holding the answer until the room it published to has caught up slows it down
+        // (its messages wait on its side) while other rooms go on.
+        if let backlog = postBacklog {
+            postBacklog = nil
+            core.limits.breached(.publisherThrottled)
+            backlog.whenBelowLowMark { target.send(.text(200, "ok")) }
+        } else {
+            target.send(.text(200, "ok"))
+        }
     }
 
     func pollAborted(_ target: HTTPReplyTarget) {
-        if let heldPoll, heldPoll.same(as: target) { self.heldPoll = nil }
+        if let heldPoll, heldPoll.same(as: target) {
+            self.heldPoll = nil
+            pollEnded()
+        }
     }
 
     /// Queues packets for the next poll (or, while opening, for the handshake).
@@ -63,6 +81,7 @@ extension EngineIOSession {
         guard let target = heldPoll, !outbox.isEmpty else { return }
         heldPoll = nil
         target.send(EngineIODoor.payloadResponse(outbox.takePayload(version: version)))
+        pollEnded()
     }
 
     // MARK: WebSocket and upgrade
@@ -72,7 +91,18 @@ extension EngineIOSession {
             return link.close(.policyViolation, reason: "cannot upgrade this session")
         }
         probe = link
+        // engine.io's upgradeTimeout: a probe that does not finish the upgrade is closed.
+        let timer = probeTimer ?? LoopTimer(loop: loop)
+        probeTimer = timer
+        timer.start(after: Self.upgradeTimeoutMillis) { [weak self] in
+            guard let self, let probe = self.probe, probe.same(as: link) else { return }
+            self.probe = nil
+            probe.close(.policyViolation, reason: "upgrade not completed in time")
+        }
     }
+
+    /// How long a probe WebSocket may take to send `5`.
+    static let upgradeTimeoutMillis: UInt64 = 10_000
 
     func webSocketReceived(_ message: EngineIOWebSocketHandler.Inbound, from link: WebSocketLink) {
         guard !isClosed else { return }
@@ -87,7 +117,7 @@ extension EngineIOSession {
             }
         } catch {
             webSocket.close(.protocolError, reason: "invalid Engine.IO packet: \(error.message)")
-            close(reason: "transport error")
+            close(reason: "parse error")
         }
     }
 
@@ -101,7 +131,10 @@ extension EngineIOSession {
             if heldPoll != nil { queueAndFlush([EngineIOPacket(.noop)]) }
         } else if text == "5" {
             probe = nil
+            probeTimer?.stop()
             webSocket = link
+            // The WebSocket connection has a place at the gate of its own now.
+            leavePolling()
             if let heldPoll {
                 self.heldPoll = nil
                 heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode([EngineIOPacket(.noop)], version: version)))
@@ -111,6 +144,17 @@ extension EngineIOSession {
         } else {
             probe = nil
             link.close(.protocolError, reason: "expected 2probe then 5")
+        }
+    }
+
+    /// The WebSocket (or a probe) broke a rule that ends the session, such as a message over
+    /// `maxPayload`: the session ends with it, as it does on polling.
+    func webSocketFailed(_ link: WebSocketLink, reason: String) {
+        if let probe, probe.same(as: link) {
+            self.probe = nil
+            close(reason: reason)
+        } else if let webSocket, webSocket.same(as: link) {
+            close(reason: reason)
         }
     }
 

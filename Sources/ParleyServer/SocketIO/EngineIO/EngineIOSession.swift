@@ -34,6 +34,18 @@ final class EngineIOSession: EngineIOMessageChannel {
     private var timeoutTimer: LoopTimer?
     /// The connection policy's share of this session (EngineIOSession+ConnectionPolicy.swift).
     let sessionGuard: SessionGuard
+    /// A long-polling session's own place at the gate and under the polling cap; given back
+    /// when it ends or moves to a WebSocket (whose connection holds a place of its own).
+    var admission: AdmissionTicket?
+    /// Runs while a polling session has no GET waiting: a client that stops polling is gone
+    /// (EngineIOSession+ConnectionPolicy.swift).
+    var pollWatch: LoopTimer?
+    /// Closes a probe WebSocket that does not finish the upgrade in time.
+    var probeTimer: LoopTimer?
+    /// Set while a POST's packets are handled: the room the last publish went to, when it
+    /// asks its publishers to slow down (see ``throttle(by:)``).
+    var postBacklog: RoomBacklog?
+    var handlingPost = false
 
     var transport: EngineIOTransport { webSocket == nil ? .polling : .webSocket }
 
@@ -60,10 +72,14 @@ final class EngineIOSession: EngineIOMessageChannel {
     /// Creates a session on `loop` (the current one), registers it, and puts the handler
     /// `makeHandler` returns on it. Then send the handshake: ``takeOpeningPayload()`` (a
     /// polling open) or ``sendOpening()`` (a WebSocket-only session).
+    ///
+    /// A polling session brings its `admission` (counted in `pollingSessions` already); a
+    /// WebSocket-only one has none.
     static func open(core: ServerCore, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?,
-                     registry: EngineIOSessionRegistry,
+                     registry: EngineIOSessionRegistry, admission: AdmissionTicket?,
                      makeHandler: (EngineIOSession) -> any EngineIOSessionHandler) -> EngineIOSession {
         let session = EngineIOSession(core: core, loop: loop, version: version, webSocket: webSocket, registry: registry)
+        session.admission = admission
         EngineIOLoop.of(loop).sessions[session.sid] = session
         registry.register(session.sid, on: loop)
         session.startHeartbeat()
@@ -150,7 +166,26 @@ final class EngineIOSession: EngineIOMessageChannel {
         if transport == .webSocket, let webSocket {
             webSocket.write(frames)
         } else {
-            queueAndFlush(EngineIOFrames.packets(inPolling: frames))
+            let (packets, failures) = EngineIOFrames.packets(inPolling: frames)
+            if failures > 0 { encodingFailed(failures, what: "a pre-encoded polling frame") }
+            // Held while the session moved to a WebSocket: sent there, in order.
+            sendPackets(packets)
+        }
+    }
+
+    /// Packets that could not be encoded are not sent: counted, and logged.
+    func encodingFailed(_ count: Int, what: String) {
+        for _ in 0..<count { core.socketIO.counters.encodeFailed() }
+        core.socketIO.log.warning("socket.io session \(sid.prefix(6))…: \(count) packet(s) of \(what) could not be encoded; not sent")
+    }
+
+    /// Back-pressure from the room just published to (see ``EngineIOMessageChannel/throttle(by:)``).
+    func throttle(by backlog: RoomBacklog?) {
+        guard let backlog, backlog.isOverHigh, !isClosed else { return }
+        if let webSocket {
+            webSocket.throttle(by: backlog)
+        } else if handlingPost {
+            postBacklog = backlog
         }
     }
 
@@ -167,6 +202,11 @@ final class EngineIOSession: EngineIOMessageChannel {
             messageReceived()
             handler?.engineIOSessionReceived(packet.payload)
         case .close:
+            // As engine.io: a waiting GET ends with a noop, then the session is gone.
+            if let heldPoll {
+                self.heldPoll = nil
+                heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode([EngineIOPacket(.noop)], version: version)))
+            }
             close(reason: "client close")
         case .pong, .open, .upgrade, .noop:
             break
@@ -185,14 +225,20 @@ final class EngineIOSession: EngineIOMessageChannel {
         let handler = self.handler
         self.handler = nil
         handler?.engineIOSessionClosed(reason: reason)
+        // What waited for a poll goes out first (a CONNECT_ERROR saying why, say), then the
+        // close packet.
         if let heldPoll {
             self.heldPoll = nil
-            heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode([EngineIOPacket(.close)], version: version)))
+            heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode(outbox.takeAll() + [EngineIOPacket(.close)], version: version)))
         }
+        outbox = EngineIOOutbox()
         webSocket?.close(.normal, reason: reason)
         probe?.close(.normal, reason: reason)
         webSocket = nil
         probe = nil
+        probeTimer?.stop()
+        probeTimer = nil
+        leavePolling()
     }
 }
 
