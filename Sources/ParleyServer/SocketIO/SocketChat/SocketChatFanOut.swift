@@ -111,7 +111,7 @@ struct SocketChatUserListPacer {
     /// A list is due at `nowMillis`: true when it may go now (the caller sends it and calls
     /// ``sent(at:)``); false when it is held, to go at ``flushDueMillis``.
     mutating func userListDue(at nowMillis: Int64) -> Bool {
-        if held.isEmpty && nowMillis - lastSentMillis >= Self.windowMillis { return true }
+        if held.isEmpty && (lastSentMillis == .min || nowMillis - lastSentMillis >= Self.windowMillis) { return true }
         held.removeAll { if case .userList = $0 { true } else { false } }
         held.append(.userList)
         return false
@@ -127,8 +127,15 @@ struct SocketChatUserListPacer {
         return false
     }
 
-    /// When the held items are due.
-    var flushDueMillis: Int64 { lastSentMillis == .min ? 0 : lastSentMillis + Self.windowMillis }
+    /// When the held items are due: the first window boundary (multiples of the window on the
+    /// clock) a full window after the last list. The boundaries are the same for every socket,
+    /// so the sockets of a loop flush together and share one encoding of the list.
+    var flushDueMillis: Int64 {
+        guard lastSentMillis != .min else { return 0 }
+        let earliest = lastSentMillis + Self.windowMillis
+        let slot = (earliest + Self.windowMillis - 1) / Self.windowMillis
+        return slot * Self.windowMillis
+    }
 
     /// Everything held, in order; nothing is held afterwards.
     mutating func takeHeld() -> [Item] {
