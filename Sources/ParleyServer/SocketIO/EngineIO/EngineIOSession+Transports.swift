@@ -19,6 +19,7 @@ extension EngineIOSession {
         }
         heldPoll = target
         pollArrived()
+        if probeAnswered && outbox.isEmpty { outbox.append([EngineIOPacket(.noop)]) }
         if !outbox.isEmpty { scheduleFlush() }
     }
 
@@ -97,6 +98,7 @@ extension EngineIOSession {
         timer.start(after: Self.upgradeTimeoutMillis) { [weak self] in
             guard let self, let probe = self.probe, probe.same(as: link) else { return }
             self.probe = nil
+            self.probeAnswered = false
             probe.close(.policyViolation, reason: "upgrade not completed in time")
         }
     }
@@ -126,11 +128,13 @@ extension EngineIOSession {
     private func probeReceived(_ message: EngineIOWebSocketHandler.Inbound, from link: WebSocketLink) {
         guard case .text(let text) = message else { return link.close(.protocolError, reason: "expected 2probe") }
         if text == "2probe" {
+            probeAnswered = true
             link.write(EngineIOFrames.webSocket([EngineIOPacket(.pong, "probe")], version: version))
             // Make the held poll return so the client can pause polling.
             if heldPoll != nil { queueAndFlush([EngineIOPacket(.noop)]) }
         } else if text == "5" {
             probe = nil
+            probeAnswered = false
             probeTimer?.stop()
             webSocket = link
             // The WebSocket connection has a place at the gate of its own now.
@@ -143,6 +147,7 @@ extension EngineIOSession {
             if !pending.isEmpty { link.write(EngineIOFrames.webSocket(pending, version: version)) }
         } else {
             probe = nil
+            probeAnswered = false
             link.close(.protocolError, reason: "expected 2probe then 5")
         }
     }
@@ -159,7 +164,10 @@ extension EngineIOSession {
     }
 
     func webSocketClosed(_ link: WebSocketLink) {
-        if let probe, probe.same(as: link) { self.probe = nil }
+        if let probe, probe.same(as: link) {
+            self.probe = nil
+            probeAnswered = false
+        }
         if let webSocket, webSocket.same(as: link) {
             self.webSocket = nil
             close(reason: "transport close")

@@ -42,6 +42,9 @@ final class EngineIOSession: EngineIOMessageChannel {
     var pollWatch: LoopTimer?
     /// Closes a probe WebSocket that does not finish the upgrade in time.
     var probeTimer: LoopTimer?
+    /// The probe has answered `3probe`: the client is switching, so a GET is released at once
+    /// with a noop (as engine.io does while an upgrade is under way).
+    var probeAnswered = false
     /// Set while a POST's packets are handled: the room the last publish went to, when it
     /// asks its publishers to slow down (see ``throttle(by:)``).
     var postBacklog: RoomBacklog?
