@@ -191,3 +191,97 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         #expect(server.core.limits.count(.pollingRate) >= 1)
     }
 }
+
+/// Publisher back-pressure on the Socket.IO door: a sender to a room whose deliveries are
+/// behind is slowed (WebSocket: not read; polling: its POST answered late); other rooms go on.
+@Suite(.serialized) struct SocketIOBackPressureTests {
+    /// The index of the loop that owns Engine.IO session `sid`.
+    static func loopIndex(of sid: String, in server: ParleyServer) throws -> Int? {
+        let found = Locked<Int?>(nil)
+        for loop in server.group.loops {
+            let done = DispatchSemaphore(value: 0)
+            loop.execute {
+                if EngineIOLoop.of(loop).sessions[sid] != nil { found.withLock { $0 = loop.index } }
+                done.signal()
+            }
+            guard done.wait(timeout: .now() + 5) == .success else { throw TimeoutError(what: "a loop", seconds: 5) }
+        }
+        return found.value
+    }
+
+    /// A WebSocket Socket.IO client whose session lives on a loop other than `avoid`.
+    static func client(elsewhereThan avoid: Int, _ server: ParleyServer) throws -> (TestWebSocket, String) {
+        for _ in 0..<16 {
+            let ws = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+            let sid = try #require(try JSONParser.parse(String(try ws.receiveText().dropFirst()))["sid"]?.stringValue)
+            if try loopIndex(of: sid, in: server) != avoid {
+                try ws.sendText("40")
+                _ = try ws.receiveText()
+                return (ws, sid)
+            }
+            ws.abort()
+        }
+        throw TestSocket.Failure("no connection landed on another loop")
+    }
+
+    @Test func aSlowRoomStopsReadingItsWebSocketPublisherUntilItCatchesUp() throws {
+        let server = try startTestServer { $0.roomBacklog = 4; $0.nativeRatePerSecond = 1_000_000; $0.nativeBurst = 1_000_000 }
+        defer { server.shutdown() }
+        let listener = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        let listenerSID = try #require(try JSONParser.parse(String(try listener.receiveText().dropFirst()))["sid"]?.stringValue)
+        try listener.sendText("40")
+        _ = try listener.receiveText()
+        try listener.sendText("42[\"connectUser\",\"listener\"]")
+        _ = try listener.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
+        let slow = try #require(try Self.loopIndex(of: listenerSID, in: server))
+        let (publisher, _) = try Self.client(elsewhereThan: slow, server)
+        // The listener's loop is held: the lobby's deliveries to it pile up.
+        let release = DispatchSemaphore(value: 0)
+        server.group.loops[slow].execute { _ = release.wait(timeout: .now() + 20) }
+        for n in 0..<40 {
+            try publisher.sendText("42[\"chatMessage\",\"pub\",\"m\(n)\"]")
+        }
+        try eventuallyBlocking("the publisher throttled") { server.core.limits.count(.publisherThrottled) >= 1 }
+        release.signal()
+        var received: [String] = []
+        while received.count < 40 {
+            let text = try listener.receiveText(timeout: 10, until: { eventArguments($0, "newChatMessage") != nil })
+            received.append(eventArguments(text, "newChatMessage")?[1].stringValue ?? "")
+        }
+        #expect(received == (0..<40).map { "m\($0)" }, "every message, in order, once the room caught up")
+    }
+
+    @Test func aSlowRoomHoldsItsPollingPublishersPostAnswer() throws {
+        let server = try startTestServer { $0.roomBacklog = 4; $0.nativeRatePerSecond = 1_000_000; $0.nativeBurst = 1_000_000 }
+        defer { server.shutdown() }
+        let listener = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        let listenerSID = try #require(try JSONParser.parse(String(try listener.receiveText().dropFirst()))["sid"]?.stringValue)
+        try listener.sendText("40")
+        _ = try listener.receiveText()
+        try listener.sendText("42[\"connectUser\",\"listener\"]")
+        _ = try listener.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
+        let slow = try #require(try Self.loopIndex(of: listenerSID, in: server))
+        var publisher: PollingClient?
+        for _ in 0..<16 where publisher == nil {
+            let candidate = try PollingClient.open(port: server.httpPort, version: 4)
+            if try Self.loopIndex(of: candidate.sid, in: server) != slow { publisher = candidate }
+        }
+        let client = try #require(publisher)
+        try client.post(["40"])
+        let release = DispatchSemaphore(value: 0)
+        server.group.loops[slow].execute { _ = release.wait(timeout: .now() + 20) }
+        let body = (0..<20).map { "42[\"chatMessage\",\"pub\",\"p\($0)\"]" }.joined(separator: "\u{1e}")
+        let post = try TestSocket(port: server.httpPort)
+        try post.send("POST /socket.io/?\(client.query) HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        try eventuallyBlocking("the publisher throttled") { server.core.limits.count(.publisherThrottled) >= 1 }
+        // (The held loop would block `settle`; a short look must do.)
+        #expect(try post.fill(timeout: 0.3) && post.buffered.isEmpty, "no answer while the room is behind")
+        release.signal()
+        #expect(try post.readLine(timeout: 10).hasPrefix("HTTP/1.1 200"))
+        var received = 0
+        while received < 20 {
+            _ = try listener.receiveText(timeout: 10, until: { eventArguments($0, "newChatMessage") != nil })
+            received += 1
+        }
+    }
+}
