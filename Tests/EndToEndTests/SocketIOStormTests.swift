@@ -61,3 +61,40 @@ import Testing
         print("storm: \(n) joins; lists per socket: max \(most), mean \(lists.reduce(0, +) / n)")
     }
 }
+
+/// The native door's side of a storm of joins, measured: each join sends the joiner one
+/// `observable_members` (at most `--max-members-listed` members) and every other member one
+/// small `observable_member_join`, so a socket gets O(n) bytes for n joins, not O(n²), and
+/// nothing needs pacing.
+@Suite(.serialized) struct NativeJoinStormTests {
+    @Test func aThousandJoinsInOneBurstDisconnectNobodyAndCostEachSocketLinearBytes() throws {
+        let n = 1_000
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        var clients: [TestWebSocket] = []
+        for index in 0..<n {
+            let ws = try TestWebSocket(port: server.httpPort)
+            try ws.sendText("{\"type\":\"handshake\",\"channel\":\"demo\",\"callback\":0,\"client_data\":{\"name\":\"n\(index)\"}}")
+            _ = try ws.receiveText()
+            clients.append(ws)
+        }
+        for ws in clients { try ws.sendText("{\"type\":\"subscribe\",\"room\":\"observable-storm\",\"callback\":1}") }
+        var bytes = [Int](repeating: 0, count: n)
+        var joins = [Int](repeating: 0, count: n)
+        var members = [Int](repeating: 0, count: n)
+        var settled = 0
+        try SocketIOStormTests.drain(clients, deadline: Date().addingTimeInterval(180), onText: { index, text in
+            bytes[index] += text.utf8.count
+            if text.contains("\"observable_member_join\"") { joins[index] += 1 }
+            if text.contains("\"observable_members\"") {
+                members[index] = (try? JSONParser.parse(text))?["data"]?.arrayValue?.count ?? 0
+            }
+            // Settled: its own list plus a join for everyone after it makes n members.
+            if members[index] > 0 && members[index] + joins[index] == n { settled += 1 }
+        }, done: { settled == n })
+        #expect(server.openConnectionCount == n, "nobody was disconnected")
+        let most = bytes.max() ?? 0
+        #expect(most < 400 * n, "linear in n: \(most) bytes")
+        print("native storm: \(n) joins; bytes per socket: max \(most), mean \(bytes.reduce(0, +) / n)")
+    }
+}
