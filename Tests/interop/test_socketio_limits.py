@@ -86,7 +86,7 @@ def test_unknown_events_get_an_ack_error_and_never_an_error_event(server, transp
         assert isinstance(answer, dict) and "unknown event" in answer["error"]
         assert client.sio.call("connectUser", "uma" + transports[0], timeout=TIMEOUT) is None
         # The chat message's ack comes once it is stored.
-        assert client.sio.call("chatMessage", ["uma" + transports[0], "stored"], timeout=TIMEOUT) is None
+        assert client.sio.call("chatMessage", ("uma" + transports[0], "stored"), timeout=TIMEOUT) is None
         assert "error" not in [name for name, _ in client.events]
         assert metric(server, 'parley_socketio_ignored_events_total{reason="unknown_event"}') == before + 1
     finally:
@@ -98,7 +98,7 @@ def test_an_oversized_message_ends_the_session_and_the_client_reconnects(server,
     client = Recorder(base(server), transports, reconnection=True)
     try:
         first_sid = client.sio.get_sid()
-        client.sio.emit("chatMessage", ["big", "x" * 10000])
+        client.sio.emit("chatMessage", ("big", "x" * 10000))
         client.wait(lambda: client.disconnects >= 1, "the session to end")
         client.wait(lambda: client.connects >= 2 and client.sio.connected, "the client to reconnect", timeout=10)
         assert client.sio.get_sid() != first_sid

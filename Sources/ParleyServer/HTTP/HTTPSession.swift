@@ -83,7 +83,10 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             case .error(let error):
                 if error.response.status == 413 {
                     core.limits.breached(.messageSize)
-                    if let head = head ?? parser.rejectedHead { SocketIODoor.requestTooLarge(head, core: core) }
+                    if let head = head ?? parser.rejectedHead, SocketIODoor.requestTooLarge(head, core: core) {
+                        connection.close()
+                        return
+                    }
                 }
                 handle(.error(error.response))
                 return

@@ -71,9 +71,11 @@ enum SocketIODoor {
     }
 
     /// The HTTP parser refused a request on the door's path as too large: its session ends.
-    static func requestTooLarge(_ head: HTTPRequestHead, core: ServerCore) {
-        guard handles(head.path, core: core) else { return }
-        engineIO(for: head.path, core).requestTooLarge(head)
+    /// Returns true when the request is to get no answer (an Engine.IO 3 POST: the caller
+    /// closes the connection instead of answering 413).
+    static func requestTooLarge(_ head: HTTPRequestHead, core: ServerCore) -> Bool {
+        guard handles(head.path, core: core) else { return false }
+        return engineIO(for: head.path, core).requestTooLarge(head)
     }
 
     /// A connection of the HTTP door closed: a held poll on it is gone.

@@ -29,11 +29,13 @@ class Lifecycle:
         self.disconnects = 0
         self.events = []
         self.cond = threading.Condition()
-        self.sio = socketio.Client(reconnection=True, reconnection_delay=0.2, reconnection_delay_max=0.5)
+        # A reconnect after the old connection's tasks have wound down (the 4.x client reuses them).
+        self.sio = socketio.Client(reconnection=True, reconnection_delay=1, reconnection_delay_max=1, randomization_factor=0)
         self.sio.on("connect", self._connect)
         self.sio.on("disconnect", self._disconnect)
         self.sio.on("error", lambda *a: self._event("error", a))
         self.sio.on("newChatMessage", lambda *a: self._event("newChatMessage", a))
+        self.sio.on("userList", lambda *a: self._event("userList", a))
         self.sio.connect(url, transports=transports)
 
     def _event(self, name, args):
@@ -56,7 +58,7 @@ class Lifecycle:
         with self.cond:
             while not predicate():
                 left = deadline - time.time()
-                assert left > 0, "timed out waiting for %s" % what
+                assert left > 0, "timed out waiting for %s; events %r" % (what, self.events)
                 self.cond.wait(left)
 
     def close(self):
@@ -72,12 +74,16 @@ def test_an_oversized_message_ends_the_session_and_the_client_reconnects(server,
     try:
         client.wait(lambda: client.connects >= 1, "the first connect")
         first = client.sio.sid
-        client.sio.emit("chatMessage", ["big", "x" * 10000])
+        client.sio.emit("chatMessage", ("big", "x" * 10000))
         client.wait(lambda: client.disconnects >= 1, "the session to end")
         client.wait(lambda: client.connects >= 2 and client.sio.connected, "a reconnect")
         assert client.sio.sid != first
-        # The new session works: a message comes back.
-        client.sio.emit("chatMessage", ["small", "after reconnect"])
+        # The new session works: identified, its message comes back.
+        name = "small" + transports[0]
+        client.sio.emit("connectUser", name)
+        client.wait(lambda: any(e[0] == "userList" and name in [u["nickname"] for u in e[1][0]] for e in client.events),
+                    "the user list after connectUser")
+        client.sio.emit("chatMessage", (name, "after reconnect"))
         client.wait(lambda: any(e[1][1] == "after reconnect" for e in client.events if e[0] == "newChatMessage"),
                     "the message after the reconnect")
     finally:

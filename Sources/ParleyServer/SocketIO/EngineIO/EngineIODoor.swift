@@ -95,10 +95,13 @@ struct EngineIODoor {
             return reply(Self.errorResponse(400, code: 1, "Session ID unknown"))
         }
         guard body.count <= core.configuration.socketIOMaxPayload else {
-            // As engine.io does: 413, and the session ends, so the client sees it end and
-            // reconnects instead of believing it is still connected.
+            // The session ends, so the client sees it end and reconnects instead of believing
+            // it is still connected (see ``oversizedPost(version:sid:owner:)``).
             core.limits.breached(.messageSize)
-            Self.endSession(sid, on: owner, reason: "payload too large")
+            if Self.oversizedPost(version: version, sid: sid, owner: owner) {
+                connection.close()
+                return
+            }
             return reply(.text(413, "payload too large (limit \(core.configuration.socketIOMaxPayload) bytes); the session is closed\n"))
         }
         EngineIOLoop.of(connection.loop).waiting[connection.id] = EngineIOLoop.Waiter(connection, sid: sid, owner: owner)
@@ -154,15 +157,30 @@ struct EngineIODoor {
     }
 
     /// Ends session `sid` on its loop (a request about it broke a rule that ends it).
-    static func endSession(_ sid: String, on owner: EventLoop, reason: String) {
-        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.close(reason: reason) }
+    static func endSession(_ sid: String, on owner: EventLoop, reason: String, heldPollGetsError: Bool = false) {
+        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.close(reason: reason, heldPollGetsError: heldPollGetsError) }
+    }
+
+    /// A POST over `maxPayload` ends its session, the way each revision's reference server
+    /// does it, so that the revision's clients see the session end and reconnect. Returns true
+    /// when the POST gets no answer (its connection is to be closed), false for a 413.
+    ///
+    /// - Engine.IO 4 (engine.io 4+): the POST gets 413; a waiting GET gets the close packet.
+    /// - Engine.IO 3 (engine.io 3): the POST's connection is closed without an answer, and a
+    ///   waiting GET gets a 400. A v2 client (python-socketio 4, for one) gives up for good on a
+    ///   POST answered with an error status, without telling the app; a dropped POST and a
+    ///   failed GET make it report the disconnection and reconnect.
+    static func oversizedPost(version: EngineIOVersion, sid: String, owner: EventLoop) -> Bool {
+        endSession(sid, on: owner, reason: "payload too large", heldPollGetsError: version == .v3)
+        return version == .v3
     }
 
     /// The HTTP parser refused a request on the door's path as too large (over the HTTP body
     /// limit, before the door saw it): the session it names ends, as for any oversized POST.
-    func requestTooLarge(_ head: HTTPRequestHead) {
-        guard let sid = head.query("sid"), let owner = sessions.owner(of: sid) else { return }
-        Self.endSession(sid, on: owner, reason: "payload too large")
+    /// Returns true when the request is to get no answer (see ``oversizedPost(version:sid:owner:)``).
+    func requestTooLarge(_ head: HTTPRequestHead) -> Bool {
+        guard let sid = head.query("sid"), let owner = sessions.owner(of: sid), let version = version(of: head) else { return false }
+        return Self.oversizedPost(version: version, sid: sid, owner: owner)
     }
 
     /// A connection of the HTTP door closed: a held poll on it is gone.

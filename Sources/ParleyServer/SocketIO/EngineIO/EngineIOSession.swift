@@ -218,7 +218,13 @@ final class EngineIOSession: EngineIOMessageChannel {
 
     // MARK: closing
 
-    func close(reason: String) {
+    func close(reason: String) { close(reason: reason, heldPollGetsError: false) }
+
+    /// Ends the session. A GET waiting meanwhile gets the close packet, or with
+    /// `heldPollGetsError` a 400: a poll error is what makes an Engine.IO 3 client (e.g.
+    /// python-socketio 4) treat the end as a dropped connection and reconnect, where a close
+    /// packet reads as a deliberate goodbye.
+    func close(reason: String, heldPollGetsError: Bool) {
         guard !isClosed else { return }
         isClosed = true
         stopHeartbeat()
@@ -232,7 +238,11 @@ final class EngineIOSession: EngineIOMessageChannel {
         // close packet.
         if let heldPoll {
             self.heldPoll = nil
-            heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode(outbox.takeAll() + [EngineIOPacket(.close)], version: version)))
+            if heldPollGetsError {
+                heldPoll.send(EngineIODoor.errorResponse(400, code: 1, "Session ID unknown (the session was closed: \(reason))"))
+            } else {
+                heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode(outbox.takeAll() + [EngineIOPacket(.close)], version: version)))
+            }
         }
         outbox = EngineIOOutbox()
         webSocket?.close(.normal, reason: reason)
