@@ -161,17 +161,19 @@ struct EngineIODoor {
         owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.close(reason: reason, heldPollGetsError: heldPollGetsError) }
     }
 
-    /// A POST over `maxPayload` ends its session, the way each revision's reference server
-    /// does it, so that the revision's clients see the session end and reconnect. Returns true
-    /// when the POST gets no answer (its connection is to be closed), false for a 413.
+    /// A POST over `maxPayload` ends its session so that the client sees the session end and
+    /// reconnects. Returns true when the POST gets no answer (its connection is to be closed),
+    /// false for a 413.
     ///
-    /// - Engine.IO 4 (engine.io 4+): the POST gets 413; a waiting GET gets the close packet.
-    /// - Engine.IO 3 (engine.io 3): the POST's connection is closed without an answer, and a
-    ///   waiting GET gets a 400. A v2 client (python-socketio 4, for one) gives up for good on a
-    ///   POST answered with an error status, without telling the app; a dropped POST and a
-    ///   failed GET make it report the disconnection and reconnect.
+    /// - A waiting GET gets a 400, not the close packet: clients read a close packet as a
+    ///   deliberate goodbye and do not reconnect (python-socketio 4 and 5 both), while a failed
+    ///   poll is a dropped connection, which they report and reconnect after.
+    /// - Engine.IO 4: the POST gets 413 (as engine.io answers it).
+    /// - Engine.IO 3: the POST's connection is closed without an answer, as engine.io 3 did: a
+    ///   v2 client (python-socketio 4, for one) gives up for good on a POST answered with an
+    ///   error status, without telling the app.
     static func oversizedPost(version: EngineIOVersion, sid: String, owner: EventLoop) -> Bool {
-        endSession(sid, on: owner, reason: "payload too large", heldPollGetsError: version == .v3)
+        endSession(sid, on: owner, reason: "payload too large", heldPollGetsError: true)
         return version == .v3
     }
 
