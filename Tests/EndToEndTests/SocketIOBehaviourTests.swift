@@ -120,7 +120,8 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         #expect(refused.status == 503, "\(refused)")
         #expect(refused.body.contains("server is full"))
         // A session that ends gives its place back.
-        try a.post(["1"])
+        let bye = try a.post(["1"])
+        #expect(bye.status == 200, "\(bye)")
         try eventuallyBlocking("a's place given back") { server.openConnectionCount == 2 }
         // An upgrade: the WebSocket connection's place counts the session; its polling place goes.
         let ws = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket&sid=\(b.sid)")

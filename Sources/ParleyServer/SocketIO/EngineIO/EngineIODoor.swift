@@ -158,7 +158,7 @@ struct EngineIODoor {
 
     /// Ends session `sid` on its loop (a request about it broke a rule that ends it).
     static func endSession(_ sid: String, on owner: EventLoop, reason: String, heldPollGetsError: Bool = false) {
-        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.close(reason: reason, heldPollGetsError: heldPollGetsError) }
+        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.end(reason: reason, heldPollGetsError: heldPollGetsError) }
     }
 
     /// A POST over `maxPayload` ends its session so that the client sees the session end and

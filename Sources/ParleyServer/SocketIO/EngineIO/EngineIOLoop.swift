@@ -102,6 +102,6 @@ final class EngineIOLoop {
     /// Ends every session on this loop (the server is stopping: polling sessions hold places
     /// at the gate that no connection would give back).
     func closeAllSessions(reason: String) {
-        for session in Array(sessions.values) { session.close(reason: reason) }
+        for session in Array(sessions.values) { session.end(reason: reason) }
     }
 }

@@ -20,7 +20,7 @@ extension EngineIOSession {
     func startConnectionPolicy() {
         sessionGuard.watchIdle { [weak self] in
             guard let self, !self.isClosed else { return }
-            self.close(reason: "idle timeout")
+            self.end(reason: "idle timeout")
         }
         if webSocket == nil { pollEnded() }
     }
@@ -36,7 +36,7 @@ extension EngineIOSession {
         let allowance = core.configuration.socketIOPingIntervalMillis + core.configuration.socketIOPingTimeoutMillis
         watch.start(after: allowance) { [weak self] in
             guard let self, !self.isClosed, self.webSocket == nil, self.heldPoll == nil else { return }
-            self.close(reason: "polling abandoned")
+            self.end(reason: "polling abandoned")
         }
     }
 

@@ -8,13 +8,17 @@ extension EngineIOSession {
 
     /// A polling GET: answered now when packets wait, else held until some do.
     func poll(_ target: HTTPReplyTarget) {
+        if isClosed, let lastPackets {
+            forget()
+            return target.send(EngineIODoor.payloadResponse(EngineIOPayload.encode(lastPackets, version: version)))
+        }
         guard !isClosed, webSocket == nil else {
             return target.send(EngineIODoor.errorResponse(400, code: 3, "Bad request: this session is not polling"))
         }
         if heldPoll != nil {
             // A second concurrent GET is a client bug; upstream closes the session too.
             target.send(EngineIODoor.errorResponse(400, code: 3, "Bad request: overlapping polling requests"))
-            close(reason: "overlapping polls")
+            end(reason: "overlapping polls")
             return
         }
         heldPoll = target
@@ -34,7 +38,7 @@ extension EngineIOSession {
         } catch {
             // The protocol closes the session on an invalid packet; the client reconnects.
             target.send(.text(400, "invalid payload: \(error.message); the session is closed\n"))
-            close(reason: "parse error")
+            end(reason: "parse error")
             return
         }
         handlingPost = true
@@ -63,7 +67,7 @@ extension EngineIOSession {
     func queueAndFlush(_ packets: [EngineIOPacket]) {
         outbox.append(packets)
         if outboxOverLimit {
-            close(reason: "client does not poll fast enough")
+            end(reason: "client does not poll fast enough")
             return
         }
         if heldPoll != nil { scheduleFlush() }
@@ -119,7 +123,7 @@ extension EngineIOSession {
             }
         } catch {
             webSocket.close(.protocolError, reason: "invalid Engine.IO packet: \(error.message)")
-            close(reason: "parse error")
+            end(reason: "parse error")
         }
     }
 
@@ -157,9 +161,9 @@ extension EngineIOSession {
     func webSocketFailed(_ link: WebSocketLink, reason: String) {
         if let probe, probe.same(as: link) {
             self.probe = nil
-            close(reason: reason)
+            end(reason: reason)
         } else if let webSocket, webSocket.same(as: link) {
-            close(reason: reason)
+            end(reason: reason)
         }
     }
 
@@ -170,7 +174,7 @@ extension EngineIOSession {
         }
         if let webSocket, webSocket.same(as: link) {
             self.webSocket = nil
-            close(reason: "transport close")
+            end(reason: "transport close")
         }
     }
 }

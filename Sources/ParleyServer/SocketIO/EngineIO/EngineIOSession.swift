@@ -42,6 +42,19 @@ final class EngineIOSession: EngineIOMessageChannel {
     var pollWatch: LoopTimer?
     /// Closes a probe WebSocket that does not finish the upgrade in time.
     var probeTimer: LoopTimer?
+    /// A closed polling session's last packets, for the client's next GET.
+    var lastPackets: [EngineIOPacket]?
+    private var lingerTimer: LoopTimer?
+
+    /// The session is gone for good: its sid is unknown from now on.
+    func forget() {
+        lastPackets = nil
+        lingerTimer?.stop()
+        lingerTimer = nil
+        registry.unregister(sid)
+        if EngineIOLoop.of(loop).sessions[sid] === self { EngineIOLoop.of(loop).sessions.removeValue(forKey: sid) }
+    }
+
     /// The probe has answered `3probe`: the client is switching, so a GET is released at once
     /// with a noop (as engine.io does while an upgrade is under way).
     var probeAnswered = false
@@ -136,7 +149,7 @@ final class EngineIOSession: EngineIOMessageChannel {
         for action in actions {
             switch action {
             case .sendPing: sendPackets([EngineIOPacket(.ping)])
-            case .armTimeout(let millis): timeoutTimer?.start(after: millis) { [weak self] in self?.close(reason: "ping timeout") }
+            case .armTimeout(let millis): timeoutTimer?.start(after: millis) { [weak self] in self?.end(reason: "ping timeout") }
             case .disarmTimeout: timeoutTimer?.stop()
             }
         }
@@ -210,7 +223,7 @@ final class EngineIOSession: EngineIOMessageChannel {
                 self.heldPoll = nil
                 heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode([EngineIOPacket(.noop)], version: version)))
             }
-            close(reason: "client close")
+            end(reason: "client close")
         case .pong, .open, .upgrade, .noop:
             break
         }
@@ -218,19 +231,21 @@ final class EngineIOSession: EngineIOMessageChannel {
 
     // MARK: closing
 
-    func close(reason: String) { close(reason: reason, heldPollGetsError: false) }
+    /// Ends the session at the request of the layer above (a protocol violation, a connect
+    /// timeout): what it queued still reaches a polling client (see ``end(reason:heldPollGetsError:flushing:)``).
+    func close(reason: String) { end(reason: reason, flushing: true) }
 
-    /// Ends the session. A GET waiting meanwhile gets the close packet, or with
-    /// `heldPollGetsError` a 400: a poll error is what makes an Engine.IO 3 client (e.g.
-    /// python-socketio 4) treat the end as a dropped connection and reconnect, where a close
-    /// packet reads as a deliberate goodbye.
-    func close(reason: String, heldPollGetsError: Bool) {
+    /// Ends the session. A GET waiting meanwhile gets what was queued and the close packet, or
+    /// with `heldPollGetsError` a 400: clients read a failed poll as a dropped connection and
+    /// reconnect, where a close packet reads as a deliberate goodbye. With `flushing`, a
+    /// polling client not waiting now gets the queued packets on its next GET (within the
+    /// ping timeout), as engine.io's "closing" state gives them; otherwise the sid is unknown
+    /// at once (a ping timeout, say, as the protocol's suite expects).
+    func end(reason: String, heldPollGetsError: Bool = false, flushing: Bool = false) {
         guard !isClosed else { return }
         isClosed = true
         stopHeartbeat()
         stopConnectionPolicy()
-        registry.unregister(sid)
-        EngineIOLoop.of(loop).sessions.removeValue(forKey: sid)
         let handler = self.handler
         self.handler = nil
         handler?.engineIOSessionClosed(reason: reason)
@@ -243,6 +258,17 @@ final class EngineIOSession: EngineIOMessageChannel {
             } else {
                 heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode(outbox.takeAll() + [EngineIOPacket(.close)], version: version)))
             }
+        }
+        if flushing, webSocket == nil, heldPoll == nil, !outbox.isEmpty {
+            // A polling client not waiting right now still gets what was queued for it (a
+            // CONNECT_ERROR saying why, say) and the close packet, on its next GET within the
+            // heartbeat's timeout, as engine.io's "closing" state gives it.
+            lastPackets = outbox.takeAll() + [EngineIOPacket(.close)]
+            let timer = LoopTimer(loop: loop)
+            lingerTimer = timer
+            timer.start(after: core.configuration.socketIOPingTimeoutMillis) { [weak self] in self?.forget() }
+        } else {
+            forget()
         }
         outbox = EngineIOOutbox()
         webSocket?.close(.normal, reason: reason)
