@@ -16,7 +16,7 @@ INTEROP_EIO3_VENV = .venv-interop-eio3
 BENCH_VENV   = .venv-bench
 ARGS        ?=
 
-.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance bench clean
+.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance conformance-socketio bench clean
 
 all: build
 
@@ -86,10 +86,15 @@ $(INTEROP_EIO3_VENV)/.ready: Tests/interop/requirements-eio3.txt
 	$(INTEROP_EIO3_VENV)/bin/pip install -q -r Tests/interop/requirements-eio3.txt
 	touch $@
 
-# Autobahn|Testsuite against the echo endpoint (server side) and autobahn-client (client
-# side); needs Python 2.7 (~/.pyenv/versions/2.7.18 or PY27=...). Not part of `make test`.
-conformance: deps
-	SWIFT=$(SWIFT) Tests/conformance/run.sh
+# The Engine.IO v4 / Socket.IO v5 protocol test suites (Node, Debian's mocha and node-ws)
+# against the diagnostic endpoints, then Autobahn|Testsuite against the echo endpoint (server
+# side) and autobahn-client (client side); Autobahn needs Python 2.7
+# (~/.pyenv/versions/2.7.18 or PY27=...). Not part of `make test`.
+conformance: deps conformance-socketio
+	SWIFT=$(SWIFT) SKIP_BUILD=$${SKIP_BUILD:-0} Tests/conformance/run.sh
+
+conformance-socketio: deps
+	SWIFT=$(SWIFT) Tests/conformance/socketio/run.sh
 
 # `parley bench` scenarios (Benchmarks.md) against a release server, plus the python-socketio
 # SocketChat reference server for the comparison row; prints one table. Takes a few minutes;

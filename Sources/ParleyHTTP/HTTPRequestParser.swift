@@ -69,6 +69,9 @@ public struct HTTPRequestParser: Sendable {
 
     // The request being parsed.
     private var head = HTTPRequestHead(method: "", target: "", path: "", versionMinor: 1)
+    /// The head of a request refused as too large before its `.head` event (a Content-Length
+    /// over the limit), so the caller can tell what it was for (e.g. which session to end).
+    public private(set) var rejectedHead: HTTPRequestHead?
     private var headerBytes = 0
     private var headerCount = 0
     private var bodyBytes = 0
@@ -194,7 +197,10 @@ public struct HTTPRequestParser: Sendable {
                     }
                     currentBodyLimit = bodyLimit?(head) ?? limits.maxBodyBytes
                     let framing: Framing
-                    do throws(HTTPParseError) { framing = try validateHead() } catch { return fail(error) }
+                    do throws(HTTPParseError) { framing = try validateHead() } catch {
+                        if error.status == 413 { rejectedHead = head }
+                        return fail(error)
+                    }
                     events.append(.head(head))
                     switch framing {
                     case .none, .length(0):

@@ -191,8 +191,10 @@ import Testing
         let (native, reply) = try await NativeClient.handshake(server, channel: "demo", clientData: ["name": " Mallory "])
         #expect(reply["error"] == "banned from this server" && reply["client_id"]?.stringValue?.isEmpty == false)
         #expect(try await native.ws.closeCode() == 1008)
-        try sam.post([#"42["connectUser","mallory"]"#])
-        _ = try sam.poll(until: { $0.contains("banned from this server") })
+        // Socket.IO never emits `error`: the refusal is the answer to an ack.
+        try sam.post([#"421["connectUser","mallory"]"#])
+        let refusal = try sam.poll(until: { $0.contains("banned from this server") })
+        #expect(refusal.contains(#"431[{"error":"banned from this server"}]"#), "\(refusal)")
         // Others are not affected; lifting the ban lets the name back in.
         #expect(try server.lineClientForLogTest(name: "alice") != nil)
         let bans = try await admin(server, "GET", "/bans")

@@ -40,6 +40,8 @@ final class PollingClient {
     let port: Int
     let version: Int?
     let sid: String
+    /// The Engine.IO path (`/socket.io/`, or the echo endpoint's).
+    var path = "/socket.io/"
     let open: JSONValue
     /// Packets that came with the open packet (EIO3 sends `40` there).
     let rest: [String]
@@ -55,13 +57,15 @@ final class PollingClient {
 
     var query: String { (version.map { "EIO=\($0)&" } ?? "") + "transport=polling&sid=\(sid)" }
 
-    static func open(port: Int, version: Int?) throws -> PollingClient {
-        let response = try rawHTTP(port: port, "GET", "/socket.io/?" + (version.map { "EIO=\($0)&" } ?? "") + "transport=polling&t=x")
+    static func open(port: Int, version: Int?, path: String = "/socket.io/") throws -> PollingClient {
+        let response = try rawHTTP(port: port, "GET", path + "?" + (version.map { "EIO=\($0)&" } ?? "") + "transport=polling&t=x")
         guard response.status == 200 else { throw TestSocket.Failure("open: \(response.status) \(response.body)") }
         let packets = version == 4 ? response.body.components(separatedBy: "\u{1e}") : splitV3(response.body)
         guard let first = packets.first, first.hasPrefix("0") else { throw TestSocket.Failure("no open packet in \(response.body)") }
         let open = try JSONParser.parse(String(first.dropFirst()))
-        return PollingClient(port: port, version: version, sid: open["sid"]?.stringValue ?? "", open: open, rest: Array(packets.dropFirst()))
+        let client = PollingClient(port: port, version: version, sid: open["sid"]?.stringValue ?? "", open: open, rest: Array(packets.dropFirst()))
+        client.path = path
+        return client
     }
 
     /// `<len>:<packet>...`, lengths in UTF-16 units.
@@ -79,7 +83,7 @@ final class PollingClient {
     }
 
     func get(timeout: Double = 5) throws -> RawHTTPResponse {
-        try rawHTTP(port: port, "GET", "/socket.io/?\(query)", timeout: timeout)
+        try rawHTTP(port: port, "GET", "\(path)?\(query)", timeout: timeout)
     }
 
     /// The packets of the next GET.
@@ -108,7 +112,7 @@ final class PollingClient {
     @discardableResult
     func post(_ packets: [String]) throws -> RawHTTPResponse {
         let body = version == 4 ? packets.joined(separator: "\u{1e}") : packets.map { "\($0.utf16.count):\($0)" }.joined()
-        return try rawHTTP(port: port, "POST", "/socket.io/?\(query)", body: Array(body.utf8),
+        return try rawHTTP(port: port, "POST", "\(path)?\(query)", body: Array(body.utf8),
                            headers: [("Content-Type", "text/plain;charset=UTF-8")])
     }
 }

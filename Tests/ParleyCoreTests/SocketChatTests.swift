@@ -24,6 +24,25 @@ import Testing
         #expect(roster.users(connected: []) == [])
     }
 
+    @Test func departedUsersExpireAfterTheirLifetimeAndAreBounded() {
+        let clock = ManualClock()
+        let roster = SocketChatRoster(departedLifetimeMillis: 60_000, maxDeparted: 3, clock: clock)
+        roster.disconnected(id: "s1", nickname: "bob")
+        clock.advance(millis: 30_000)
+        roster.disconnected(id: "s2", nickname: "carl")
+        #expect(roster.users(connected: []).map(\.nickname) == ["bob", "carl"])
+        clock.advance(millis: 30_000)
+        #expect(roster.users(connected: []).map(\.nickname) == ["carl"], "bob left a minute ago")
+        clock.advance(millis: 30_000)
+        #expect(roster.users(connected: []).isEmpty)
+        // At most maxDeparted are kept: the oldest departures go first.
+        for n in 1...5 { roster.disconnected(id: "x\(n)", nickname: "user\(n)") }
+        #expect(roster.departedCount == 3)
+        #expect(roster.users(connected: []).map(\.nickname) == ["user3", "user4", "user5"])
+        #expect(SocketChatRoster().departedLifetimeMillis == 3_600_000)
+        #expect(SocketChatRoster().maxDeparted == 1_000)
+    }
+
     @Test func userListHasOneEntryPerNickname() {
         let twin = Member(id: "l1", clientData: ["name": "alice"])
         let anonymous = Member(id: "x9")

@@ -53,7 +53,12 @@ import Testing
         #expect(EngineIOFrames.preEncoded([], for: .webSocket) == nil)
         let polling = try #require(EngineIOFrames.preEncoded(texts, for: .polling))
         #expect(polling.bytes == Array("42[\"a\"]\u{1e}42[\"b\"]".utf8))
-        #expect(EngineIOFrames.packets(inPolling: polling) == [EngineIOPacket(.message, "2[\"a\"]"), EngineIOPacket(.message, "2[\"b\"]")])
+        #expect(EngineIOFrames.packets(inPolling: polling).packets == [EngineIOPacket(.message, "2[\"a\"]"), EngineIOPacket(.message, "2[\"b\"]")])
+        #expect(EngineIOFrames.packets(inPolling: polling).failures == 0)
+        // A part that is no packet is not sent, and is counted (the session logs it).
+        let broken = EngineIOFrames.packets(inPolling: IOBuffer(Array("42[1]\u{1e}x\u{1e}42[2]".utf8)))
+        #expect(broken.packets == [EngineIOPacket(.message, "2[1]"), EngineIOPacket(.message, "2[2]")])
+        #expect(broken.failures == 1)
         let webSocket = try #require(EngineIOFrames.preEncoded(texts, for: .webSocket))
         #expect(webSocket.bytes == [0x81, 7] + Array("42[\"a\"]".utf8) + [0x81, 7] + Array("42[\"b\"]".utf8))
     }
@@ -62,5 +67,40 @@ import Testing
         let packets = [EngineIOPacket(.ping), EngineIOPacket(binary: [9, 8])]
         #expect(EngineIOFrames.webSocket(packets, version: .v4).bytes == [0x81, 1, 0x32, 0x82, 2, 9, 8])
         #expect(EngineIOFrames.webSocket(packets, version: .v3).bytes == [0x81, 1, 0x32, 0x82, 3, 4, 9, 8])
+    }
+}
+
+@Suite struct SocketChatUserListPacerTests {
+    @Test func oneListPerWindowTheLastOneInItsPlaceAndNothingReordered() {
+        var pacer = SocketChatUserListPacer()
+        let a = IOBuffer(Array("a".utf8)), b = IOBuffer(Array("b".utf8)), c = IOBuffer(Array("c".utf8))
+        // The first list goes at once; so do events while nothing is held.
+        let step1 = pacer.userListDue(at: 1000)
+        #expect(step1)
+        pacer.sent(at: 1000)
+        let step2 = pacer.frame(a, .webSocket)
+        #expect(step2)
+        // Within the window: the list waits, and so does everything after it.
+        let step3 = pacer.userListDue(at: 1010)
+        #expect(!step3)
+        let step4 = pacer.frame(b, .webSocket)
+        #expect(!step4)
+        let step5 = pacer.userListDue(at: 1020)
+        #expect(!step5)
+        let step6 = pacer.frame(c, .polling)
+        #expect(!step6)
+        #expect(pacer.flushDueMillis == 1050)
+        let held = pacer.takeHeld()
+        #expect(held.count == 3)
+        if case .frame(let frame, .webSocket) = held[0] { #expect(frame.bytes == b.bytes) } else { Issue.record("\(held[0])") }
+        if case .userList = held[1] {} else { Issue.record("the one list, after b: \(held[1])") }
+        if case .frame(let frame, .polling) = held[2] { #expect(frame.bytes == c.bytes) } else { Issue.record("\(held[2])") }
+        pacer.sent(at: 1050)
+        #expect(!pacer.isHolding)
+        let step7 = pacer.userListDue(at: 1099)
+        #expect(!step7)
+        _ = pacer.takeHeld()
+        let step8 = pacer.userListDue(at: 1200)
+        #expect(step8)
     }
 }

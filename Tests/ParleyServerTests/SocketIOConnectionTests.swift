@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import ParleyIO
 import ParleyCore
 import ParleyTestSupport
 import Testing
@@ -33,18 +35,73 @@ import Testing
         #expect(reply.hasPrefix("0{\"sid\":\"") && reply.hasSuffix("\",\"pid\":\"p1\"}"))
     }
 
-    @Test func refusalsUnknownNamespacesAndEventsBeforeConnect() throws {
+    @Test func refusalsAndUnknownNamespacesKeepTheConnection() throws {
         let harness = try SocketIOHarness()
         defer { harness.shutdown() }
         try harness.onLoop { $0.recording.decide = { $0.auth == nil ? .refuse("no token") : .accept() } }
         #expect(try harness.receive("0") == ["4{\"message\":\"no token\"}"])
-        #expect(try harness.receive("2[\"a\"]") == ["4{\"message\":\"not connected: send CONNECT (40) before events\"}"])
         #expect(try harness.receive("0/admin,") == ["4/admin,{\"message\":\"Invalid namespace\"}"])
-        #expect(try harness.receive("2/admin,[\"a\"]") == ["4/admin,{\"message\":\"Invalid namespace\"}"])
-        #expect(try harness.receive("2{}").first?.hasPrefix("4{\"message\":\"invalid packet: ") == true)
+        #expect(try harness.receive("0/random") == ["4/random,{\"message\":\"Invalid namespace\"}"])
         #expect(try harness.receive("0{\"token\":1}").first?.hasPrefix("0{\"sid\":") == true)
         #expect(try harness.receive("2[\"a\",1]").isEmpty)
         #expect(try harness.onLoop { $0.recording.log.last } == "event / a [1]")
+        #expect(try harness.onLoop { !$0.channel.isClosed })
+    }
+
+    /// "If the server does not receive a CONNECT packet first, then it MUST close the
+    /// connection"; the same for an event on a namespace nobody serves. A CONNECT_ERROR says
+    /// why first.
+    @Test func eventsBeforeConnectCloseTheConnection() throws {
+        for (packet, error) in [("2[\"a\"]", "4{\"message\":\"not connected: send CONNECT (40) before events\"}"),
+                                ("2/admin,[\"a\"]", "4/admin,{\"message\":\"Invalid namespace\"}")] {
+            let harness = try SocketIOHarness()
+            defer { harness.shutdown() }
+            #expect(try harness.receive(packet) == [error])
+            #expect(try harness.onLoop { $0.channel.closeReason } == "parse error")
+            #expect(try harness.onLoop { $0.recording.events.isEmpty })
+        }
+    }
+
+    /// The protocol closes the connection on an invalid packet (unknown type, a payload of the
+    /// wrong shape, a bad ack id), after a CONNECT_ERROR saying why.
+    @Test func invalidPacketsCloseTheConnection() throws {
+        for garbage in ["abc", "2{}", "2abc[\"message-with-ack\"]", "9", "", "5x-[\"a\"]"] {
+            let harness = try SocketIOHarness()
+            defer { harness.shutdown() }
+            try harness.receive("0")
+            let sent = try harness.receive(garbage)
+            #expect(sent.count == 1 && sent[0].hasPrefix("4{\"message\":\"invalid packet: "), "\(garbage.debugDescription) -> \(sent)")
+            #expect(try harness.onLoop { $0.channel.closeReason } == "parse error", "\(garbage.debugDescription)")
+        }
+    }
+
+    @Test func aConnectionThatConnectsNoNamespaceIsClosedAfterTheTimeout() throws {
+        let quiet = try SocketIOHarness(connectTimeoutMillis: 100)
+        defer { quiet.shutdown() }
+        #expect(try quiet.open().isEmpty)
+        try eventuallyBlocking("the silent connection closed") { try quiet.onLoop { $0.channel.isClosed } }
+        #expect(try quiet.onLoop { $0.channel.closeReason }?.contains("no namespace connected") == true)
+        // One that connects in time stays.
+        let prompt = try SocketIOHarness(connectTimeoutMillis: 100)
+        defer { prompt.shutdown() }
+        _ = try prompt.open()
+        try prompt.receive("0/custom,")
+        let closed = Locked(false)
+        let done = DispatchSemaphore(value: 0)
+        prompt.loop.execute {
+            let timer = LoopTimer(loop: prompt.loop)
+            timer.start(after: 300) {
+                closed.withLock { $0 = prompt.channel.isClosed }
+                _ = timer
+                done.signal()
+            }
+        }
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        #expect(!closed.value, "a connected client is not timed out")
+        // Engine.IO 3 connects `/` at once: no timeout.
+        let v3 = try SocketIOHarness(version: .v3, connectTimeoutMillis: 100)
+        defer { v3.shutdown() }
+        #expect(try v3.open() == ["0"])
     }
 
     @Test func engineIO3ConnectsSlashAtOnceAndErrorsAreStrings() throws {
@@ -148,10 +205,12 @@ import Testing
     @Test func referenceBehaviour() throws {
         let harness = try SocketIOHarness { SocketIOTestApplication() }
         let connect = try harness.receive("0/custom,{\"token\":\"abc\"}")
-        #expect(connect.count == 2)
+        #expect(connect.count == 1)
         #expect(connect.first?.hasPrefix("0/custom,{\"sid\":") == true)
-        #expect(connect.last == "2/custom,[\"auth\",{\"token\":\"abc\"}]")
-        #expect(try harness.receive("0").last == "2[\"auth\",{}]")
+        // `auth` follows a moment later, in a write of its own (see authDelayMillis).
+        #expect(try harness.waitForSent() == ["2/custom,[\"auth\",{\"token\":\"abc\"}]"])
+        #expect(try harness.receive("0").count == 1)
+        #expect(try harness.waitForSent() == ["2[\"auth\",{}]"])
         #expect(try harness.receive("0/other,") == ["4/other,{\"message\":\"Invalid namespace\"}"])
         #expect(try harness.receive("2[\"message\",1,\"2\",{\"3\":[4]}]") == ["2[\"message-back\",1,\"2\",{\"3\":[4]}]"])
         #expect(try harness.receive(.text("51-[\"message\",{\"_placeholder\":true,\"num\":0}]"), .binary([1, 2, 3]))

@@ -42,6 +42,11 @@ final class FakeEngineIOChannel: EngineIOMessageChannel {
         closeReason = reason
     }
 
+    /// Backlogs the layer above asked to be throttled by.
+    private(set) var throttledBy: [RoomBacklog?] = []
+
+    func throttle(by backlog: RoomBacklog?) { throttledBy.append(backlog) }
+
     /// What was sent since the last call.
     func takeSent() -> [String] {
         defer { sent = [] }
@@ -96,11 +101,13 @@ final class SocketIOHarness: @unchecked Sendable {
 
     struct Timeout: Error {}
 
-    init(version: EngineIOVersion = .v4, application: @escaping @Sendable () -> any SocketIOApplication = { RecordingApplication() }) throws {
+    init(version: EngineIOVersion = .v4, connectTimeoutMillis: UInt64? = nil,
+         application: @escaping @Sendable () -> any SocketIOApplication = { RecordingApplication() }) throws {
         try onLoop { harness in
             harness.channel = FakeEngineIOChannel(version: version, loop: harness.loop)
             harness.app = application()
-            harness.connection = SocketIOConnection(channel: harness.channel, application: harness.app)
+            harness.connection = SocketIOConnection(channel: harness.channel, application: harness.app,
+                                                    connectTimeoutMillis: connectTimeoutMillis)
         }
     }
 

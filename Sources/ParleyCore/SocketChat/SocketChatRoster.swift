@@ -16,33 +16,73 @@ public struct SocketChatUser: Sendable, Equatable {
 /// SocketChat's user list over Parley's lobby: everybody in the lobby (from every door) is a
 /// connected user, and Socket.IO users who disconnected without `exitUser` stay listed with
 /// `isConnected: false`, as the original SocketChat server kept them, until they come back or
-/// exit. Nicknames are the key (the original server found users by nickname). Thread-safe.
+/// exit, or for at most ``departedLifetimeMillis`` (the original kept them forever, so its list
+/// only grew). At most ``maxDeparted`` departed users are kept; beyond that the oldest go
+/// first. Nicknames are the key (the original server found users by nickname). Thread-safe.
 public final class SocketChatRoster: Sendable {
-    private let departed = Mutex<[SocketChatUser]>([])
+    /// How long a departed user stays listed by default: an hour.
+    public static let defaultDepartedLifetimeMillis: Int64 = 3_600_000
+    /// How many departed users are listed at most by default.
+    public static let defaultMaxDeparted = 1_000
 
-    public init() {}
+    public let departedLifetimeMillis: Int64
+    public let maxDeparted: Int
+    private let clock: any Clock
+    /// Departed users, oldest departure first, with the time each left.
+    private let departed = Mutex<[(user: SocketChatUser, leftMillis: Int64)]>([])
+
+    public init(departedLifetimeMillis: Int64 = SocketChatRoster.defaultDepartedLifetimeMillis,
+                maxDeparted: Int = SocketChatRoster.defaultMaxDeparted, clock: any Clock = SystemClock()) {
+        self.departedLifetimeMillis = departedLifetimeMillis
+        self.maxDeparted = max(0, maxDeparted)
+        self.clock = clock
+    }
 
     /// A Socket.IO user identified (`connectUser`): no longer listed as departed.
     public func connected(nickname: String) {
-        departed.withLock { $0.removeAll { $0.nickname == nickname } }
+        departed.withLock { $0.removeAll { $0.user.nickname == nickname } }
     }
 
-    /// A Socket.IO user's socket went away without `exitUser`: keep it, disconnected.
+    /// A Socket.IO user's socket went away without `exitUser`: keep it, disconnected, for a while.
     public func disconnected(id: String, nickname: String) {
+        let now = clock.nowMillis()
         departed.withLock { list in
-            list.removeAll { $0.nickname == nickname }
-            list.append(SocketChatUser(id: id, nickname: nickname, isConnected: false))
+            list.removeAll { $0.user.nickname == nickname }
+            list.append((SocketChatUser(id: id, nickname: nickname, isConnected: false), now))
+            expire(&list, now: now)
         }
     }
 
     /// `exitUser`: the user is gone for good.
     public func exited(nickname: String) {
-        departed.withLock { $0.removeAll { $0.nickname == nickname } }
+        departed.withLock { $0.removeAll { $0.user.nickname == nickname } }
+    }
+
+    /// Departed users listed now.
+    public var departedCount: Int {
+        let now = clock.nowMillis()
+        return departed.withLock { list in
+            expire(&list, now: now)
+            return list.count
+        }
+    }
+
+    /// Drops the departures older than the lifetime, and the oldest beyond the bound (the list
+    /// is in departure order, so both are at its front).
+    private func expire(_ list: inout [(user: SocketChatUser, leftMillis: Int64)], now: Int64) {
+        var drop = max(0, list.count - maxDeparted)
+        while drop < list.count, now - list[drop].leftMillis >= departedLifetimeMillis { drop += 1 }
+        if drop > 0 { list.removeFirst(drop) }
     }
 
     /// The `userList` for the lobby's current members.
     public func users(connected members: [Member]) -> [SocketChatUser] {
-        Self.users(connected: members, departed: departed.withLock { $0 })
+        let now = clock.nowMillis()
+        let list = departed.withLock { list in
+            expire(&list, now: now)
+            return list.map(\.user)
+        }
+        return Self.users(connected: members, departed: list)
     }
 
     /// Connected members first (join order, one entry per nickname), then departed users

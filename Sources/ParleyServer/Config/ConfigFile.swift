@@ -185,6 +185,7 @@ public enum ConfigFile {
             ("maxUploadBytes", \.uploadMaxBytes, 1...(16 << 30)),
             ("uploadsPerMinute", \.uploadsPerMinute, 1...1_000_000),
             ("filesQuotaBytes", \.filesQuotaBytes, 0...(1 << 50)),
+            ("socketIOMaxPollingSessions", \.socketIOMaxPollingSessions, 1...10_000_000),
         ] }
         static var rateLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>, burst: WritableKeyPath<ServerConfiguration, Double>)] { [
             ("nativeRatePerSecond", \.nativeRatePerSecond, \.nativeBurst),
@@ -198,6 +199,9 @@ public enum ConfigFile {
             ("httpRequestTimeoutMillis", \.httpRequestTimeoutMillis),
             ("httpIdleTimeoutMillis", \.httpIdleTimeoutMillis),
             ("webSocketPingIntervalMillis", \.webSocketPingIntervalMillis),
+            ("socketIOPingIntervalMillis", \.socketIOPingIntervalMillis),
+            ("socketIOPingTimeoutMillis", \.socketIOPingTimeoutMillis),
+            ("socketIOConnectTimeoutMillis", \.socketIOConnectTimeoutMillis),
         ] }
 
         static var limitKeys: [String] {

@@ -65,6 +65,21 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var socketIOPingTimeoutMillis: UInt64 = 20_000
     /// Socket.IO door: largest polling body or WebSocket message, in bytes (`maxPayload`).
     public var socketIOMaxPayload = 1_000_000
+    /// Socket.IO door: an Engine.IO 4 connection that has connected no namespace this long
+    /// (milliseconds) is closed, as the protocol requires.
+    public var socketIOConnectTimeoutMillis: UInt64 = 45_000
+    /// Socket.IO door: long-polling sessions open at once (each also counts as a connection
+    /// against `maxConnections` and `maxConnectionsPerIP`).
+    public var socketIOMaxPollingSessions = 10_000
+    /// Socket.IO door: long-polling requests per second one IP address may make (burst 2x;
+    /// 429 above), checked before a request reaches its session.
+    public var socketIOPollingRatePerSecond = 200.0
+    /// Path of the diagnostic bare Engine.IO 4 echo server (e.g. `/engine.io/`); nil (the
+    /// default) = off.
+    public var engineIOEchoPath: String?
+    /// Serve the Socket.IO protocol's reference test application on `/socket.io/` instead of
+    /// SocketChat (a diagnostic mode for the protocol's conformance suite; off by default).
+    public var socketIOTestApp = false
     /// Path of the diagnostic WebSocket echo endpoint (e.g. `/echo`); nil (the default) = off.
     public var webSocketEchoPath: String?
 
@@ -330,7 +345,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             }
             c.webSocketEchoPath = v
         },
-    ]
+    ] + socketIOOptions
 
     private static func integer(_ text: String, _ flag: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int {
         guard let value = Int(text), range.contains(value) else {

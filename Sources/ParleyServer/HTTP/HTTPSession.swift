@@ -105,7 +105,13 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 handle(.upgrade(head, leftover))
                 return
             case .error(let error):
-                if error.response.status == 413 { core.limits.breached(.messageSize, remote: connection.remoteAddress) }
+                if error.response.status == 413 {
+                    core.limits.breached(.messageSize, remote: connection.remoteAddress)
+                    if let head = head ?? parser.rejectedHead, SocketIODoor.requestTooLarge(head, core: core) {
+                        connection.close()
+                        return
+                    }
+                }
                 handle(.error(error.response))
                 return
             }
@@ -242,7 +248,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
 
     private func respond(to head: HTTPRequestHead, body: [UInt8]) {
         let keepAlive = head.keepAlive && !stopping
-        if SocketIODoor.handles(head.path) {
+        if SocketIODoor.handles(head.path, core: core) {
             SocketIODoor.handle(head, body: body, connection: connection, keepAlive: keepAlive, core: core)
             return
         }
@@ -298,7 +304,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     }
 
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
-        if SocketIODoor.handles(head.path) {
+        if SocketIODoor.handles(head.path, core: core) {
             timer?.stop()
             if SocketIODoor.upgrade(head, leftover: leftover, connection: connection, core: core, from: sessionGuard) {
                 upgraded = true

@@ -21,7 +21,7 @@ final class ServerCore: Sendable {
     let inboxes: [LoopInbox]
     let loops: [EventLoop]
     /// The Socket.IO door's sid registry and SocketChat roster.
-    let socketIO = SocketIOShared()
+    let socketIO: SocketIOShared
     /// Abuse-limit breaches, for `/metrics` (and the log).
     let limits: LimitCounters
     /// Total and per-IP connection admission.
@@ -63,6 +63,7 @@ final class ServerCore: Sendable {
         let metrics = metrics ?? ServerMetrics(loopCount: group.loops.count)
         self.metrics = metrics
         limits = LimitCounters(logger: logger, throttle: logThrottle)
+        socketIO = SocketIOShared(configuration: configuration)
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
@@ -341,6 +342,8 @@ public final class ParleyServer: Sendable {
         for listener in listeners.withLock({ $0 }) { listener.close() }
         for loop in group.loops {
             loop.execute {
+                // Long-polling sessions hold a place at the gate without a connection of their own.
+                EngineIOLoop.of(loop).closeAllSessions(reason: "server shutting down")
                 loop.forEachConnection { connection in
                     if let session = connection.handler as? GracefulSession {
                         session.serverIsStopping()

@@ -13,6 +13,9 @@ enum Limit: String, CaseIterable, Sendable {
     case roomsPerConnection = "rooms_per_connection"
     case membersListed = "members_listed"
     case restRate = "rest_rate"
+    /// Socket.IO long-polling requests over the per-IP rate (429), or sessions over the cap.
+    case pollingRate = "socketio_polling_rate"
+    case pollingSessions = "socketio_polling_sessions"
     /// Not a refusal: a publisher was slowed while its room's deliveries caught up.
     case publisherThrottled = "publisher_throttled"
 }

@@ -12,12 +12,27 @@ import Synchronization
 //  - SocketChat/: the SocketChat event set, the application on `/socket.io/`.
 // Adding an event set is one new `SocketIOApplication`, chosen in `SocketIODoor.engineIO`.
 
-/// What every loop's Socket.IO door shares: its Engine.IO sessions, the SocketChat roster.
+/// What every loop's Socket.IO door shares: its Engine.IO sessions, the SocketChat roster,
+/// its counters and log.
 final class SocketIOShared: Sendable {
     /// Which loop owns each session of `/socket.io/`.
     let sessions = EngineIOSessionRegistry()
+    /// Which loop owns each session of the Engine.IO echo endpoint (`--eio-echo-path`).
+    let echoSessions = EngineIOSessionRegistry()
     let roster = SocketChatRoster()
     private let nextSession = Atomic<UInt64>(0)
+    /// Long-polling sessions open now, on both Engine.IO doors (capped by
+    /// `socketIOMaxPollingSessions`).
+    let pollingSessions = Atomic<Int>(0)
+    let counters = SocketIOCounters()
+    let log = SocketIOLog()
+    /// Polling requests per IP, checked before a request is routed to its session.
+    let pollingRate: RESTRateLimiter
+
+    init(configuration: ServerConfiguration) {
+        pollingRate = RESTRateLimiter(ratePerSecond: configuration.socketIOPollingRatePerSecond,
+                                      burst: configuration.socketIOPollingRatePerSecond * 2)
+    }
 
     /// A hub session id for a Socket.IO connection (not a TCP connection): the loop in the
     /// top bits like connection ids, bit 47 set so the two never collide.
@@ -28,20 +43,39 @@ final class SocketIOShared: Sendable {
 }
 
 /// The Socket.IO door at `/socket.io/`: Engine.IO 3 and 4 over HTTP long-polling and
-/// WebSocket, Socket.IO on each session, SocketChat on Socket.IO. `HTTPSession` hands it
-/// every request and upgrade on its path.
+/// WebSocket, Socket.IO on each session, SocketChat on Socket.IO (or, with `--sio-test-app`,
+/// the protocol's test application). With `--eio-echo-path`, also a bare Engine.IO 4 echo
+/// server there. `HTTPSession` hands it every request and upgrade on those paths.
 enum SocketIODoor {
     static func handles(_ path: String) -> Bool { path == "/socket.io/" || path == "/socket.io" }
 
+    /// Whether `path` belongs to this door: `/socket.io/`, or the Engine.IO echo path.
+    static func handles(_ path: String, core: ServerCore) -> Bool {
+        handles(path) || isEchoPath(path, core)
+    }
+
+    private static func isEchoPath(_ path: String, _ core: ServerCore) -> Bool {
+        guard let echo = core.configuration.engineIOEchoPath else { return false }
+        return path == echo || (echo.hasSuffix("/") && path == String(echo.dropLast()))
+    }
+
     static func handle(_ head: HTTPRequestHead, body: [UInt8], connection: TCPConnection, keepAlive: Bool, core: ServerCore) {
-        engineIO(core).handle(head, body: body, connection: connection, keepAlive: keepAlive)
+        engineIO(for: head.path, core).handle(head, body: body, connection: connection, keepAlive: keepAlive)
     }
 
     /// Returns true when the connection now belongs to a WebSocket handler (which takes over
     /// the HTTP connection's place at the gate).
     static func upgrade(_ head: HTTPRequestHead, leftover: [UInt8], connection: TCPConnection, core: ServerCore,
                         from httpGuard: SessionGuard) -> Bool {
-        engineIO(core).upgrade(head, leftover: leftover, connection: connection, from: httpGuard)
+        engineIO(for: head.path, core).upgrade(head, leftover: leftover, connection: connection, from: httpGuard)
+    }
+
+    /// The HTTP parser refused a request on the door's path as too large: its session ends.
+    /// Returns true when the request is to get no answer (an Engine.IO 3 POST: the caller
+    /// closes the connection instead of answering 413).
+    static func requestTooLarge(_ head: HTTPRequestHead, core: ServerCore) -> Bool {
+        guard handles(head.path, core: core) else { return false }
+        return engineIO(for: head.path, core).requestTooLarge(head)
     }
 
     /// A connection of the HTTP door closed: a held poll on it is gone.
@@ -49,10 +83,29 @@ enum SocketIODoor {
         EngineIODoor.connectionClosed(connection)
     }
 
-    /// The layers on each new session: Socket.IO, and the SocketChat application on it.
+    private static func engineIO(for path: String, _ core: ServerCore) -> EngineIODoor {
+        isEchoPath(path, core) && !handles(path) ? echo(core) : engineIO(core)
+    }
+
+    /// The layers on each new session: Socket.IO, and the SocketChat application on it (or the
+    /// protocol's test application, which speaks Socket.IO v5 only).
     private static func engineIO(_ core: ServerCore) -> EngineIODoor {
-        EngineIODoor(core: core, sessions: core.socketIO.sessions) { session in
-            SocketIOConnection(channel: session, application: SocketChatApplication(core: core, engineIO: session))
+        let testApp = core.configuration.socketIOTestApp
+        let timeout = core.configuration.socketIOConnectTimeoutMillis
+        return EngineIODoor(core: core, sessions: core.socketIO.sessions, versions: testApp ? [.v4] : [.v3, .v4]) { session in
+            let application: any SocketIOApplication = testApp
+                ? SocketIOTestApplication()
+                : SocketChatApplication(core: core, engineIO: session)
+            return SocketIOConnection(channel: session, application: application, connectTimeoutMillis: timeout) {
+                core.limits.breached(.handshakeTimeout)
+            }
+        }
+    }
+
+    /// The bare Engine.IO 4 echo server of `--eio-echo-path`.
+    private static func echo(_ core: ServerCore) -> EngineIODoor {
+        EngineIODoor(core: core, sessions: core.socketIO.echoSessions, versions: [.v4]) { session in
+            EngineIOEchoHandler(channel: session)
         }
     }
 }

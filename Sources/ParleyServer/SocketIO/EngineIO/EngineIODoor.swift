@@ -10,6 +10,9 @@ struct EngineIODoor {
     let core: ServerCore
     /// This door's sessions.
     let sessions: EngineIOSessionRegistry
+    /// The protocol revisions this door speaks: 3 and 4 for SocketChat (old Swift clients),
+    /// 4 only for the diagnostic endpoints (their conformance suites refuse a missing `EIO`).
+    var versions: Set<EngineIOVersion> = [.v3, .v4]
     /// Makes the layer above a new session, on its loop.
     let makeHandler: (EngineIOSession) -> any EngineIOSessionHandler
 
@@ -57,8 +60,16 @@ struct EngineIODoor {
             response.headers.set("Access-Control-Max-Age", "86400")
             return reply(response)
         }
-        guard let version = EngineIOVersion(query: head.query("EIO")) else {
-            return reply(Self.errorResponse(400, code: 5, "Unsupported protocol version (EIO must be 3 or 4)"))
+        // Before routing, like REST: a flood of polling requests costs a table lookup, not
+        // a hop to another loop.
+        guard core.socketIO.pollingRate.allow(ip: connection.remoteIP, nowMillis: core.hub.clock.nowMillis()) else {
+            core.limits.breached(.pollingRate)
+            var response = HTTPResponse.text(429, "too many polling requests (limit \(Int(core.configuration.socketIOPollingRatePerSecond)) per second per address); slow down\n")
+            response.headers.set("Retry-After", String(core.socketIO.pollingRate.retryAfterSeconds))
+            return reply(response)
+        }
+        guard let version = version(of: head) else {
+            return reply(Self.errorResponse(400, code: 5, unsupportedVersionMessage))
         }
         guard head.query("transport") == "polling" else {
             if head.query("transport") == "websocket" {
@@ -70,9 +81,14 @@ struct EngineIODoor {
             return reply(Self.errorResponse(400, code: 2, "Bad handshake method"))
         }
         guard let sid = head.query("sid") else {
-            guard head.method == "GET" else { return reply(Self.errorResponse(400, code: 1, "Session ID unknown")) }
+            guard head.method == "GET" else { return reply(Self.errorResponse(400, code: 2, "Bad handshake method")) }
+            let ticket: AdmissionTicket
+            switch admitPollingSession(ip: connection.remoteIP) {
+            case .refused(let response): return reply(response)
+            case .admitted(let admitted): ticket = admitted
+            }
             let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: nil,
-                                               registry: sessions, makeHandler: makeHandler)
+                                               registry: sessions, admission: ticket, makeHandler: makeHandler)
             session.remoteIP = connection.remoteIP
             return reply(Self.payloadResponse(session.takeOpeningPayload()))
         }
@@ -80,8 +96,14 @@ struct EngineIODoor {
             return reply(Self.errorResponse(400, code: 1, "Session ID unknown"))
         }
         guard body.count <= core.configuration.socketIOMaxPayload else {
+            // The session ends, so the client sees it end and reconnects instead of believing
+            // it is still connected (see ``oversizedPost(version:sid:owner:)``).
             core.limits.breached(.messageSize)
-            return reply(.text(413, "payload too large (limit \(core.configuration.socketIOMaxPayload) bytes)\n"))
+            if Self.oversizedPost(version: version, sid: sid, owner: owner) {
+                connection.close()
+                return
+            }
+            return reply(.text(413, "payload too large (limit \(core.configuration.socketIOMaxPayload) bytes); the session is closed\n"))
         }
         EngineIOLoop.of(connection.loop).waiting[connection.id] = EngineIOLoop.Waiter(connection, sid: sid, owner: owner)
         let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: keepAlive, origin: origin)
@@ -92,6 +114,76 @@ struct EngineIODoor {
             }
             if isGet { session.poll(target) } else { session.post(body, target) }
         }
+    }
+
+    /// The EIO revision a request asks for, if this door speaks it.
+    func version(of head: HTTPRequestHead) -> EngineIOVersion? {
+        // A missing EIO means 3, so a 4-only door refuses it as the conformance suites expect.
+        guard let version = EngineIOVersion(query: head.query("EIO")), versions.contains(version) else { return nil }
+        return version
+    }
+
+    private var unsupportedVersionMessage: String {
+        versions.contains(.v3) ? "Unsupported protocol version (EIO must be 3 or 4)" : "Unsupported protocol version (EIO must be 4)"
+    }
+
+    /// A place for a new long-polling session: under the polling cap, and at the gate like a
+    /// connection (the HTTP connections that carry its requests come and go). A refusal is
+    /// counted and answered with 503.
+    private enum PollingAdmission {
+        case admitted(AdmissionTicket)
+        case refused(HTTPResponse)
+    }
+
+    private func admitPollingSession(ip: String) -> PollingAdmission {
+        let shared = core.socketIO
+        let open = shared.pollingSessions.add(1, ordering: .relaxed).newValue
+        if open > core.configuration.socketIOMaxPollingSessions {
+            shared.pollingSessions.subtract(1, ordering: .relaxed)
+            core.limits.breached(.pollingSessions)
+            var response = Self.errorResponse(503, code: 3, "too many long-polling sessions (limit \(core.configuration.socketIOMaxPollingSessions)); use the websocket transport or try again later")
+            response.headers.set("Retry-After", "5")
+            return .refused(response)
+        }
+        switch core.gate.admit(ip: ip) {
+        case .success(let ticket):
+            return .admitted(ticket)
+        case .failure(let refusal):
+            shared.pollingSessions.subtract(1, ordering: .relaxed)
+            core.limits.breached(refusal.limit)
+            var response = Self.errorResponse(503, code: 3, refusal.message)
+            response.headers.set("Retry-After", "5")
+            return .refused(response)
+        }
+    }
+
+    /// Ends session `sid` on its loop (a request about it broke a rule that ends it).
+    static func endSession(_ sid: String, on owner: EventLoop, reason: String, heldPollGetsError: Bool = false) {
+        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.end(reason: reason, heldPollGetsError: heldPollGetsError) }
+    }
+
+    /// A POST over `maxPayload` ends its session so that the client sees the session end and
+    /// reconnects. Returns true when the POST gets no answer (its connection is to be closed),
+    /// false for a 413.
+    ///
+    /// - A waiting GET gets a 400, not the close packet: clients read a close packet as a
+    ///   deliberate goodbye and do not reconnect (python-socketio 4 and 5 both), while a failed
+    ///   poll is a dropped connection, which they report and reconnect after.
+    /// - Engine.IO 4: the POST gets 413 (as engine.io answers it).
+    /// - Engine.IO 3: the POST's connection is closed without an answer, as engine.io 3 did: a
+    ///   v2 client (python-socketio 4, for one) gives up for good on a POST answered with an
+    ///   error status, without telling the app.
+    static func oversizedPost(version: EngineIOVersion, sid: String, owner: EventLoop) -> Bool {
+        endSession(sid, on: owner, reason: "payload too large", heldPollGetsError: true)
+        return version == .v3
+    }
+
+    /// The HTTP parser refused a request on the door's path as too large (over the HTTP body
+    /// limit, before the door saw it): the session it names ends, as for any oversized POST.
+    /// Returns true when the request is to get no answer (see ``oversizedPost(version:sid:owner:)``).
+    func requestTooLarge(_ head: HTTPRequestHead) -> Bool {
+        guard let sid = head.query("sid"), let owner = sessions.owner(of: sid), let version = version(of: head) else { return false }
+        return Self.oversizedPost(version: version, sid: sid, owner: owner)
     }
 
     /// A connection of the HTTP door closed: a held poll on it is gone.
@@ -115,8 +207,8 @@ struct EngineIODoor {
             connection.close()
             return false
         }
-        guard let version = EngineIOVersion(query: head.query("EIO")) else {
-            return refuse(Self.errorResponse(400, code: 5, "Unsupported protocol version (EIO must be 3 or 4)"))
+        guard let version = version(of: head) else {
+            return refuse(Self.errorResponse(400, code: 5, unsupportedVersionMessage))
         }
         guard head.query("transport") == "websocket" else { return refuse(Self.errorResponse(400, code: 0, "Transport unknown")) }
         let sid = head.query("sid")
@@ -158,8 +250,9 @@ struct EngineIODoor {
                 session.attachProbe(link)
             }
         } else {
+            // The WebSocket connection's own place at the gate counts this session.
             let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: link,
-                                               registry: sessions, makeHandler: makeHandler)
+                                               registry: sessions, admission: nil, makeHandler: makeHandler)
             session.remoteIP = connection.remoteIP
             handler = EngineIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
                                                version: version, owner: connection.loop, sid: session.sid,

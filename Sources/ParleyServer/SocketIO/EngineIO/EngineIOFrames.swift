@@ -31,10 +31,18 @@ enum EngineIOFrames {
         return IOBuffer(bytes)
     }
 
-    /// The packets of a polling form made by ``preEncoded(_:for:)``.
-    static func packets(inPolling frames: IOBuffer) -> [EngineIOPacket] {
-        frames.bytes.split(separator: EngineIOPayload.separator).compactMap {
-            try? EngineIOPacket.decode(text: String(decoding: $0, as: UTF8.self))
+    /// The packets of a polling form made by ``preEncoded(_:for:)``, and how many parts of it
+    /// are not packets (none, unless an encoder has a bug: the caller counts and logs them).
+    static func packets(inPolling frames: IOBuffer) -> (packets: [EngineIOPacket], failures: Int) {
+        var packets: [EngineIOPacket] = []
+        var failures = 0
+        for part in frames.bytes.split(separator: EngineIOPayload.separator) {
+            do {
+                packets.append(try EngineIOPacket.decode(text: String(decoding: part, as: UTF8.self)))
+            } catch {
+                failures += 1
+            }
         }
+        return (packets, failures)
     }
 }

@@ -1,3 +1,4 @@
+import ParleyCore
 import ParleyHTTP
 import ParleyIO
 import ParleyWebSocket
@@ -69,6 +70,13 @@ struct WebSocketLink: Sendable {
         let link = self
         loop.executeSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.close(code, reason: reason) }
     }
+
+    /// Stops reading the WebSocket until `backlog` is back under its low mark (publisher
+    /// back-pressure; the connection lives on the link's loop).
+    func throttle(by backlog: RoomBacklog) {
+        let link = self
+        loop.executeSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.throttle(by: backlog) }
+    }
 }
 
 /// Engine.IO's loop-local state, shared by every Engine.IO door (sids are random, and each
@@ -90,4 +98,10 @@ final class EngineIOLoop {
     var waiting: [UInt64: Waiter] = [:]
 
     static func of(_ loop: EventLoop) -> EngineIOLoop { loop.local(EngineIOLoop.self) { EngineIOLoop() } }
+
+    /// Ends every session on this loop (the server is stopping: polling sessions hold places
+    /// at the gate that no connection would give back).
+    func closeAllSessions(reason: String) {
+        for session in Array(sessions.values) { session.end(reason: reason) }
+    }
 }

@@ -1,3 +1,4 @@
+import ParleyCore
 import ParleyIO
 
 /// A message packet's payload: what Engine.IO carries for the layer above it.
@@ -28,6 +29,9 @@ protocol EngineIOMessageChannel: AnyObject {
     func sendPreEncoded(_ frames: IOBuffer, as transport: EngineIOTransport)
     /// Ends the session (the peer sees a close packet or its WebSocket close).
     func close(reason: String)
+    /// Publisher back-pressure: the peer just published to a room with this backlog; when it
+    /// is over its high mark, the peer is slowed (not read) until it drains.
+    func throttle(by backlog: RoomBacklog?)
 }
 
 /// What sits on an Engine.IO session and receives its messages: the Socket.IO layer (or,

@@ -12,12 +12,42 @@ import ParleyIO
 // by EngineIODoor and EngineIOWebSocketHandler; admission and the handshake timeout happen
 // in the HTTP door before a request reaches Engine.IO; the message rate is the
 // application's (SocketChatApplication).
+//  - abandoned polling sessions: a polling session with no GET waiting for
+//    `pingInterval + pingTimeout` is closed (its client is gone, or only POSTs);
+//  - admission: a polling session holds its own place at the gate (`admission`) and in the
+//    polling count until it ends or moves to a WebSocket, whose connection has a place.
 extension EngineIOSession {
     func startConnectionPolicy() {
         sessionGuard.watchIdle { [weak self] in
             guard let self, !self.isClosed else { return }
-            self.close(reason: "idle timeout")
+            self.end(reason: "idle timeout")
         }
+        if webSocket == nil { pollEnded() }
+    }
+
+    /// A GET is waiting: the client is there.
+    func pollArrived() { pollWatch?.stop() }
+
+    /// No GET is waiting any more: it must come back within the heartbeat's allowance.
+    func pollEnded() {
+        guard !isClosed, webSocket == nil else { return }
+        let watch = pollWatch ?? LoopTimer(loop: loop)
+        pollWatch = watch
+        let allowance = core.configuration.socketIOPingIntervalMillis + core.configuration.socketIOPingTimeoutMillis
+        watch.start(after: allowance) { [weak self] in
+            guard let self, !self.isClosed, self.webSocket == nil, self.heldPoll == nil else { return }
+            self.end(reason: "polling abandoned")
+        }
+    }
+
+    /// The session no longer polls (upgraded, or closed): its polling place is given back.
+    func leavePolling() {
+        pollWatch?.stop()
+        pollWatch = nil
+        guard let admission else { return }
+        self.admission = nil
+        admission.release()
+        core.socketIO.pollingSessions.subtract(1, ordering: .relaxed)
     }
 
     /// A message packet arrived: the session is in use.

@@ -36,6 +36,34 @@ final class EngineIOSession: EngineIOMessageChannel {
     let sessionGuard: SessionGuard
     /// The IP address of the connection that opened the session (bans, the admin API).
     var remoteIP: String?
+    /// A long-polling session's own place at the gate and under the polling cap; given back
+    /// when it ends or moves to a WebSocket (whose connection holds a place of its own).
+    var admission: AdmissionTicket?
+    /// Runs while a polling session has no GET waiting: a client that stops polling is gone
+    /// (EngineIOSession+ConnectionPolicy.swift).
+    var pollWatch: LoopTimer?
+    /// Closes a probe WebSocket that does not finish the upgrade in time.
+    var probeTimer: LoopTimer?
+    /// A closed polling session's last packets, for the client's next GET.
+    var lastPackets: [EngineIOPacket]?
+    private var lingerTimer: LoopTimer?
+
+    /// The session is gone for good: its sid is unknown from now on.
+    func forget() {
+        lastPackets = nil
+        lingerTimer?.stop()
+        lingerTimer = nil
+        registry.unregister(sid)
+        if EngineIOLoop.of(loop).sessions[sid] === self { EngineIOLoop.of(loop).sessions.removeValue(forKey: sid) }
+    }
+
+    /// The probe has answered `3probe`: the client is switching, so a GET is released at once
+    /// with a noop (as engine.io does while an upgrade is under way).
+    var probeAnswered = false
+    /// Set while a POST's packets are handled: the room the last publish went to, when it
+    /// asks its publishers to slow down (see ``throttle(by:)``).
+    var postBacklog: RoomBacklog?
+    var handlingPost = false
 
     var transport: EngineIOTransport { webSocket == nil ? .polling : .webSocket }
 
@@ -62,10 +90,14 @@ final class EngineIOSession: EngineIOMessageChannel {
     /// Creates a session on `loop` (the current one), registers it, and puts the handler
     /// `makeHandler` returns on it. Then send the handshake: ``takeOpeningPayload()`` (a
     /// polling open) or ``sendOpening()`` (a WebSocket-only session).
+    ///
+    /// A polling session brings its `admission` (counted in `pollingSessions` already); a
+    /// WebSocket-only one has none.
     static func open(core: ServerCore, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?,
-                     registry: EngineIOSessionRegistry,
+                     registry: EngineIOSessionRegistry, admission: AdmissionTicket?,
                      makeHandler: (EngineIOSession) -> any EngineIOSessionHandler) -> EngineIOSession {
         let session = EngineIOSession(core: core, loop: loop, version: version, webSocket: webSocket, registry: registry)
+        session.admission = admission
         EngineIOLoop.of(loop).sessions[session.sid] = session
         registry.register(session.sid, on: loop)
         session.startHeartbeat()
@@ -119,7 +151,7 @@ final class EngineIOSession: EngineIOMessageChannel {
         for action in actions {
             switch action {
             case .sendPing: sendPackets([EngineIOPacket(.ping)])
-            case .armTimeout(let millis): timeoutTimer?.start(after: millis) { [weak self] in self?.close(reason: "ping timeout") }
+            case .armTimeout(let millis): timeoutTimer?.start(after: millis) { [weak self] in self?.end(reason: "ping timeout") }
             case .disarmTimeout: timeoutTimer?.stop()
             }
         }
@@ -152,7 +184,26 @@ final class EngineIOSession: EngineIOMessageChannel {
         if transport == .webSocket, let webSocket {
             webSocket.write(frames)
         } else {
-            queueAndFlush(EngineIOFrames.packets(inPolling: frames))
+            let (packets, failures) = EngineIOFrames.packets(inPolling: frames)
+            if failures > 0 { encodingFailed(failures, what: "a pre-encoded polling frame") }
+            // Held while the session moved to a WebSocket: sent there, in order.
+            sendPackets(packets)
+        }
+    }
+
+    /// Packets that could not be encoded are not sent: counted, and logged.
+    func encodingFailed(_ count: Int, what: String) {
+        for _ in 0..<count { core.socketIO.counters.encodeFailed() }
+        core.socketIO.log.warning("socket.io session \(sid.prefix(6))…: \(count) packet(s) of \(what) could not be encoded; not sent")
+    }
+
+    /// Back-pressure from the room just published to (see ``EngineIOMessageChannel/throttle(by:)``).
+    func throttle(by backlog: RoomBacklog?) {
+        guard let backlog, backlog.isOverHigh, !isClosed else { return }
+        if let webSocket {
+            webSocket.throttle(by: backlog)
+        } else if handlingPost {
+            postBacklog = backlog
         }
     }
 
@@ -169,7 +220,12 @@ final class EngineIOSession: EngineIOMessageChannel {
             messageReceived()
             handler?.engineIOSessionReceived(packet.payload)
         case .close:
-            close(reason: "client close")
+            // As engine.io: a waiting GET ends with a noop, then the session is gone.
+            if let heldPoll {
+                self.heldPoll = nil
+                heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode([EngineIOPacket(.noop)], version: version)))
+            }
+            end(reason: "client close")
         case .pong, .open, .upgrade, .noop:
             break
         }
@@ -177,24 +233,53 @@ final class EngineIOSession: EngineIOMessageChannel {
 
     // MARK: closing
 
-    func close(reason: String) {
+    /// Ends the session at the request of the layer above (a protocol violation, a connect
+    /// timeout): what it queued still reaches a polling client (see ``end(reason:heldPollGetsError:flushing:)``).
+    func close(reason: String) { end(reason: reason, flushing: true) }
+
+    /// Ends the session. A GET waiting meanwhile gets what was queued and the close packet, or
+    /// with `heldPollGetsError` a 400: clients read a failed poll as a dropped connection and
+    /// reconnect, where a close packet reads as a deliberate goodbye. With `flushing`, a
+    /// polling client not waiting now gets the queued packets on its next GET (within the
+    /// ping timeout), as engine.io's "closing" state gives them; otherwise the sid is unknown
+    /// at once (a ping timeout, say, as the protocol's suite expects).
+    func end(reason: String, heldPollGetsError: Bool = false, flushing: Bool = false) {
         guard !isClosed else { return }
         isClosed = true
         stopHeartbeat()
         stopConnectionPolicy()
-        registry.unregister(sid)
-        EngineIOLoop.of(loop).sessions.removeValue(forKey: sid)
         let handler = self.handler
         self.handler = nil
         handler?.engineIOSessionClosed(reason: reason)
+        // What waited for a poll goes out first (a CONNECT_ERROR saying why, say), then the
+        // close packet.
         if let heldPoll {
             self.heldPoll = nil
-            heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode([EngineIOPacket(.close)], version: version)))
+            if heldPollGetsError {
+                heldPoll.send(EngineIODoor.errorResponse(400, code: 1, "Session ID unknown (the session was closed: \(reason))"))
+            } else {
+                heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode(outbox.takeAll() + [EngineIOPacket(.close)], version: version)))
+            }
         }
+        if flushing, webSocket == nil, heldPoll == nil, !outbox.isEmpty {
+            // A polling client not waiting right now still gets what was queued for it (a
+            // CONNECT_ERROR saying why, say) and the close packet, on its next GET within the
+            // heartbeat's timeout, as engine.io's "closing" state gives it.
+            lastPackets = outbox.takeAll() + [EngineIOPacket(.close)]
+            let timer = LoopTimer(loop: loop)
+            lingerTimer = timer
+            timer.start(after: core.configuration.socketIOPingTimeoutMillis) { [weak self] in self?.forget() }
+        } else {
+            forget()
+        }
+        outbox = EngineIOOutbox()
         webSocket?.close(.normal, reason: reason)
         probe?.close(.normal, reason: reason)
         webSocket = nil
         probe = nil
+        probeTimer?.stop()
+        probeTimer = nil
+        leavePolling()
     }
 }
 

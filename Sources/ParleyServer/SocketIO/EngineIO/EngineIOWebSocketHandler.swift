@@ -1,3 +1,4 @@
+import ParleyCore
 import ParleyIO
 import ParleyWebSocket
 
@@ -36,7 +37,12 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
             case .binary(let bytes): forward(.binary(bytes))
             case .send(let bytes): connection.write(bytes)
             case .closeConnection:
-                if machine.failureCode == .messageTooBig { core.limits.breached(.messageSize) }
+                if machine.failureCode == .messageTooBig {
+                    // Over maxPayload: the session ends too, as an oversized POST ends it.
+                    core.limits.breached(.messageSize)
+                    let owner = self.owner, sid = self.sid, link = self.link
+                    owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketFailed(link, reason: "payload too large") }
+                }
                 connection.close()
             case .peerClosed: break
             }
@@ -59,6 +65,12 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
     }
 
     func serverIsStopping() { close(.goingAway, reason: "server shutting down") }
+
+    /// Publisher back-pressure: this connection is not read until `backlog` drains.
+    func throttle(by backlog: RoomBacklog) {
+        guard connection.state == .open else { return }
+        sessionGuard.throttle(by: backlog, reading: connection)
+    }
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         EngineIOLoop.of(connection.loop).webSockets.removeValue(forKey: connection.id)

@@ -1,4 +1,5 @@
 import ParleyCore
+import ParleyIO
 
 /// The Socket.IO protocol on one Engine.IO session: decodes packets (reassembling binary
 /// attachments), routes them to one ``SocketIOSocket`` per namespace, answers CONNECT /
@@ -13,10 +14,20 @@ final class SocketIOConnection: EngineIOSessionHandler {
     /// stays the same across a DISCONNECT and a new CONNECT).
     private var sockets: [SocketIOSocket] = []
     private var assembler = SocketIOBinaryAssembler(keepsAttachments: true)
+    /// The protocol's connect timeout: a connection that has joined no namespace this long
+    /// after it opened is closed. Nil: no timeout.
+    private let connectTimeoutMillis: UInt64?
+    private let onConnectTimeout: () -> Void
+    private var connectTimer: LoopTimer?
 
-    init(channel: any EngineIOMessageChannel, application: any SocketIOApplication) {
+    /// `onConnectTimeout` runs (to count it) before a connection is closed for sending no
+    /// CONNECT within `connectTimeoutMillis`.
+    init(channel: any EngineIOMessageChannel, application: any SocketIOApplication,
+         connectTimeoutMillis: UInt64? = nil, onConnectTimeout: @escaping () -> Void = {}) {
         self.channel = channel
         self.application = application
+        self.connectTimeoutMillis = connectTimeoutMillis
+        self.onConnectTimeout = onConnectTimeout
     }
 
     var version: EngineIOVersion { channel.version }
@@ -28,8 +39,24 @@ final class SocketIOConnection: EngineIOSessionHandler {
 
     func engineIOSessionOpened() {
         // Socket.IO v2 servers (Engine.IO 3) connect `/` at once: `40` follows the open packet.
-        guard version == .v3, let application, application.serves("/") else { return }
-        connect("/", SocketIOConnectRequest(auth: nil, isImplicit: true))
+        if version == .v3, let application, application.serves("/") {
+            connect("/", SocketIOConnectRequest(auth: nil, isImplicit: true))
+        }
+        guard let connectTimeoutMillis, !sockets.contains(where: \.isConnected) else { return }
+        let timer = LoopTimer(loop: channel.loop)
+        connectTimer = timer
+        timer.start(after: connectTimeoutMillis) { [weak self] in
+            guard let self, self.connectTimer != nil, !self.channel.isClosed else { return }
+            self.connectTimer = nil
+            guard !self.sockets.contains(where: \.isConnected) else { return }
+            self.onConnectTimeout()
+            self.channel.close(reason: "no namespace connected within \(connectTimeoutMillis) ms")
+        }
+    }
+
+    private func stopConnectTimer() {
+        connectTimer?.stop()
+        connectTimer = nil
     }
 
     func engineIOSessionReceived(_ message: EngineIOMessage) {
@@ -40,7 +67,9 @@ final class SocketIOConnection: EngineIOSessionHandler {
             case .binary(let bytes): output = try assembler.feed(binary: bytes)
             }
         } catch {
-            return sendConnectError("/", "invalid packet: \(error.message)")
+            // The protocol closes the connection on an invalid packet; the CONNECT_ERROR
+            // before it says why.
+            return fail("/", "invalid packet: \(error.message)")
         }
         switch output {
         case .packet(let packet): handle(packet, attachments: [])
@@ -50,6 +79,7 @@ final class SocketIOConnection: EngineIOSessionHandler {
     }
 
     func engineIOSessionClosed(reason: String) {
+        stopConnectTimer()
         guard let application else { return }
         self.application = nil
         for socket in sockets { leave(socket, reason: .connectionClosed(reason), application) }
@@ -61,7 +91,10 @@ final class SocketIOConnection: EngineIOSessionHandler {
     private func handle(_ packet: SocketIOPacket, attachments: [[UInt8]]) {
         guard let application else { return }
         guard application.serves(packet.namespace) else {
-            return sendConnectError(packet.namespace, "Invalid namespace")
+            // A CONNECT to an unknown namespace is refused and the connection goes on; anything
+            // else there is a protocol violation.
+            if packet.kind == .connect { return sendConnectError(packet.namespace, "Invalid namespace") }
+            return fail(packet.namespace, "Invalid namespace")
         }
         switch packet.kind {
         case .connect:
@@ -70,7 +103,9 @@ final class SocketIOConnection: EngineIOSessionHandler {
             if let socket = socket(packet.namespace) { leave(socket, reason: .clientDisconnect, application) }
         case .event, .binaryEvent:
             guard let socket = socket(packet.namespace), socket.isConnected else {
-                return sendConnectError(packet.namespace, "not connected: send CONNECT (40) before events")
+                // "If the server does not receive a CONNECT packet first, then it MUST close
+                // the connection immediately."
+                return fail(packet.namespace, "not connected: send CONNECT (40) before events")
             }
             application.received(event(packet, attachments, on: socket), on: socket)
         case .ack, .binaryAck:
@@ -95,6 +130,7 @@ final class SocketIOConnection: EngineIOSessionHandler {
             socket.isConnected = false
             sendConnectError(namespace, message)
         case .accept(let data):
+            stopConnectTimer()
             socket.attach()
             if version == .v4 {
                 socket.isConnected = true
@@ -132,6 +168,12 @@ final class SocketIOConnection: EngineIOSessionHandler {
         var messages: [EngineIOMessage] = [.text(packet.encoded)]
         for attachment in attachments { messages.append(.binary(attachment)) }
         channel.send(messages)
+    }
+
+    /// A protocol violation: CONNECT_ERROR saying why, then the connection is closed.
+    private func fail(_ namespace: String, _ message: String) {
+        sendConnectError(namespace, message)
+        channel.close(reason: "parse error")
     }
 
     /// CONNECT_ERROR, the one error packet Socket.IO has: an object on v3+, a string on v2.

@@ -19,6 +19,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private var member: Member?
     /// Counted in this loop's lobby mirror (between the subscribe snapshot and leaving).
     private var inLobbyMirror = false
+    /// This socket's `userList` pacing (storms of joins are coalesced).
+    private var pacer = SocketChatUserListPacer()
+    private var pacerTimer: LoopTimer?
+    private var flushArmed = false
+    /// Whether this connection has had an ignored event logged (once per connection).
+    private var loggedIgnored = false
 
     private var lobby: RoomKey { core.configuration.lobby }
     /// The lobby channel's auth rules and this socket's token (CONNECT `auth: {token}`).
@@ -56,11 +62,19 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     }
 
     func received(_ event: SocketIOEvent, on socket: SocketIOSocket) {
+        guard !event.nameIsNumber, SocketChatCommand.knows(event.name) else {
+            let shown = event.name.count > 40 ? String(event.name.prefix(40)) + "…" : event.name
+            return refuse(event, .unknownEvent, "unknown event \"\(shown)\"; this server speaks connectUser, chatMessage, startType, stopType, exitUser")
+        }
         switch SocketChatCommand.parse(event) {
         case .failure(let error):
-            answer(event, on: socket, error: error.message)
+            refuse(event, .refused, error.message)
         case .success(let command):
-            answer(event, on: socket, error: perform(command, on: socket))
+            switch perform(command, event, on: socket) {
+            case .done: event.ack?.send([])
+            case .refused(let reason, let message): refuse(event, reason, message)
+            case .answeredLater: break
+            }
         }
     }
 
@@ -71,14 +85,24 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         self.socket = nil
     }
 
-    /// The ack (`[]`, or `[{"error": ...}]`), or without an ack id an `error` event when
-    /// something went wrong.
-    private func answer(_ event: SocketIOEvent, on socket: SocketIOSocket, error: String?) {
+    /// An event that is not done: with an ack id the ack says why (`[{"error": ...}]`);
+    /// without one it is dropped, counted, and logged once per connection. Parley never
+    /// answers with an event named `error`: older servers reserve that name, and
+    /// Socket.IO-Client-Swift hands it to the app as a connection error.
+    private func refuse(_ event: SocketIOEvent, _ reason: SocketIOCounters.IgnoredEvent, _ message: String) {
         if let ack = event.ack {
-            ack.send(error.map { [["error": .string($0)]] } ?? [])
-        } else if let error {
-            socket.emit("error", [.string(error)])
+            ack.send([["error": .string(message)]])
+        } else {
+            ignored(reason, message)
         }
+    }
+
+    private func ignored(_ reason: SocketIOCounters.IgnoredEvent, _ message: String) {
+        core.socketIO.counters.ignoredEvent(reason)
+        guard !loggedIgnored else { return }
+        loggedIgnored = true
+        let who = socket.map { "socket \($0.id)" } ?? "a socket"
+        core.socketIO.log.warning("socket.io: \(who) sent an event that was dropped (\(reason.rawValue)): \(message); further drops on this connection are only counted")
     }
 
     private func emit(_ event: SocketChatEvent, on socket: SocketIOSocket) {
@@ -115,19 +139,31 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     // MARK: commands
 
-    /// Runs a SocketChat command; returns an error text for the client.
-    private func perform(_ command: SocketChatCommand, on socket: SocketIOSocket) -> String? {
+    /// How a command went.
+    private enum Outcome {
+        /// Done: an ack (if asked for) says `[]` now.
+        case done
+        /// Not done, for this reason.
+        case refused(SocketIOCounters.IgnoredEvent, String)
+        /// The ack is answered later (a chat message once it is stored).
+        case answeredLater
+    }
+
+    /// Runs a SocketChat command.
+    private func perform(_ command: SocketChatCommand, _ event: SocketIOEvent, on socket: SocketIOSocket) -> Outcome {
         switch command {
         case .connectUser(let nickname):
-            if let error = authError(.subscribe) { return error }
+            if let error = authError(.subscribe) { return .refused(.refused, error) }
             // A banned name never joins the lobby (the socket stays, refused each time).
             if core.bans.ban(ip: remoteIP, name: nickname, nowMillis: core.hub.clock.nowMillis()) != nil {
-                return "banned from this server"
+                return .refused(.refused, "banned from this server")
             }
             if let member {
-                guard member.displayName == nickname else { return "already connected as \(member.displayName); exitUser first" }
+                guard member.displayName == nickname else { return .refused(.refused, "already connected as \(member.displayName); exitUser first") }
+                flushHeld()
                 emit(SocketChatEncoding.userList(core.socketIO.roster.users(connected: core.hub.members(of: lobby))), on: socket)
-                return nil
+                pacer.sent(at: nowMillis)
+                return .done
             }
             let member = Member(id: socket.id, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
                                 authData: auth.claims?.data)
@@ -137,21 +173,46 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                 try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: loop))
                 self.member = member
             } catch {
-                return error.message
+                return .refused(.refused, error.message)
             }
-            return nil
+            return .done
         case .chatMessage(let nickname, let text):
-            if let error = authError(.publish) { return error }
-            guard let sender = member ?? anonymous(nickname, socket) else { return "connectUser first" }
-            guard rateAllows(socket) else { return "rate limit exceeded; message dropped" }
-            do { try core.hub.publish(.string(text), to: lobby, from: sender) } catch { return error.message }
-            return nil
+            if let error = authError(.publish) { return .refused(.refused, error) }
+            guard let sender = member ?? anonymous(nickname, socket) else { return .refused(.refused, "connectUser first") }
+            guard rateAllows(socket) else { return .refused(.rateLimited, "rate limit exceeded; message dropped") }
+            // The ack says the message is stored (durable): it is answered when the store has
+            // it, or with the error when it could not be stored (and then nobody got it).
+            let ack = event.ack
+            let me = LoopBound(self, on: loop)
+            do {
+                let backlog = try core.hub.publish(.string(text), to: lobby, from: sender) { result in
+                    switch result {
+                    case .success:
+                        ack?.send([])
+                    case .failure(let error):
+                        if let ack {
+                            ack.send([["error": .string("not stored: \(error.message)")]])
+                        } else {
+                            me.run { $0.ignored(.refused, "chatMessage not stored: \(error.message)") }
+                        }
+                    }
+                }
+                engineIO.throttle(by: backlog)
+            } catch {
+                return .refused(.refused, error.message)
+            }
+            return .answeredLater
         case .typing(let nickname, let flag):
-            if let error = authError(.publish) { return error }
-            guard let sender = member ?? anonymous(nickname, socket) else { return "connectUser first" }
-            guard rateAllows(socket) else { return "rate limit exceeded" }
-            do { try core.hub.publish(.object(["typing": .bool(flag)]), to: lobby, from: sender) } catch { return error.message }
-            return nil
+            if let error = authError(.publish) { return .refused(.refused, error) }
+            guard let sender = member ?? anonymous(nickname, socket) else { return .refused(.refused, "connectUser first") }
+            guard rateAllows(socket) else { return .refused(.rateLimited, "rate limit exceeded") }
+            do {
+                let backlog = try core.hub.publish(.object(["typing": .bool(flag)]), to: lobby, from: sender)
+                engineIO.throttle(by: backlog)
+            } catch {
+                return .refused(.refused, error.message)
+            }
+            return .done
         case .exitUser(let nickname):
             if let member {
                 core.socketIO.roster.exited(nickname: member.displayName)
@@ -161,7 +222,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             } else if let nickname {
                 core.socketIO.roster.exited(nickname: nickname)
             }
-            return nil
+            return .done
         }
     }
 
@@ -175,6 +236,9 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private func leaveLobby(exit: Bool) {
         guard let member else { return }
         self.member = nil
+        pacer.reset()
+        pacerTimer?.stop()
+        flushArmed = false
         if inLobbyMirror {
             inLobbyMirror = false
             LoopContext.of(loop).socketChat.sessionLeft()
@@ -195,10 +259,20 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             disconnect(byAdministrator: "the lobby was closed")
             return
         }
-        guard let frame, member != nil else { return }
+        guard member != nil else { return }
+        // Packets of `/` encoded for this transport, the same bytes for every socket on it; a
+        // join or leave leads with a userList that this socket paces (SocketChatUserListPacer).
+        if event.changesMembers {
+            if pacer.userListDue(at: nowMillis) {
+                sendUserListNow()
+            } else {
+                scheduleFlush()
+            }
+        }
+        guard let frame else { return }
         delivered.incrementFromOwner()
-        // Packets of `/` encoded for this transport, the same bytes for every socket on it.
-        engineIO.sendPreEncoded(frame, as: engineIO.transport)
+        let transport = engineIO.transport
+        if pacer.frame(frame, transport) { engineIO.sendPreEncoded(frame, as: transport) }
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
@@ -207,7 +281,44 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         LoopContext.of(loop).socketChat.sessionJoined(snapshot, core: core)
         let users = core.socketIO.roster.users(connected: snapshot.members)
         emit(SocketChatEncoding.userList(users), on: socket)
+        pacer.sent(at: nowMillis)
         emit(SocketChatEncoding.userConnectUpdate(SocketChatUser(id: member.id, nickname: member.displayName, isConnected: true)), on: socket)
+    }
+
+    // MARK: userList pacing
+
+    private var nowMillis: Int64 { core.hub.clock.nowMillis() }
+
+    private func sendUserListNow() {
+        let format = wireFormat
+        guard let list = LoopContext.of(loop).socketChat.currentUserListFrame(format) else { return }
+        engineIO.sendPreEncoded(list, as: format.engineIOTransport)
+        pacer.sent(at: nowMillis)
+    }
+
+    private func scheduleFlush() {
+        guard !flushArmed else { return }
+        let timer = pacerTimer ?? LoopTimer(loop: loop)
+        pacerTimer = timer
+        flushArmed = true
+        let delay = UInt64(max(1, pacer.flushDueMillis - nowMillis))
+        timer.start(after: delay) { [weak self] in
+            self?.flushArmed = false
+            self?.flushHeld()
+        }
+    }
+
+    /// Sends what the pacer held, in order, the list as it is now.
+    private func flushHeld() {
+        guard pacer.isHolding else { return }
+        pacerTimer?.stop()
+        flushArmed = false
+        for item in pacer.takeHeld() {
+            switch item {
+            case .frame(let frame, let transport): engineIO.sendPreEncoded(frame, as: transport)
+            case .userList: sendUserListNow()
+            }
+        }
     }
 
     func didUnsubscribe(from room: RoomKey) {}

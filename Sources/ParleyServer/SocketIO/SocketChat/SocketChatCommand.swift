@@ -7,6 +7,12 @@ enum SocketChatCommand: Equatable {
     case typing(nickname: String?, Bool)
     case exitUser(nickname: String?)
 
+    /// The event names SocketChat speaks.
+    static let names: Set<String> = ["connectUser", "chatMessage", "startType", "stopType", "exitUser"]
+
+    /// Whether `name` is a SocketChat event (anything else is an unknown event).
+    static func knows(_ name: String) -> Bool { names.contains(name) }
+
     /// Parses an event (binary attachments as base64 text); the error text is what the client
     /// is told.
     static func parse(_ event: SocketIOEvent) -> Result<SocketChatCommand, SocketIOError> {

@@ -4,6 +4,12 @@ import ParleyIO
 /// SocketChat's room-event encoder on one loop (see ``RoomEventEncoding``): the events need
 /// the lobby's members and typists, mirrored from the event stream (see ``RoomMirror``) while
 /// this loop has SocketChat sockets in the lobby. Loop-confined like its ``LoopContext``.
+///
+/// A join or leave shows as `userList` followed by other events. The frame it encodes for such
+/// an event holds only the others: each socket sends the `userList` itself, from
+/// ``currentUserListFrame(_:)``, so a socket can coalesce the lists of a storm of joins (see
+/// ``SocketChatUserListPacer``) while the list itself is still encoded at most once per
+/// change and transport on this loop, and only when some socket sends it.
 final class SocketChatFanOut {
     /// Set by the first SocketChat application on this loop.
     var core: ServerCore?
@@ -12,18 +18,25 @@ final class SocketChatFanOut {
     /// The last event and its packets: both framings of one event share one encoding and
     /// apply it to the mirror once.
     private var last: (event: RoomEvent, packets: [String])?
+    /// Bumped whenever the member list may have changed, so the cached lists go stale.
+    private var membersVersion = 0
+    private var userListCache: (version: Int, packet: String, webSocket: IOBuffer?, polling: IOBuffer?)?
 
     func sessionJoined(_ snapshot: SubscribeSnapshot, core: ServerCore) {
         if sessionsInLobby == 0 || mirror == nil {
             mirror = RoomMirror(members: snapshot.members, typing: core.hub.typingMembers(of: snapshot.room))
             last = nil
+            membersVersion += 1
         }
         sessionsInLobby += 1
     }
 
     func sessionLeft() {
         sessionsInLobby = max(0, sessionsInLobby - 1)
-        if sessionsInLobby == 0 { mirror = nil }
+        if sessionsInLobby == 0 {
+            mirror = nil
+            membersVersion += 1
+        }
     }
 
     func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent) -> IOBuffer? {
@@ -35,10 +48,102 @@ final class SocketChatFanOut {
             var mirror = self.mirror ?? RoomMirror(members: core.hub.members(of: room), typing: core.hub.typingMembers(of: room))
             if self.mirror != nil { mirror.apply(event) }
             self.mirror = mirror
-            packets = SocketChatEncoding.packets(for: event, users: core.socketIO.roster.users(connected: mirror.members),
-                                                 typing: mirror.typing)
+            if event.changesMembers { membersVersion += 1 }
+            var events = SocketChatEncoding.events(for: event, users: [], typing: mirror.typing)
+            // The userList leads a join or leave; each socket sends it (see the type's comment).
+            if event.changesMembers, events.first?.name == "userList" { events.removeFirst() }
+            packets = events.map { SocketIOPacket.event($0.name, $0.arguments).engineIOText }
             last = (event, packets)
         }
         return SocketChatEncoding.frame(packets, as: format)
+    }
+
+    /// The `userList` packet for the lobby as this loop has seen it up to the last event (the
+    /// state a socket shows after the events it was given), framed for `format`.
+    func currentUserListFrame(_ format: WireFormat) -> IOBuffer? {
+        guard let core else { return nil }
+        if userListCache?.version != membersVersion {
+            let members = mirror?.members ?? core.hub.members(of: core.configuration.lobby)
+            let event = SocketChatEncoding.userList(core.socketIO.roster.users(connected: members))
+            userListCache = (membersVersion, SocketIOPacket.event(event.name, event.arguments).engineIOText, nil, nil)
+        }
+        guard var cache = userListCache else { return nil }
+        let transport = format.engineIOTransport
+        if let frame = transport == .webSocket ? cache.webSocket : cache.polling { return frame }
+        let frame = SocketChatEncoding.frame([cache.packet], as: format)
+        if transport == .webSocket { cache.webSocket = frame } else { cache.polling = frame }
+        userListCache = cache
+        return frame
+    }
+}
+
+extension RoomEvent {
+    /// A join or a leave: SocketChat shows it with a new `userList`.
+    var changesMembers: Bool {
+        switch self {
+        case .memberJoined, .memberLeft: true
+        case .message, .messageDeleted, .roomClosed: false
+        }
+    }
+}
+
+/// One socket's `userList` pacing: at most one list per ``windowMillis``. A list due within
+/// the window waits, with every room event after it (so the order of events never changes),
+/// and when the window ends only the last due list goes, carrying the latest state. The
+/// client replaces its list with each one it gets, so it ends in the same state, and a storm of
+/// n joins costs each socket O(n) bytes instead of O(n²). Loop-confined.
+struct SocketChatUserListPacer {
+    enum Item {
+        /// Pre-encoded room events for a transport.
+        case frame(IOBuffer, EngineIOTransport)
+        /// The list as it is when it is sent.
+        case userList
+    }
+
+    /// The window: short enough that a person sees no delay, long enough to merge a burst.
+    static let windowMillis: Int64 = 50
+
+    private(set) var lastSentMillis: Int64 = .min
+    private(set) var held: [Item] = []
+
+    var isHolding: Bool { !held.isEmpty }
+
+    /// A list is due at `nowMillis`: true when it may go now (the caller sends it and calls
+    /// ``sent(at:)``); false when it is held, to go at ``flushDueMillis``.
+    mutating func userListDue(at nowMillis: Int64) -> Bool {
+        if held.isEmpty && (lastSentMillis == .min || nowMillis - lastSentMillis >= Self.windowMillis) { return true }
+        held.removeAll { if case .userList = $0 { true } else { false } }
+        held.append(.userList)
+        return false
+    }
+
+    /// A list went out (now or by a flush).
+    mutating func sent(at nowMillis: Int64) { lastSentMillis = nowMillis }
+
+    /// Room events: true when they may go now; false when they wait behind a held list.
+    mutating func frame(_ frame: IOBuffer, _ transport: EngineIOTransport) -> Bool {
+        guard !held.isEmpty else { return true }
+        held.append(.frame(frame, transport))
+        return false
+    }
+
+    /// When the held items are due: the first window boundary (multiples of the window on the
+    /// clock) a full window after the last list. The boundaries are the same for every socket,
+    /// so the sockets of a loop flush together and share one encoding of the list.
+    var flushDueMillis: Int64 {
+        guard lastSentMillis != .min else { return 0 }
+        let earliest = lastSentMillis + Self.windowMillis
+        let slot = (earliest + Self.windowMillis - 1) / Self.windowMillis
+        return slot * Self.windowMillis
+    }
+
+    /// Everything held, in order; nothing is held afterwards.
+    mutating func takeHeld() -> [Item] {
+        defer { held = [] }
+        return held
+    }
+
+    mutating func reset() {
+        held = []
     }
 }
