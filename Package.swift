@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "ParleyBenchTests", dependencies: ["ParleyBench", "ParleyServer", "ParleyTestSupport"]),
         // One contract per backend protocol (MessageStore, Broker, PresenceStore), run against
         // every implementation.
-        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyTestSupport"]),
+        .testTarget(name: "ContractTests", dependencies: ["ParleyCore", "ParleySQLite", "ParleyRedis", "ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ParleyServer", "ParleyIO", "ParleyCore", "ParleyWebSocket", "ParleyTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

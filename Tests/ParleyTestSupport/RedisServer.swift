@@ -406,3 +406,53 @@ public final class RedisClusterServers: Sendable {
         for node in nodes { node.stop() }
     }
 }
+
+/// A Redis server and a Redis Cluster shared by every test of a process that asks for one:
+/// started on first use, stopped (by pid) when the process exits. Tests keep apart by using
+/// key prefixes of their own; a test that kills, pauses or restarts Redis starts its own.
+public enum SharedRedisServers {
+    private struct Started {
+        var single: RedisServer?
+        var cluster: RedisClusterServers?
+        var stopsAtExit = false
+    }
+    private static let started = Mutex(Started())
+
+    /// The shared single server (started on first use).
+    public static func single() throws -> RedisServer {
+        try started.withLock { started in
+            if let server = started.single { return server }
+            let server = try RedisServer.start()
+            started.single = server
+            registerExitHook(&started)
+            return server
+        }
+    }
+
+    /// The shared three-master cluster (started on first use).
+    public static func cluster() throws -> RedisClusterServers {
+        try started.withLock { started in
+            if let cluster = started.cluster { return cluster }
+            let cluster = try RedisClusterServers.start(masters: 3)
+            started.cluster = cluster
+            registerExitHook(&started)
+            return cluster
+        }
+    }
+
+    private static func registerExitHook(_ started: inout Started) {
+        guard !started.stopsAtExit else { return }
+        started.stopsAtExit = true
+        atexit { SharedRedisServers.stopAll() }
+    }
+
+    /// Stops the shared servers (also run at exit).
+    public static func stopAll() {
+        let (single, cluster) = started.withLock { started in
+            defer { started.single = nil; started.cluster = nil }
+            return (started.single, started.cluster)
+        }
+        single?.stop(timeout: 2)
+        cluster?.stop()
+    }
+}

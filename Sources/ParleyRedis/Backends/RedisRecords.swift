@@ -1,0 +1,137 @@
+import ParleyCore
+
+/// How Parley's Redis backends write messages and members: one compact JSON form each,
+/// decoded once per node.
+///
+/// - A message record (stream field `d`, and the body of a channel message):
+///   `{"i": id, "t": timestamp ms, "s": sender?, "b": body}`; the offset is the stream
+///   entry id (`<offset>-0`) or the channel message's header.
+/// - A member: `{"i": id, "c": clientData?, "a": authData?}`.
+/// - A channel message is one of `m<offset> <record>` (a stored message), `e <record>` (an
+///   ephemeral one: typing), `j <member>` (joined), `l <member>` (left).
+enum RedisRecords {
+    /// Limits for our own records: as large as anything a door accepts.
+    static let limits = JSONLimits(maxDepth: 128, maxBytes: 1 << 30, maxStringBytes: 1 << 30, maxElements: 10_000_000)
+
+    // MARK: members
+
+    static func member(_ member: Member) -> JSONValue {
+        var object = JSONObject()
+        object.append(key: "i", value: .string(member.id))
+        if let clientData = member.clientData { object.append(key: "c", value: clientData) }
+        if let authData = member.authData { object.append(key: "a", value: authData) }
+        return .object(object)
+    }
+
+    static func memberBytes(_ value: Member) -> [UInt8] { member(value).serialized() }
+
+    static func member(from value: JSONValue) -> Member? {
+        guard case .object(let object) = value, let id = object["i"]?.stringValue else { return nil }
+        return Member(id: id, clientData: object["c"], authData: object["a"])
+    }
+
+    static func member(bytes: some Collection<UInt8>) -> Member? {
+        guard let value = try? JSONParser.parse(Array(bytes), limits: limits) else { return nil }
+        return member(from: value)
+    }
+
+    // MARK: messages
+
+    /// The record of a message (everything but its offset and room).
+    static func record(_ message: Message) -> [UInt8] {
+        var object = JSONObject()
+        object.append(key: "i", value: .string(message.id))
+        object.append(key: "t", value: .number(JSONNumber(Int(message.timestampMillis))))
+        if let sender = message.sender { object.append(key: "s", value: member(sender)) }
+        object.append(key: "b", value: message.body)
+        return JSONValue.object(object).serialized()
+    }
+
+    /// The message a record describes.
+    static func message(record bytes: some Collection<UInt8>, offset: Int64, room: RoomKey) -> Message? {
+        guard let value = try? JSONParser.parse(Array(bytes), limits: limits), case .object(let object) = value,
+              let id = object["i"]?.stringValue, let timestamp = object["t"]?.intValue, let body = object["b"] else { return nil }
+        var sender: Member?
+        if let raw = object["s"] {
+            guard let decoded = member(from: raw) else { return nil }
+            sender = decoded
+        }
+        return Message(id: id, offset: offset, timestampMillis: Int64(timestamp), room: room, sender: sender, body: body)
+    }
+
+    // MARK: channel messages
+
+    /// What arrives on a room's channel.
+    enum ChannelMessage: Equatable {
+        case stored(Message)
+        case event(RoomEvent)
+    }
+
+    static func channelPayload(_ event: RoomEvent) -> [UInt8] {
+        switch event {
+        case .message(let message):
+            return Array("e ".utf8) + record(message)
+        case .memberJoined(let member):
+            return Array("j ".utf8) + memberBytes(member)
+        case .memberLeft(let member):
+            return Array("l ".utf8) + memberBytes(member)
+        }
+    }
+
+    /// Decodes a channel message of `room`; nil for anything malformed.
+    static func channelMessage(_ payload: [UInt8], room: RoomKey) -> ChannelMessage? {
+        guard let space = payload.firstIndex(of: UInt8(ascii: " ")), space >= 1 else { return nil }
+        let body = payload[(space + 1)...]
+        switch payload[0] {
+        case UInt8(ascii: "m"):
+            guard let offset = Self.decimal(payload[1..<space]), offset > 0,
+                  let message = message(record: body, offset: offset, room: room) else { return nil }
+            return .stored(message)
+        case UInt8(ascii: "e"):
+            guard space == 1, let message = message(record: body, offset: 0, room: room) else { return nil }
+            return .event(.message(message))
+        case UInt8(ascii: "j"):
+            guard space == 1, let member = member(bytes: body) else { return nil }
+            return .event(.memberJoined(member))
+        case UInt8(ascii: "l"):
+            guard space == 1, let member = member(bytes: body) else { return nil }
+            return .event(.memberLeft(member))
+        default:
+            return nil
+        }
+    }
+
+    /// A non-negative decimal number of up to 18 digits.
+    static func decimal(_ bytes: some Collection<UInt8>) -> Int64? {
+        guard !bytes.isEmpty, bytes.count <= 18 else { return nil }
+        var value: Int64 = 0
+        for byte in bytes {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    /// The offset of a stream entry id `<offset>-<seq>`.
+    static func offset(ofEntryID id: [UInt8]) -> Int64? {
+        guard let dash = id.firstIndex(of: UInt8(ascii: "-")) else { return decimal(id) }
+        return decimal(id[..<dash])
+    }
+
+    /// The messages of an `XRANGE` / `XREVRANGE` reply, in reply order.
+    static func messages(fromRange reply: RedisValue, room: RoomKey) throws(RedisError) -> [Message] {
+        guard let entries = reply.array else { throw RedisError(.unexpectedReply, "a stream range reply is not an array: \(reply)") }
+        var messages: [Message] = []
+        messages.reserveCapacity(entries.count)
+        for entry in entries {
+            guard let parts = entry.array, parts.count == 2, let id = parts[0].bytes, let offset = offset(ofEntryID: id),
+                  let fields = parts[1].pairs,
+                  let record = fields.first(where: { $0.key.bytes == [UInt8(ascii: "d")] })?.value.bytes,
+                  let message = message(record: record, offset: offset, room: room) else {
+                throw RedisError(.unexpectedReply, "a malformed stream entry in \(room): \(entry)")
+            }
+            messages.append(message)
+        }
+        return messages
+    }
+}
