@@ -89,6 +89,7 @@ public final class RedisPresenceStore: PresenceStore {
         /// Waiting for this node's members to be back in presence after an outage.
         var afterRestore: [@Sendable () -> Void] = []
         var reconnects = 0
+        var reapPasses = 0
     }
 
     public init(redis: any RedisCommandExecutor, keyspace: RedisKeyspace, options: RedisPresenceOptions = RedisPresenceOptions()) {
@@ -140,6 +141,17 @@ public final class RedisPresenceStore: PresenceStore {
 
     /// Times this node started a new incarnation after trouble with Redis.
     public var reassertions: Int { state.withLock { $0.reconnects } }
+
+    /// True while the reaper may run: Redis has answered every renewal for a whole lease.
+    public var reaperReady: Bool {
+        state.withLock { state in
+            guard !state.dirty, let since = state.healthySince else { return false }
+            return monotonicMillis() >= since + UInt64(options.leaseMillis)
+        }
+    }
+
+    /// Times the reaper has looked for expired leases (and reaped what it found).
+    public var reapPasses: Int { state.withLock { $0.reapPasses } }
 
     // MARK: PresenceStore
 
@@ -452,12 +464,17 @@ public final class RedisPresenceStore: PresenceStore {
             return (true, state.incarnation)
         }
         guard allowed else { return }
-        let done: @Sendable () -> Void = { [self] in state.withLock { $0.reaping = false } }
+        let done: @Sendable (Bool) -> Void = { [self] looked in
+            state.withLock { state in
+                state.reaping = false
+                if looked { state.reapPasses += 1 }
+            }
+        }
         routing.evaluate(RedisBackendScripts.expiredLeases, keys: [keyspace.nodes], arguments: [64]) { [self] result in
-            guard case .success(let reply) = result else { return done() }
+            guard case .success(let reply) = result else { return done(false) }
             let expired = (reply.array ?? []).compactMap(\.string).filter { $0 != current }
             @Sendable func next(_ index: Int) {
-                guard index < expired.count else { return done() }
+                guard index < expired.count else { return done(true) }
                 reapNode(expired[index], own: false) { _ in next(index + 1) }
             }
             next(0)
