@@ -33,7 +33,7 @@ let package = Package(
         // download rules. SHA-256 from OpenSSL; no event loop: work runs on its own thread pool.
         .target(name: "ParleyFiles", dependencies: ["ParleyCore", "CVips", "COpenSSL"]),
         .target(name: "ParleyServer",
-                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "COpenSSL"],
+                dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "ParleyRedis", "COpenSSL"],
                 resources: [.copy("Web")]),
         // `parley bench` (fanout, idle): a load generator on ParleyIO for any server's doors.
         // Its loop-confined counters skip dynamic exclusivity checks in release builds (the

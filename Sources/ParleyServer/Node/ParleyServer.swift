@@ -24,11 +24,14 @@ final class ServerCore: Sendable {
     let restRate: RESTRateLimiter
     /// Serves https:// and wss:// when configured.
     let tls: TLSContext?
+    /// Cluster mode: this node's Redis, name and backends; nil on a single node.
+    let cluster: ClusterNode?
 
-    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil) {
+    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil, cluster: ClusterNode? = nil) {
         self.configuration = configuration
         self.hub = hub
         self.tls = tls
+        self.cluster = cluster
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
@@ -36,14 +39,24 @@ final class ServerCore: Sendable {
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
+
+    /// Put in member ids a door makes from per-process numbers (the line door's
+    /// `line-<connection>`), so they stay unique across the nodes of a cluster: `NODE-` in
+    /// cluster mode, nothing on a single node.
+    var memberIDTag: String { cluster.map { "\($0.nodeID)-" } ?? "" }
+
+    /// Cluster mode: whether Redis is usable (every connection up, the presence lease
+    /// renewed), for `/readyz`; nil on a single node (nothing to wait for).
+    var redisReadiness: ClusterReadiness? { cluster?.readiness }
 }
 
 /// A running Parley server: the event loops, the hub, and every door's listener.
 public final class ParleyServer: Sendable {
     public let configuration: ServerConfiguration
     public let hub: Hub
-    /// The durable store under `--data`.
-    public let store: SQLiteMessageStore
+    /// The durable store under `--data` on a single node; nil in cluster mode (history lives
+    /// in Redis).
+    public let store: SQLiteMessageStore?
     let group: EventLoopGroup
     let core: ServerCore
     private let listeners: Mutex<[TCPListener]>
@@ -61,31 +74,44 @@ public final class ParleyServer: Sendable {
     /// Starts like ``init(configuration:)``, with the hub over the store `makeStore` returns
     /// for the SQLite store under `--data`: that store itself, another in front of it (tests
     /// put a fault-injecting decorator there), or another store altogether. The SQLite store
-    /// is opened, and closed at shutdown, in every case.
+    /// is opened, and closed at shutdown, in every case. In cluster mode (`--redis`,
+    /// `--redis-cluster`) there is no SQLite store and `makeStore` is not called: the hub
+    /// runs over the Redis broker and presence store.
     public init(configuration: ServerConfiguration, store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
         self.configuration = configuration
+        if let problem = configuration.clusterProblem { throw StartupError(description: problem) }
         var hubConfiguration = HubConfiguration()
         hubConfiguration.historyCapacity = configuration.historyCapacity
         hubConfiguration.historyBytesPerRoom = configuration.historyBytesPerRoom
         hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
         hubConfiguration.backlogHighMark = configuration.roomBacklog
-        store = try Self.openStore(configuration)
-        hub = Hub(configuration: hubConfiguration, store: makeStore(store))
         let loopCount: Int
         switch configuration.loops {
         case .cores: loopCount = EventLoopGroup.coreCount
         case .fixed(let n): loopCount = n
         }
-        let tls: TLSContext?
+        let tls = try Self.loadTLS(configuration)
+        let group = EventLoopGroup(loopCount: loopCount)
+        let cluster: ClusterNode?
         do {
-            tls = try Self.loadTLS(configuration)
+            if configuration.isClusterMode {
+                let node = try ClusterNode(configuration: configuration, group: group,
+                                           idempotencyWindowMillis: hubConfiguration.idempotencyWindowMillis)
+                cluster = node
+                store = nil
+                hub = Hub(configuration: hubConfiguration, broker: node.broker, presence: node.presence)
+            } else {
+                cluster = nil
+                let sqlite = try Self.openStore(configuration)
+                store = sqlite
+                hub = Hub(configuration: hubConfiguration, store: makeStore(sqlite))
+            }
         } catch {
-            store.close()
+            group.shutdown()
             throw error
         }
-        let group = EventLoopGroup(loopCount: loopCount)
         self.group = group
-        let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls)
+        let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls, cluster: cluster)
         self.core = core
         listeners = Mutex([])
         do {
@@ -97,8 +123,9 @@ public final class ParleyServer: Sendable {
             listeners.withLock { $0.append(line) }
         } catch {
             for listener in listeners.withLock({ $0 }) { listener.close() }
+            cluster?.shutdown(timeout: .zero)
             group.shutdown()
-            store.close()
+            store?.close()
             throw error
         }
         // Typing flags that were not refreshed expire on their own; idle rooms leave memory.
@@ -110,6 +137,9 @@ public final class ParleyServer: Sendable {
             eviction.start(after: 5000, repeating: 5000, keepAlive: true) { hub.evictIdleRooms() }
         }
     }
+
+    /// Cluster mode: this node's name in the cluster; nil on a single node.
+    public var nodeID: String? { core.cluster?.nodeID }
 
     /// The server TLS context from `--tls-cert` / `--tls-key`, or nil without them. A missing
     /// or unreadable file, a bad PEM or a key that does not match stops startup, naming the file.
@@ -154,20 +184,26 @@ public final class ParleyServer: Sendable {
         }
         var options = SQLiteStoreOptions()
         options.synchronousFull = configuration.syncFull
-        options.retention = StoreRetention(maxMessagesPerRoom: configuration.retentionCount,
-                                           maxAgeMillis: configuration.retentionDays.map { Int64($0) * 86_400_000 })
-        // A channel's own `history` block replaces the server-wide policy there; a key it
-        // leaves out keeps the server-wide value.
-        for channel in configuration.channels where channel.retentionCount != nil || channel.retentionDays != nil {
-            options.retention.channels[channel.id] = StoreRetention.ChannelRetention(
-                maxMessagesPerRoom: channel.retentionCount ?? configuration.retentionCount,
-                maxAgeMillis: (channel.retentionDays ?? configuration.retentionDays).map { Int64($0) * 86_400_000 })
-        }
+        options.retention = storeRetention(configuration)
         do {
             return try SQLiteMessageStore(path: directory + "/parley.sqlite3", options: options)
         } catch {
             throw StartupError(description: error.message)
         }
+    }
+
+    /// The retention policy of the configuration (server-wide and per channel).
+    static func storeRetention(_ configuration: ServerConfiguration) -> StoreRetention {
+        var retention = StoreRetention(maxMessagesPerRoom: configuration.retentionCount,
+                                       maxAgeMillis: configuration.retentionDays.map { Int64($0) * 86_400_000 })
+        // A channel's own `history` block replaces the server-wide policy there; a key it
+        // leaves out keeps the server-wide value.
+        for channel in configuration.channels where channel.retentionCount != nil || channel.retentionDays != nil {
+            retention.channels[channel.id] = StoreRetention.ChannelRetention(
+                maxMessagesPerRoom: channel.retentionCount ?? configuration.retentionCount,
+                maxAgeMillis: (channel.retentionDays ?? configuration.retentionDays).map { Int64($0) * 86_400_000 })
+        }
+        return retention
     }
 
     /// The lines `parley serve` prints once it is ready, one per bound door.
@@ -177,6 +213,7 @@ public final class ParleyServer: Sendable {
         if core.tls != nil {
             lines.append("tls on: https:// and wss:// on the http port" + (configuration.lineTLS ? ", and the line port" : ""))
         }
+        if let cluster = core.cluster { lines.append(cluster.startLine) }
         return lines
     }
 
@@ -200,8 +237,10 @@ public final class ParleyServer: Sendable {
         while core.gate.open.load(ordering: .relaxed) > 0 && ContinuousClock.now < deadline {
             Thread.sleep(forTimeInterval: 0.01)
         }
+        // A node that leaves says so: its remaining members leave everywhere now.
+        core.cluster?.shutdown(timeout: .seconds(2))
         group.shutdown()
-        store.close()
+        store?.close()
     }
 
     /// Watches SIGINT and SIGTERM, calls `ready` once the watchers are in place (so a signal

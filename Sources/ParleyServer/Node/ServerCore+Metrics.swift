@@ -9,6 +9,7 @@ extension ServerCore {
         for limit in Limit.allCases {
             lines.append("parley_limit_breaches_total{limit=\"\(limit.rawValue)\"} \(limits.count(limit))")
         }
+        if let cluster { lines += cluster.metricsLines }
         return lines.joined(separator: "\n") + "\n"
     }
 }
