@@ -51,25 +51,44 @@ public struct RedisKeyspace: Sendable, Hashable {
     }
 
     /// The hash tag of a room: its `channel/room` with `%`, `{` and `}` percent-encoded (a
-    /// `}` would end the tag early; `{` and `%` are encoded so the encoding is reversible).
+    /// `}` would end the tag early; `{` and `%` are encoded so the encoding is reversible),
+    /// and `/` too in the channel, so the first `/` always separates the two.
     public static func tag(_ room: RoomKey) -> String {
-        encode(room.channel) + "/" + encode(room.room)
+        encode(room.channel, slash: true) + "/" + encode(room.room, slash: false)
     }
 
-    static func encode(_ name: String) -> String {
-        guard name.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "}") }) else {
-            return name
+    static func encode(_ name: String, slash: Bool, braces: Bool = true) -> String {
+        func special(_ byte: UInt8) -> Bool {
+            byte == UInt8(ascii: "%") || (braces && (byte == UInt8(ascii: "{") || byte == UInt8(ascii: "}")))
+                || (slash && byte == UInt8(ascii: "/"))
         }
+        guard name.utf8.contains(where: special) else { return name }
         var out = ""
         for scalar in name.unicodeScalars {
             switch scalar {
             case "%": out += "%25"
-            case "{": out += "%7B"
-            case "}": out += "%7D"
+            case "{" where braces: out += "%7B"
+            case "}" where braces: out += "%7D"
+            case "/" where slash: out += "%2F"
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out
+    }
+
+    static func decode(_ text: Substring) -> String {
+        guard text.contains("%") else { return String(text) }
+        var bytes: [UInt8] = []
+        var rest = Array(text.utf8)[...]
+        while let byte = rest.popFirst() {
+            if byte == UInt8(ascii: "%"), rest.count >= 2, let value = UInt8(String(decoding: rest.prefix(2), as: UTF8.self), radix: 16) {
+                bytes.append(value)
+                rest = rest.dropFirst(2)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Node incarnation → lease expiry.
@@ -77,19 +96,22 @@ public struct RedisKeyspace: Sendable, Hashable {
     /// The rooms where a node incarnation holds members.
     public func nodeRooms(_ node: String) -> String { "\(prefix):node:\(node):rooms" }
     /// A channel's occupied rooms.
-    public func occupiedRooms(_ channel: String) -> String { "\(prefix):rooms:\(Self.encode(channel))" }
+    public func occupiedRooms(_ channel: String) -> String { "\(prefix):rooms:\(Self.encode(channel, slash: false))" }
     /// Every room with history (for retention and recovery).
     public var streams: String { "\(prefix):streams" }
     /// Taken by the node that runs the background retention pass.
     public var retentionLock: String { "\(prefix):retention-lock" }
 
-    /// `channel/room`, the way the cross-room sets name a room.
-    static func roomName(_ room: RoomKey) -> String { "\(room.channel)/\(room.room)" }
+    /// `channel/room` (`%` and `/` percent-encoded in the channel), the way the cross-room
+    /// sets name a room.
+    static func roomName(_ room: RoomKey) -> String {
+        encode(room.channel, slash: true, braces: false) + "/" + room.room
+    }
 
-    /// The room of a `channel/room` name (nil when it is not one).
+    /// The room of a ``roomName(_:)`` (nil when it is not one).
     static func room(named name: String) -> RoomKey? {
         guard let slash = name.firstIndex(of: "/") else { return nil }
-        return RoomKey(channel: String(name[..<slash]), room: String(name[name.index(after: slash)...]))
+        return RoomKey(channel: decode(name[..<slash]), room: String(name[name.index(after: slash)...]))
     }
 }
 
