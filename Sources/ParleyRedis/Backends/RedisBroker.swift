@@ -158,8 +158,15 @@ public final class RedisBroker: Broker {
         let store = redisStore
         let keys = store.rooms.use(room, nowMillis: store.clock.nowMillis()).keys
         let command = RedisCommand("SPUBLISH", .string(keys.channel), .bytes(RedisRecords.channelPayload(event)))
+        let shard = self.shard(for: room)
         routing.onLoop(for: room) { [routing] in
-            routing.send(command) { _ in }
+            routing.send(command) { result in
+                // Redis could not take it: this node still sees it (in the room's order from
+                // here on), so its own sessions' joins complete; the other nodes rebuild the
+                // room from presence when they are back in touch.
+                guard case .failure = result else { return }
+                shard.run { $0.deliverLocally(event, in: room) }
+            }
         }
     }
 
@@ -217,6 +224,9 @@ private final class RoomFeed {
     var refillAgain = false
     /// Rebuild the room from presence once the fills are done.
     var resynchronize = false
+    /// Unsubscribed by its last use: what was stored until now is still delivered (one last
+    /// fill), then the feed ends.
+    var draining = false
     var buffer: [Incoming] = []
     var bufferHead = 0
     var timeout: LoopTimer?
@@ -278,6 +288,7 @@ private final class FeedShard {
         guard !isClosed else { return completion(.failure(ParleyError(.unavailable, "the Redis broker is closed"))) }
         if let feed = feeds[room] {
             feed.uses += 1
+            feed.draining = false
             if feed.live {
                 completion(.success(RoomPosition(stored: feed.last, published: feed.last)))
             } else {
@@ -361,10 +372,16 @@ private final class FeedShard {
     }
 
     func unsubscribe(_ room: RoomKey) {
-        guard let feed = feeds[room] else { return }
+        guard let feed = feeds[room], !feed.draining else { return }
         feed.uses -= 1
         guard feed.uses <= 0 else { return }
-        fail(feed, ParleyError(.unavailable, "unsubscribed from \(room) before the subscription was in place"))
+        guard feed.live else {
+            return fail(feed, ParleyError(.unavailable, "unsubscribed from \(room) before the subscription was in place"))
+        }
+        // Messages stored before the last unsubscribe still reach this node (their pub/sub
+        // copies may still be on their way): one last fill, then the feed ends.
+        feed.draining = true
+        if feed.refilling { feed.refillAgain = true } else { refill(feed, through: nil) }
     }
 
     // MARK: events from Redis
@@ -391,6 +408,12 @@ private final class FeedShard {
         case .connection:
             break
         }
+    }
+
+    /// A broadcast Redis refused, for this node's own view of the room.
+    func deliverLocally(_ event: RoomEvent, in room: RoomKey) {
+        guard let feed = feeds[room], feed.subscribing else { return }
+        receive(.event(event), in: feed)
     }
 
     private func receive(_ item: Incoming, in feed: RoomFeed) {
@@ -457,11 +480,12 @@ private final class FeedShard {
         }
     }
 
-    private func filled(_ feed: RoomFeed, through: Int64?, page: Int, _ result: Result<RedisValue, RedisError>) {
+    private func filled(_ feed: RoomFeed, through: Int64?, page pageSize: Int, _ result: Result<RedisValue, RedisError>) {
         guard !feed.closed else { return }
-        var read: [Message]?
-        if case .success(let reply) = result { read = try? RedisRecords.messages(fromRange: reply, room: feed.room) }
-        guard let messages = read else {
+        var read: RedisRecords.RangePage?
+        if case .success(let reply) = result { read = try? RedisRecords.range(reply, room: feed.room) }
+        guard let page = read else {
+            if feed.draining { return fail(feed, ParleyError(.unavailable, "unsubscribed")) }
             // Redis is down or the reply was bad: try again shortly (events keep waiting, bounded).
             let retry = feed.retry ?? LoopTimer(loop: loop)
             feed.retry = retry
@@ -471,12 +495,14 @@ private final class FeedShard {
             }
             return
         }
-        for message in messages where message.offset > feed.last {
+        for message in page.messages where message.offset > feed.last {
             feed.last = message.offset
             deliver(.message(message), in: feed)
             if feed.closed { return }
         }
-        if messages.count >= page && (through.map { feed.last < $0 } ?? true) {
+        // An entry that could not be decoded is passed over, not waited for.
+        if let lastEntry = page.lastOffset { feed.last = max(feed.last, lastEntry) }
+        if page.entries >= pageSize && (through.map { feed.last < $0 } ?? true) {
             refill(feed, through: through)
             return
         }
@@ -487,6 +513,10 @@ private final class FeedShard {
             return
         }
         feed.refilling = false
+        if feed.draining {
+            // Unsubscribed: what came after the last fill is not delivered.
+            return fail(feed, ParleyError(.unavailable, "unsubscribed"))
+        }
         if !feed.live { goLive(feed) }
         if feed.resynchronize {
             feed.resynchronize = false

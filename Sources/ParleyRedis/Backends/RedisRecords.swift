@@ -118,20 +118,33 @@ enum RedisRecords {
         return decimal(id[..<dash])
     }
 
-    /// The messages of an `XRANGE` / `XREVRANGE` reply, in reply order.
-    static func messages(fromRange reply: RedisValue, room: RoomKey) throws(RedisError) -> [Message] {
-        guard let entries = reply.array else { throw RedisError(.unexpectedReply, "a stream range reply is not an array: \(reply)") }
+    /// A page of stream entries: the messages, in reply order, and the offset of the last
+    /// entry (decodable or not).
+    struct RangePage {
         var messages: [Message] = []
-        messages.reserveCapacity(entries.count)
+        var entries = 0
+        var lastOffset: Int64?
+    }
+
+    /// The messages of an `XRANGE` / `XREVRANGE` reply, in reply order. An entry that cannot
+    /// be decoded (written by something else) is skipped rather than blocking the room.
+    static func range(_ reply: RedisValue, room: RoomKey) throws(RedisError) -> RangePage {
+        guard let entries = reply.array else { throw RedisError(.unexpectedReply, "a stream range reply is not an array: \(reply)") }
+        var page = RangePage()
+        page.messages.reserveCapacity(entries.count)
+        page.entries = entries.count
         for entry in entries {
-            guard let parts = entry.array, parts.count == 2, let id = parts[0].bytes, let offset = offset(ofEntryID: id),
-                  let fields = parts[1].pairs,
+            guard let parts = entry.array, parts.count == 2, let id = parts[0].bytes, let offset = offset(ofEntryID: id) else { continue }
+            page.lastOffset = offset
+            guard let fields = parts[1].pairs,
                   let record = fields.first(where: { $0.key.bytes == [UInt8(ascii: "d")] })?.value.bytes,
-                  let message = message(record: record, offset: offset, room: room) else {
-                throw RedisError(.unexpectedReply, "a malformed stream entry in \(room): \(entry)")
-            }
-            messages.append(message)
+                  let message = message(record: record, offset: offset, room: room) else { continue }
+            page.messages.append(message)
         }
-        return messages
+        return page
+    }
+
+    static func messages(fromRange reply: RedisValue, room: RoomKey) throws(RedisError) -> [Message] {
+        try range(reply, room: room).messages
     }
 }
