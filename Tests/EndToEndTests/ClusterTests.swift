@@ -181,4 +181,50 @@ import ParleyTestSupport
         #expect(metrics.contains("parley_redis_reconnects_total 0"))
         #expect(metrics.contains("parley_redis_pending_commands "))
     }
+
+    /// Redis dies under a node: clients stay connected, a publish gets a clear error naming
+    /// Redis (never silence, never a hang), `/metrics` says Redis is down; when Redis is back
+    /// (on its append-only file) everything works again without a restart, history included.
+    @Test func whileRedisIsDownPublishesFailClearlyAndEverythingResumes() async throws {
+        let redis = try RedisServer.start(appendOnly: true)
+        defer { redis.stop() }
+        let node = try startTestServer { configuration in
+            configuration.redisURL = redis.url
+            configuration.nodeID = "lonely"
+            configuration.presenceLeaseMillis = 3_000
+        }
+        defer { node.shutdown() }
+        let client = try await NativeClient.connect(node, clientData: ["name": "ann"])
+        try await client.subscribe("observable-r")
+        try client.send(["type": "publish", "room": "observable-r", "message": "before", "callback": 10])
+        let receipt = try await client.next { $0["callback"] == 10 }
+        #expect(receipt["offset"] == 1, "\(receipt)")
+
+        redis.kill()
+        try await eventually("metrics say Redis is down", timeout: 10) {
+            try rawHTTP(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 0")
+        }
+        let start = ContinuousClock.now
+        try client.send(["type": "publish", "room": "observable-r", "message": "while down", "callback": 11])
+        let refused = try await client.next(timeout: 10) { $0["callback"] == 11 }
+        #expect(refused["error"]?.stringValue?.contains("Redis") == true, "\(refused)")
+        #expect(ContinuousClock.now - start < .seconds(6))
+
+        try redis.restart()
+        try await eventually("metrics say Redis is up", timeout: 15) {
+            try rawHTTP(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 1")
+        }
+        var delivered: JSONValue = .null
+        try await eventually("a publish works again", timeout: 15) {
+            try client.send(["type": "publish", "room": "observable-r", "message": "after", "callback": 12])
+            let reply = try await client.next(timeout: 5) { $0["callback"] == 12 }
+            if reply["error"] != nil { return false }
+            delivered = try await client.next(timeout: 5) { $0["type"] == "publish" && $0["message"] == "after" }
+            return true
+        }
+        #expect(delivered["offset"] == 2, "the offsets went on from what Redis kept: \(delivered)")
+        try client.send(["type": "history", "room": "observable-r", "callback": 13])
+        let history = try await client.next { $0["callback"] == 13 }
+        #expect(history["messages"]?.arrayValue?.compactMap { $0["message"]?.stringValue } == ["before", "after"])
+    }
 }
