@@ -311,7 +311,9 @@ private final class FeedShard {
         // through the channel or the fill that follows the subscription.
         let me = self.me, bound = LoopBound(feed, on: loop)
         routing.send(RedisCommand("GET", .string(keys.offset))) { result in
-            me.runNow { shard in
+            // Usually on this loop already; a Redis Cluster client that had no slot map yet
+            // answers on another loop.
+            me.run { shard in
                 let feed = bound.runNow { $0 }
                 guard !feed.closed else { return }
                 switch result {
@@ -476,7 +478,7 @@ private final class FeedShard {
         let end: RedisArgument = through.map { .integer($0) } ?? "+"
         let me = self.me, bound = LoopBound(feed, on: loop)
         routing.send(RedisCommand("XRANGE", .string(feed.keys.stream), .integer(start), end, "COUNT", .integer(Int64(page)))) { result in
-            me.runNow { shard in shard.filled(bound.runNow { $0 }, through: through, page: page, result) }
+            me.run { shard in shard.filled(bound.runNow { $0 }, through: through, page: page, result) }
         }
     }
 
