@@ -74,6 +74,7 @@ final class ConnectRequest {
         }
         uv_tcp_nodelay(handle, 1)
         let connection = TCPConnection(loop: loop, handle: handle)
+        connection.isOutbound = true
         completion(.success(connection))
         if connection.handler == nil {
             connection.close(flush: false)

@@ -227,4 +227,26 @@ import ParleyTestSupport
         let history = try await client.next { $0["callback"] == 13 }
         #expect(history["messages"]?.arrayValue?.compactMap { $0["message"]?.stringValue } == ["before", "after"])
     }
+
+    /// A node that stops gracefully (SIGTERM) says goodbye for its members: they leave on the
+    /// other nodes at once, not a lease later.
+    @Test func aNodeThatStopsGracefullyAnnouncesItsMembersLeavesAtOnce() throws {
+        let (a, b) = try Self.twoNodes()
+        defer { a.shutdown() }
+        let watcher = try TestSocket(port: a.linePort)
+        try watcher.send("iam:watcher\n")
+        _ = try watcher.readLine(until: { $0 == "watcher has joined" })
+        let leaver = try TestSocket(port: b.linePort)
+        try leaver.send("iam:leaver\n")
+        _ = try watcher.readLine(until: { $0 == "leaver has joined" })
+        let start = Date()
+        let stopped = DispatchSemaphore(value: 0)
+        Thread {
+            b.shutdown()
+            stopped.signal()
+        }.start()
+        _ = try watcher.readLine(timeout: 5, until: { $0 == "leaver has left" })
+        #expect(Date().timeIntervalSince(start) < 3, "well before the 10 s lease")
+        #expect(stopped.wait(timeout: .now() + 10) == .success)
+    }
 }

@@ -225,6 +225,9 @@ public final class ParleyServer: Sendable {
         for loop in group.loops {
             loop.execute {
                 loop.forEachConnection { connection in
+                    // Connections the server opened (to Redis) are closed by their owners,
+                    // after the sessions: a cluster node still announces its members' leaves.
+                    if connection.isOutbound { return }
                     if let session = connection.handler as? GracefulSession {
                         session.serverIsStopping()
                     } else {
