@@ -66,12 +66,15 @@ final class ConnectRequest {
 
     func finish(status: Int32) {
         if status < 0 {
-            uv_close(UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)) { $0!.deallocate() }
+            // A loop that stops cancels the connect after closing the handle itself.
+            let raw = UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)
+            if uv_is_closing(raw) == 0 { uv_close(raw) { $0!.deallocate() } }
             completion(.failure(IOError(uv: status, "connect")))
             return
         }
         uv_tcp_nodelay(handle, 1)
         let connection = TCPConnection(loop: loop, handle: handle)
+        connection.isOutbound = true
         completion(.success(connection))
         if connection.handler == nil {
             connection.close(flush: false)

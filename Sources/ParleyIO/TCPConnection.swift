@@ -36,6 +36,9 @@ public final class TCPConnection {
     public let remoteAddress: String
     /// The peer's IP address without the port.
     public let remoteIP: String
+    /// True for a connection this process opened (`EventLoop.connect`), false for one a
+    /// listener accepted.
+    public internal(set) var isOutbound = false
     /// Receives reads and the close. Released after `connectionDidClose`.
     public var handler: (any ConnectionHandler)?
     /// Largest number of bytes that may wait to be written before the connection is cut.

@@ -6,6 +6,9 @@ import Synchronization
 /// completions run on an event loop of the client's group (the caller's own loop when the
 /// caller is on one), sometimes before the method returns.
 public protocol RedisCommandExecutor: AnyObject, Sendable {
+    /// The loops the client's connections live on (completions run on them).
+    var group: EventLoopGroup { get }
+
     /// Sends one command (pipelined with everything else on its connection). In a cluster it
     /// goes to the master of its key's slot, following `MOVED`/`ASK`.
     func send(_ command: RedisCommand, completion: @escaping @Sendable (Result<RedisValue, RedisError>) -> Void)

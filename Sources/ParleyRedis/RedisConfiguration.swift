@@ -39,6 +39,10 @@ public struct RedisConfiguration: Sendable, Equatable {
     /// Redis Cluster: the slot map is reloaded this often even without a redirection; 0 only
     /// reloads on redirections and connection failures.
     public var slotMapRefreshIntervalMillis: Int = 30_000
+    /// Scripts loaded (`SCRIPT LOAD`) on every command connection as it (re)connects, before
+    /// it takes commands: `EVALSHA` then never meets `NOSCRIPT` after a Redis restart, so two
+    /// scripts sent back to back are never run out of order by the `EVAL` fallback.
+    public var scriptsToLoad: [RedisScript] = []
 
     public init() {}
 }

@@ -337,14 +337,28 @@ public final class RedisConnection {
 
     private func selectDatabase(_ generation: Int) {
         guard endpoint.database != 0 else {
-            runSessionSetup(generation)
+            loadScripts(generation)
             return
         }
         setupStep(RedisCommand("SELECT", .integer(Int64(endpoint.database))), generation) { connection, result in
             switch result {
-            case .success: connection.runSessionSetup(generation)
+            case .success: connection.loadScripts(generation)
             case .failure(let error): connection.connectionFailed(error)
             }
+        }
+    }
+
+    /// Loads ``RedisConfiguration/scriptsToLoad`` on a command connection, then runs the
+    /// session setup. A refusal (a read-only replica, an ACL) is not fatal: `EVALSHA` falls
+    /// back to `EVAL`.
+    private func loadScripts(_ generation: Int, from index: Int = 0) {
+        let scripts = configuration.scriptsToLoad
+        guard mode == .commands, index < scripts.count else {
+            runSessionSetup(generation)
+            return
+        }
+        setupStep(RedisCommand("SCRIPT", "LOAD", .string(scripts[index].source)), generation) { connection, _ in
+            connection.loadScripts(generation, from: index + 1)
         }
     }
 

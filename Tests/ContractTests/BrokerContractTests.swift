@@ -2,33 +2,61 @@ import Foundation
 import Synchronization
 import Testing
 import ParleyCore
+import ParleyRedis
 import ParleySQLite
 
 /// One node's broker of each kind, with its delivery recorder.
 struct BrokerNode {
     let broker: any Broker
     let deliveries: DeliveryRecorder
+    /// Makes the node's writes fail (true) or work again (false); nodes made `failable` only.
+    var failWrites: @Sendable (Bool) -> Void = { _ in }
 }
 
 /// Every broker implementation, run through one contract.
 enum BrokerKind: String, CaseIterable, Sendable, CustomStringConvertible {
-    case memory, sqlite
+    case memory, sqlite, redis, redisCluster
     var description: String { rawValue }
 
-    /// A node over a fresh store.
-    func makeNode(store: (any MessageStore)? = nil) throws -> BrokerNode {
+    var isRedis: Bool { self == .redis || self == .redisCluster }
+
+    /// A node over a fresh store. A `failable` node's writes fail on demand (``BrokerNode/failWrites``).
+    /// Redis nodes made with the same `keyspace` are nodes of one cluster.
+    func makeNode(failable: Bool = false, keyspace: RedisKeyspace? = nil) throws -> BrokerNode {
         let broker: any Broker
+        var failWrites: @Sendable (Bool) -> Void = { _ in }
         switch self {
-        case .memory:
-            broker = LocalBroker(store: store ?? InMemoryMessageStore())
-        case .sqlite:
-            var options = SQLiteStoreOptions()
-            options.synchronousFull = false
-            broker = LocalBroker(store: try store ?? SQLiteMessageStore(path: temporaryDatabase(), options: options))
+        case .memory, .sqlite:
+            var store: any MessageStore
+            if self == .memory {
+                store = InMemoryMessageStore()
+            } else {
+                var options = SQLiteStoreOptions()
+                options.synchronousFull = false
+                store = try SQLiteMessageStore(path: temporaryDatabase(), options: options)
+            }
+            if failable {
+                let failing = FailingStore(inner: InMemoryMessageStore())
+                failWrites = { flag in failing.failing.withLock { $0 = flag } }
+                store = failing
+            }
+            broker = LocalBroker(store: store)
+        case .redis, .redisCluster:
+            let deployment = try RedisDeployment.shared(self == .redis ? .single : .cluster)
+            var client = deployment.client
+            if failable {
+                let failing = FailingRedis(inner: client)
+                failWrites = { flag in failing.failing.withLock { $0 = flag } }
+                client = failing
+            }
+            var options = RedisStoreOptions()
+            options.retentionIntervalMillis = 0
+            let store = RedisMessageStore(redis: client, keyspace: keyspace ?? RedisDeployment.freshKeyspace(), options: options)
+            broker = RedisBroker(store: store)
         }
         let deliveries = DeliveryRecorder()
         broker.setDelivery(deliveries)
-        return BrokerNode(broker: broker, deliveries: deliveries)
+        return BrokerNode(broker: broker, deliveries: deliveries, failWrites: failWrites)
     }
 }
 
@@ -145,13 +173,12 @@ private let alice = Member(id: "a1", clientData: ["name": "alice"])
 
     @Test(arguments: BrokerKind.allCases)
     func aFailedWriteIsReportedNeverDeliveredAndOffsetsStayDense(kind: BrokerKind) async throws {
-        let store = FailingStore(inner: InMemoryMessageStore())
-        let node = try kind.makeNode(store: store)
+        let node = try kind.makeNode(failable: true)
         _ = try await node.broker.subscribe(room)
         _ = try await node.broker.publish(draft("one", in: room))
-        store.failing.withLock { $0 = true }
+        node.failWrites(true)
         await #expect(throws: ParleyError.self) { try await node.broker.publish(draft("lost", in: room)) }
-        store.failing.withLock { $0 = false }
+        node.failWrites(false)
         let three = try await node.broker.publish(draft("two", in: room))
         #expect(three.offset == 2)
         #expect(await node.deliveries.wait(in: room) { $0.count == 2 })

@@ -3,13 +3,14 @@ import Synchronization
 import Testing
 import ParleyCore
 import CSQLite
+import ParleyRedis
 @testable import ParleySQLite
 import ParleyTestSupport
 
 /// One contract, every store: memory and SQLite must pass the same tests (and the test
 /// suites' fault-injecting store, letting everything through to SQLite).
 enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
-    case memory, sqlite, faultInjectingOverSQLite
+    case memory, sqlite, faultInjectingOverSQLite, redis, redisCluster
     var description: String { rawValue }
 
     func make(retention: StoreRetention = .keepEverything, path: String? = nil) throws -> any MessageStore {
@@ -25,6 +26,13 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
             return try SQLiteMessageStore(path: path ?? temporaryDatabase(), options: options, clockMillis: { 0 })
         case .faultInjectingOverSQLite:
             return FaultInjectingMessageStore(wrapping: try StoreKind.sqlite.make(retention: retention, path: path))
+        case .redis, .redisCluster:
+            var options = RedisStoreOptions()
+            options.retention = retention
+            // No background pass: only the explicit calls with the tests' made-up times drop anything.
+            options.retentionIntervalMillis = 0
+            let deployment = try RedisDeployment.shared(self == .redis ? .single : .cluster)
+            return RedisMessageStore(redis: deployment.client, keyspace: RedisDeployment.freshKeyspace(), options: options)
         }
     }
 }

@@ -1,14 +1,19 @@
 import Testing
 import ParleyCore
+import ParleyRedis
 
 /// Every presence store implementation, run through one contract.
 enum PresenceKind: String, CaseIterable, Sendable, CustomStringConvertible {
-    case memory
+    case memory, redis, redisCluster
     var description: String { rawValue }
 
     func make() throws -> any PresenceStore {
         switch self {
-        case .memory: MemoryPresenceStore()
+        case .memory:
+            return MemoryPresenceStore()
+        case .redis, .redisCluster:
+            let deployment = try RedisDeployment.shared(self == .redis ? .single : .cluster)
+            return RedisPresenceStore(redis: deployment.client, keyspace: RedisDeployment.freshKeyspace())
         }
     }
 }

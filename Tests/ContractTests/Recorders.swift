@@ -13,6 +13,9 @@ final class DeliveryRecorder: BrokerDelivery {
 
     func events(in room: RoomKey) -> [RoomEvent] { log.withLock { $0.filter { $0.0 == room }.map(\.1) } }
 
+    /// Rooms the broker asked to rebuild, in order.
+    var resynchronizedRooms: [RoomKey] { resynchronized.withLock { $0 } }
+
     /// Offsets of the stored messages delivered for `room`, in order.
     func offsets(in room: RoomKey) -> [Int64] {
         events(in: room).compactMap { if case .message(let m) = $0, m.offset > 0 { m.offset } else { nil } }

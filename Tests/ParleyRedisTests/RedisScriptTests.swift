@@ -90,4 +90,26 @@ import ParleyTestSupport
         #expect(log.messages(on: .sharded("{ch/lobby}:channel")) == ["1:hi", "2:again"])
         #expect(try await client.call("XLEN", "{ch/lobby}:stream").int == 2)
     }
+
+    /// Scripts named in the configuration are loaded on every (re)connect, so `EVALSHA` never
+    /// meets `NOSCRIPT` (whose `EVAL` fallback could let a later script overtake an earlier
+    /// one), even after Redis restarted with an empty script cache.
+    @Test func configuredScriptsAreLoadedOnEveryConnect() async throws {
+        let redis = try RedisServer.start()
+        defer { redis.stop() }
+        let group = EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let script = RedisScript("return ARGV[1]")
+        var configuration = fastConfiguration()
+        configuration.scriptsToLoad = [script, RedisScript("return 2")]
+        let client = RedisClient(endpoint: try RedisEndpoint(url: redis.url), group: group, configuration: configuration)
+        defer { client.close() }
+        #expect(try await client.evaluate(script, arguments: ["one"]) == .bulkString(Array("one".utf8)))
+        redis.kill()
+        try redis.restart()
+        try await waitUntil("the client to reconnect") { client.status.state == .ready && client.status.reconnects >= 1 }
+        #expect(try await client.evaluate(script, arguments: ["two"]) == .bulkString(Array("two".utf8)))
+        #expect(try commandStats(redis, "evalsha") == (1, 0), "EVALSHA found the script at once")
+        #expect(try commandStats(redis, "eval").calls == 0)
+    }
 }

@@ -406,3 +406,67 @@ public final class RedisClusterServers: Sendable {
         for node in nodes { node.stop() }
     }
 }
+
+/// A Redis server and a Redis Cluster shared by every test of a process that asks for one:
+/// started on first use, stopped (by pid) when the process exits, and by a watchdog process
+/// if it crashes. Tests keep apart by using key prefixes of their own; a test that kills,
+/// pauses or restarts Redis starts its own.
+public enum SharedRedisServers {
+    private struct Started {
+        var single: RedisServer?
+        var cluster: RedisClusterServers?
+        var stopsAtExit = false
+        /// Watchdogs (one per started server set): each kills its servers once this process
+        /// is gone, so a crashed test run leaves no redis-server behind.
+        var watchdogs: [pid_t] = []
+    }
+    private static let started = Mutex(Started())
+
+    /// The shared single server (started on first use).
+    public static func single() throws -> RedisServer {
+        try started.withLock { started in
+            if let server = started.single { return server }
+            let server = try RedisServer.start()
+            started.single = server
+            watch([server], &started)
+            return server
+        }
+    }
+
+    /// The shared three-master cluster (started on first use).
+    public static func cluster() throws -> RedisClusterServers {
+        try started.withLock { started in
+            if let cluster = started.cluster { return cluster }
+            let cluster = try RedisClusterServers.start(masters: 3)
+            started.cluster = cluster
+            watch(cluster.nodes, &started)
+            return cluster
+        }
+    }
+
+    private static func watch(_ servers: [RedisServer], _ started: inout Started) {
+        if !started.stopsAtExit {
+            started.stopsAtExit = true
+            atexit { SharedRedisServers.stopAll() }
+        }
+        let pids = servers.compactMap(\.pid).map(String.init).joined(separator: " ")
+        let script = "while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done; kill -9 \(pids) 2>/dev/null"
+        if let watchdog = try? RedisServer.spawn("/bin/sh", ["-c", script]) { started.watchdogs.append(watchdog) }
+    }
+
+    /// Stops the shared servers (also run at exit).
+    public static func stopAll() {
+        let (single, cluster, watchdogs) = started.withLock { started in
+            defer { started.single = nil; started.cluster = nil; started.watchdogs = [] }
+            return (started.single, started.cluster, started.watchdogs)
+        }
+        // The watchdogs go first: once the servers have exited their pids may be reused.
+        for watchdog in watchdogs {
+            kill(watchdog, SIGKILL)
+            var status: Int32 = 0
+            waitpid(watchdog, &status, 0)
+        }
+        single?.stop(timeout: 2)
+        cluster?.stop()
+    }
+}

@@ -55,13 +55,15 @@ extension Hub {
     }
 
     /// Rebuilds a room's members from presence after the broker may have lost joins or
-    /// leaves: the sessions here are told the difference as ordinary joins and leaves.
+    /// leaves: the sessions here are told the difference as ordinary joins and leaves, and a
+    /// subscribe still waiting for its own join (which may have been among the lost events)
+    /// completes when presence has its member.
     func resynchronize(_ key: RoomKey) {
         guard let room = rooms.withLock({ $0[key] }) else { return }
         presence.members(of: key, limit: configuration.maxMembersPerRoom) { [self] result in
             guard case .success(let (members, _)) = result else { return }
-            room.lock.withLock { state in
-                guard case .live = state.phase else { return }
+            let reads = room.lock.withLock { state -> [@Sendable () -> Void] in
+                guard case .live = state.phase else { return [] }
                 let fresh = Set(members.map(\.id))
                 for member in state.members.list() where !fresh.contains(member.id) {
                     if apply(.memberLeft(member), to: &state) { state.post(.event(key, .memberLeft(member))) }
@@ -69,7 +71,13 @@ extension Hub {
                 for member in members where apply(.memberJoined(member), to: &state) {
                     state.post(.event(key, .memberJoined(member)))
                 }
+                var waiting: [String: Member] = [:]
+                for session in state.sessions.values where session.stage == .awaitingJoin && fresh.contains(session.member.id) {
+                    waiting[session.member.id] = session.member
+                }
+                return waiting.values.flatMap { joinArrived($0, in: room, state: &state) }
             }
+            for read in reads { read() }
         }
     }
 }

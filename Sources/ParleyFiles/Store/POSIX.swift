@@ -77,6 +77,11 @@ enum POSIX {
     static func makeDirectory(_ path: String) throws(FileError) -> Bool {
         if mkdir(path, 0o755) == 0 { return true }
         if errno == EEXIST { return false }
+        if errno == ENOENT, let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            // The parent is missing too (a fresh data directory): make it first.
+            try makeDirectory(String(path[..<slash]))
+            if mkdir(path, 0o755) == 0 || errno == EEXIST { return true }
+        }
         throw failure("cannot create directory", path)
     }
 

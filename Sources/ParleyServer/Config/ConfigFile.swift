@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCore
 import ParleyLog
+import ParleyRedis
 
 /// One channel the config file lists: its secret and its own settings.
 public struct ChannelSettings: Sendable, Equatable {
@@ -80,7 +81,8 @@ extension ServerConfiguration {
 ///   "tls": {"cert": "/etc/parley/cert.pem", "key": "/etc/parley/key.pem", "line": false},
 ///   "log": {"level": "info", "format": "json"},
 ///   "metrics": {"token": "a-long-random-scrape-token"},
-///   "admin": {"token": "a-long-random-admin-token"}
+///   "admin": {"token": "a-long-random-admin-token"},
+///   "redis": {"url": "redis://127.0.0.1:6379", "nodeId": "node-1", "presenceLease": 10, "prefix": "parley"}
 /// }
 /// ```
 public enum ConfigFile {
@@ -209,7 +211,7 @@ public enum ConfigFile {
         }
 
         mutating func apply(_ root: JSONValue, to configuration: inout ServerConfiguration) throws(Failure) {
-            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files"])
+            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files", "redis"])
             if let value = top["log"] {
                 let log = try object(value, "log", allowed: ["level", "format"])
                 if let v = log["level"] {
@@ -292,6 +294,9 @@ public enum ConfigFile {
                     throw Failure(message: "tls needs both cert and key")
                 }
             }
+            if let value = top["redis"] {
+                try redis(value, into: &configuration)
+            }
             if let value = top["channels"] {
                 guard case .array(let list) = value else { throw Failure(message: "channels must be an array of objects") }
                 var channels: [ChannelSettings] = []
@@ -306,6 +311,49 @@ public enum ConfigFile {
                 if !channels.isEmpty { configuration.openChannels = false }
             }
             if let value = top["openChannels"] { configuration.openChannels = try bool(value, "openChannels") }
+        }
+
+        /// `redis`: cluster mode. `url` (one Redis) or `cluster` (seed nodes, a comma-separated
+        /// string or an array), `nodeId`, `presenceLease` (seconds), `prefix`.
+        func redis(_ value: JSONValue, into configuration: inout ServerConfiguration) throws(Failure) {
+            let redis = try object(value, "redis", allowed: ["url", "cluster", "nodeId", "presenceLease", "prefix"])
+            if let v = redis["url"] {
+                let url = try string(v, "redis.url")
+                do throws(RedisError) { _ = try RedisEndpoint(url: url) } catch { throw Failure(message: "redis.url: \(error.message)") }
+                configuration.redisURL = url
+            }
+            if let v = redis["cluster"] {
+                let seeds: String
+                if case .array(let items) = v {
+                    var list: [String] = []
+                    for (index, item) in items.enumerated() { list.append(try string(item, "redis.cluster[\(index)]")) }
+                    seeds = list.joined(separator: ",")
+                } else {
+                    seeds = try string(v, "redis.cluster")
+                }
+                do throws(RedisError) { _ = try RedisEndpoint.seeds(seeds) } catch { throw Failure(message: "redis.cluster: \(error.message)") }
+                configuration.redisClusterSeeds = seeds
+            }
+            if configuration.redisURL != nil && configuration.redisClusterSeeds != nil {
+                throw Failure(message: "redis.url and redis.cluster cannot be used together")
+            }
+            if let v = redis["nodeId"] {
+                let id = try string(v, "redis.nodeId")
+                guard RedisPresenceOptions.isValidNodeID(id) else {
+                    throw Failure(message: "redis.nodeId must be 1-64 letters, digits, '.', '_' or '-'")
+                }
+                configuration.nodeID = id
+            }
+            if let v = redis["presenceLease"] {
+                configuration.presenceLeaseMillis = Int(try number(v, "redis.presenceLease", 1.5...3_600) * 1000)
+            }
+            if let v = redis["prefix"] {
+                let prefix = try string(v, "redis.prefix")
+                guard RedisKeyspace.isValidPrefix(prefix) else {
+                    throw Failure(message: "redis.prefix must be 1-64 letters, digits, '.', '_', '-' or ':'")
+                }
+                configuration.redisKeyPrefix = prefix
+            }
         }
 
         func channel(_ value: JSONValue, _ path: String) throws(Failure) -> ChannelSettings {

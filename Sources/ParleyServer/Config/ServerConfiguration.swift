@@ -1,5 +1,6 @@
 import ParleyCore
 import ParleyLog
+import ParleyRedis
 
 /// Everything `parley serve` can be told. Each flag has a `PARLEY_*` environment variable;
 /// a flag wins over the variable.
@@ -160,6 +161,22 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Bearer token of the admin API and dashboard (config file `admin.token`); nil: the
     /// admin API refuses everything.
     public var adminToken: String?
+
+    // Cluster mode (README.md, "Cluster mode"): several nodes share one Redis.
+    /// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`: run as a node of a cluster on this Redis.
+    public var redisURL: String?
+    /// `HOST:PORT[,HOST:PORT...]`: run as a node of a cluster on this Redis Cluster (seeds).
+    public var redisClusterSeeds: String?
+    /// This node's name in Redis (unique per running node); random when nil.
+    public var nodeID: String?
+    /// A node that stops renewing its presence lease for this long (milliseconds) loses its
+    /// members on every node.
+    public var presenceLeaseMillis = 10_000
+    /// Put before every Redis key and channel (several deployments can share a Redis).
+    public var redisKeyPrefix = "parley"
+
+    /// True when the node runs in cluster mode (a Redis or a Redis Cluster is configured).
+    public var isClusterMode: Bool { redisURL != nil || redisClusterSeeds != nil }
 
     public enum EventLoopCount: Sendable, Equatable {
         case cores
@@ -339,6 +356,33 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--shutdown-timeout", env: "PARLEY_SHUTDOWN_TIMEOUT", value: "SECONDS", help: "then how long clients get to leave before the server stops (default 3)") { c, v throws(UsageError) in
             c.shutdownGraceMillis = try millis(v, "--shutdown-timeout", allowZero: true)
         },
+        Option(flag: "--redis", env: "PARLEY_REDIS", value: "URL", help: "cluster mode on Redis: redis://HOST:PORT[/DB] (default off: one node, SQLite)") { c, v throws(UsageError) in
+            do throws(RedisError) { _ = try RedisEndpoint(url: v) } catch { throw UsageError(description: "--redis: \(error.message)") }
+            c.redisURL = v
+        },
+        Option(flag: "--redis-cluster", env: "PARLEY_REDIS_CLUSTER", value: "HOST:PORT,...", help: "cluster mode on a Redis Cluster, given seed nodes") { c, v throws(UsageError) in
+            do throws(RedisError) { _ = try RedisEndpoint.seeds(v) } catch { throw UsageError(description: "--redis-cluster: \(error.message)") }
+            c.redisClusterSeeds = v
+        },
+        Option(flag: "--node-id", env: "PARLEY_NODE_ID", value: "ID", help: "this node's name in the cluster (default random; letters, digits, . _ -)") { c, v throws(UsageError) in
+            guard RedisPresenceOptions.isValidNodeID(v) else {
+                throw UsageError(description: "--node-id must be 1-64 letters, digits, '.', '_' or '-', got \"\(v)\"")
+            }
+            c.nodeID = v
+        },
+        Option(flag: "--presence-lease", env: "PARLEY_PRESENCE_LEASE", value: "SECONDS", help: "a dead node's members leave everywhere after about this long (default 10)") { c, v throws(UsageError) in
+            let millis = try millis(v, "--presence-lease")
+            guard millis >= 1_500, millis <= 3_600_000 else {
+                throw UsageError(description: "--presence-lease must be between 1.5 and 3600 seconds, got \"\(v)\"")
+            }
+            c.presenceLeaseMillis = Int(millis)
+        },
+        Option(flag: "--redis-prefix", env: "PARLEY_REDIS_PREFIX", value: "PREFIX", help: "prefix of Parley's Redis keys (default parley)") { c, v throws(UsageError) in
+            guard RedisKeyspace.isValidPrefix(v) else {
+                throw UsageError(description: "--redis-prefix must be 1-64 letters, digits, '.', '_', '-' or ':', got \"\(v)\"")
+            }
+            c.redisKeyPrefix = v
+        },
         Option(flag: "--ws-echo-path", env: "PARLEY_WS_ECHO_PATH", value: "PATH", help: "serve a diagnostic WebSocket echo endpoint at PATH (default off)") { c, v throws(UsageError) in
             guard v.hasPrefix("/"), !v.contains("?"), !v.contains(" ") else {
                 throw UsageError(description: "--ws-echo-path must be a path starting with /, got \"\(v)\"")
@@ -445,6 +489,15 @@ public struct ServerConfiguration: Sendable, Equatable {
             try option.apply(&configuration, value)
             index += 1
         }
+        if let problem = configuration.clusterProblem { throw UsageError(description: problem) }
         return configuration
+    }
+
+    /// Why the cluster settings cannot be used together, or nil.
+    public var clusterProblem: String? {
+        if redisURL != nil && redisClusterSeeds != nil {
+            return "--redis and --redis-cluster cannot be used together (one Redis, or one Redis Cluster)"
+        }
+        return nil
     }
 }

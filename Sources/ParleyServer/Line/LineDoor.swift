@@ -181,7 +181,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             return
         }
         sessionGuard.handshakeCompleted()
-        let member = Member(id: "line-\(connection.id)",
+        let member = Member(id: "line-\(core.memberIDTag)\(connection.id)",
                             clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]),
                             authData: auth.claims?.data)
         self.member = member

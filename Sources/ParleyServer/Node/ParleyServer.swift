@@ -46,13 +46,15 @@ final class ServerCore: Sendable {
     let statsHistory = StatsHistory()
     /// The store as the hub uses it (timed, logged); nil when the hub was given another.
     let observedStore: ObservedMessageStore?
+    /// Cluster mode: this node's Redis, name and backends; nil on a single node.
+    let cluster: ClusterNode?
     let startedUnixMillis: Int64
     let startedMonotonicMillis: Int64
     private let providers = Mutex<[@Sendable (inout PrometheusText) -> Void]>([])
 
     init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil,
          logger: Logger = .disabled, logThrottle: LogThrottle = LogThrottle(), metrics: ServerMetrics? = nil,
-         observedStore: ObservedMessageStore? = nil, files: ServerFiles) {
+         observedStore: ObservedMessageStore? = nil, files: ServerFiles, cluster: ClusterNode? = nil) {
         current = Mutex(configuration)
         self.hub = hub
         self.tls = tls
@@ -60,6 +62,7 @@ final class ServerCore: Sendable {
         self.logger = logger
         self.logThrottle = logThrottle
         self.observedStore = observedStore
+        self.cluster = cluster
         let metrics = metrics ?? ServerMetrics(loopCount: group.loops.count)
         self.metrics = metrics
         limits = LimitCounters(logger: logger, throttle: logThrottle)
@@ -74,6 +77,11 @@ final class ServerCore: Sendable {
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
+
+    /// Put in member ids a door makes from per-process numbers (the line door's
+    /// `line-<connection>`), so they stay unique across the nodes of a cluster: `NODE-` in
+    /// cluster mode, nothing on a single node.
+    var memberIDTag: String { cluster.map { "\($0.nodeID)-" } ?? "" }
 
     /// A connection id as `LOOP.N` for logs (the loop's index is in its top bits).
     static func describe(connection id: UInt64) -> String { "\(id >> 48).\(id & 0xFFFF_FFFF_FFFF)" }
@@ -112,8 +120,9 @@ public final class ParleyServer: Sendable {
     /// ``applyConfiguration(_:)``).
     public var configuration: ServerConfiguration { core.configuration }
     public let hub: Hub
-    /// The durable store under `--data`.
-    public let store: SQLiteMessageStore
+    /// The durable store under `--data` on a single node; nil in cluster mode (history lives
+    /// in Redis).
+    public let store: SQLiteMessageStore?
     /// The server's logger.
     public let logger: Logger
     let group: EventLoopGroup
@@ -142,7 +151,9 @@ public final class ParleyServer: Sendable {
     /// Starts like ``init(configuration:)``, with the hub over the store `makeStore` returns
     /// for the SQLite store under `--data`: that store itself, another in front of it (tests
     /// put a fault-injecting decorator there), or another store altogether. The SQLite store
-    /// is opened, and closed at shutdown, in every case.
+    /// is opened, and closed at shutdown, in every case. In cluster mode (`--redis`,
+    /// `--redis-cluster`) there is no SQLite store and `makeStore` is not called: the hub
+    /// runs over the Redis broker and presence store.
     public init(configuration: ServerConfiguration, logger: Logger = .disabled,
                 store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
         self.logger = logger
@@ -158,21 +169,9 @@ public final class ParleyServer: Sendable {
         hubConfiguration.historyBytesPerRoom = configuration.historyBytesPerRoom
         hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
         hubConfiguration.backlogHighMark = configuration.roomBacklog
-        do {
-            store = try Self.openStore(configuration)
-        } catch {
-            logger.error("the data store cannot be used", metadata: ["error": .string("\(error)")])
-            throw error
-        }
-        let opened = store.openedAtSchemaVersion == 0 ? "store created"
-            : store.openedAtSchemaVersion < SQLiteMessageStore.schemaVersion ? "store opened and migrated" : "store opened"
-        logger.info(opened,
-                    metadata: ["path": .string(store.path), "schema": .int(Int(SQLiteMessageStore.schemaVersion)),
-                               "found_schema": .int(Int(store.openedAtSchemaVersion)), "sqlite": .string(SQLiteMessageStore.libraryVersion)])
+        if let problem = configuration.clusterProblem { throw StartupError(description: problem) }
         let metrics = ServerMetrics(loopCount: loopCount)
         let throttle = LogThrottle()
-        let observed = ObservedMessageStore(makeStore(store), metrics: metrics, logger: logger, throttle: throttle)
-        hub = Hub(configuration: hubConfiguration, store: observed)
         let tls: TLSContext?
         let files: ServerFiles
         do {
@@ -180,13 +179,48 @@ public final class ParleyServer: Sendable {
             files = try ServerFiles(configuration: configuration)
         } catch {
             logger.error("TLS or the files directory cannot be set up", metadata: ["error": .string("\(error)")])
-            store.close()
             throw error
         }
         let group = EventLoopGroup(loopCount: loopCount)
+        let cluster: ClusterNode?
+        let observed: ObservedMessageStore?
+        do {
+            if configuration.isClusterMode {
+                let node = try ClusterNode(configuration: configuration, group: group,
+                                           idempotencyWindowMillis: hubConfiguration.idempotencyWindowMillis)
+                cluster = node
+                store = nil
+                observed = nil
+                hub = Hub(configuration: hubConfiguration, broker: node.broker, presence: node.presence)
+                logger.info("cluster node", metadata: ["node": .string(node.nodeID), "redis": .string(node.redisDescription)])
+            } else {
+                cluster = nil
+                let sqlite: SQLiteMessageStore
+                do {
+                    sqlite = try Self.openStore(configuration)
+                } catch {
+                    logger.error("the data store cannot be used", metadata: ["error": .string("\(error)")])
+                    throw error
+                }
+                store = sqlite
+                let opened = sqlite.openedAtSchemaVersion == 0 ? "store created"
+                    : sqlite.openedAtSchemaVersion < SQLiteMessageStore.schemaVersion ? "store opened and migrated" : "store opened"
+                logger.info(opened,
+                            metadata: ["path": .string(sqlite.path), "schema": .int(Int(SQLiteMessageStore.schemaVersion)),
+                                       "found_schema": .int(Int(sqlite.openedAtSchemaVersion)),
+                                       "sqlite": .string(SQLiteMessageStore.libraryVersion)])
+                let wrapped = ObservedMessageStore(makeStore(sqlite), metrics: metrics, logger: logger, throttle: throttle)
+                observed = wrapped
+                hub = Hub(configuration: hubConfiguration, store: wrapped)
+            }
+        } catch {
+            group.shutdown()
+            files.shutdown()
+            throw error
+        }
         self.group = group
         let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls, logger: logger,
-                              logThrottle: throttle, metrics: metrics, observedStore: observed, files: files)
+                              logThrottle: throttle, metrics: metrics, observedStore: observed, files: files, cluster: cluster)
         self.core = core
         listeners = Mutex([])
         do {
@@ -204,12 +238,17 @@ public final class ParleyServer: Sendable {
         } catch {
             logger.error("cannot listen", metadata: ["error": .string(error.message)])
             for listener in listeners.withLock({ $0 }) { listener.close() }
+            cluster?.shutdown(timeout: .zero)
             group.shutdown()
             files.shutdown()
-            store.close()
+            store?.close()
             throw error
         }
         Self.addStoreReadiness(core)
+        if let cluster {
+            core.readiness.add("redis") { cluster.readinessProblem }
+            core.addMetricsProvider { out in cluster.writeMetrics(into: &out) }
+        }
         files.startCollecting(on: group.loops[0], every: configuration.filesCollectIntervalSeconds, store: hub.store,
                               clock: hub.clock)
         // Typing flags that were not refreshed expire on their own; idle rooms leave memory;
@@ -292,21 +331,30 @@ public final class ParleyServer: Sendable {
         }
         var options = SQLiteStoreOptions()
         options.synchronousFull = configuration.syncFull
-        options.retention = StoreRetention(maxMessagesPerRoom: configuration.retentionCount,
-                                           maxAgeMillis: configuration.retentionDays.map { Int64($0) * 86_400_000 })
-        // A channel's own `history` block replaces the server-wide policy there; a key it
-        // leaves out keeps the server-wide value.
-        for channel in configuration.channels where channel.retentionCount != nil || channel.retentionDays != nil {
-            options.retention.channels[channel.id] = StoreRetention.ChannelRetention(
-                maxMessagesPerRoom: channel.retentionCount ?? configuration.retentionCount,
-                maxAgeMillis: (channel.retentionDays ?? configuration.retentionDays).map { Int64($0) * 86_400_000 })
-        }
+        options.retention = storeRetention(configuration)
         do {
             return try SQLiteMessageStore(path: directory + "/parley.sqlite3", options: options)
         } catch {
             throw StartupError(description: error.message)
         }
     }
+
+    /// The retention policy of the configuration (server-wide and per channel).
+    static func storeRetention(_ configuration: ServerConfiguration) -> StoreRetention {
+        var retention = StoreRetention(maxMessagesPerRoom: configuration.retentionCount,
+                                       maxAgeMillis: configuration.retentionDays.map { Int64($0) * 86_400_000 })
+        // A channel's own `history` block replaces the server-wide policy there; a key it
+        // leaves out keeps the server-wide value.
+        for channel in configuration.channels where channel.retentionCount != nil || channel.retentionDays != nil {
+            retention.channels[channel.id] = StoreRetention.ChannelRetention(
+                maxMessagesPerRoom: channel.retentionCount ?? configuration.retentionCount,
+                maxAgeMillis: (channel.retentionDays ?? configuration.retentionDays).map { Int64($0) * 86_400_000 })
+        }
+        return retention
+    }
+
+    /// Cluster mode: this node's name in the cluster; nil on a single node.
+    public var nodeID: String? { core.cluster?.nodeID }
 
     /// The lines `parley serve` prints once it is ready, one per bound door.
     public var listeningLines: [String] {
@@ -316,6 +364,7 @@ public final class ParleyServer: Sendable {
         if core.tls != nil {
             lines.append("tls on: https:// and wss:// on the http port" + (configuration.lineTLS ? ", and the line port" : ""))
         }
+        if let cluster = core.cluster { lines.append(cluster.startLine) }
         return lines
     }
 
@@ -345,6 +394,9 @@ public final class ParleyServer: Sendable {
                 // Long-polling sessions hold a place at the gate without a connection of their own.
                 EngineIOLoop.of(loop).closeAllSessions(reason: "server shutting down")
                 loop.forEachConnection { connection in
+                    // Connections the server opened (to Redis) are closed by their owners,
+                    // after the sessions: a cluster node still announces its members' leaves.
+                    if connection.isOutbound { return }
                     if let session = connection.handler as? GracefulSession {
                         session.serverIsStopping()
                     } else {
@@ -358,9 +410,11 @@ public final class ParleyServer: Sendable {
         loop.execute { loop.schedule(after: graceMillis) { gone.signal() } }
         gone.wait()
         let left = core.gate.open.load(ordering: .relaxed)
+        // A node that leaves says so: its remaining members leave everywhere now.
+        core.cluster?.shutdown(timeout: .seconds(2))
         group.shutdown()
         core.files.shutdown()
-        store.close()
+        store?.close()
         logger.info("stopped", metadata: ["connections_cut": .int(left)])
     }
 

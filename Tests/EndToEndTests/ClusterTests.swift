@@ -1,0 +1,252 @@
+import Foundation
+import Synchronization
+import Testing
+import ParleyCore
+import ParleyServer
+import ParleyTestSupport
+
+/// Two nodes in one process on one real Redis: one chat server, whichever node a client is on.
+@Suite(.serialized) struct ClusterTests {
+    enum RedisKind: String, CaseIterable, CustomStringConvertible {
+        case redis, redisCluster
+        var description: String { rawValue }
+    }
+
+    /// Two nodes of one cluster (the shared Redis or Redis Cluster, a key prefix of their own).
+    static func twoNodes(on kind: RedisKind = .redis, _ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws -> (ParleyServer, ParleyServer) {
+        let redisURL = kind == .redis ? try SharedRedisServers.single().url : nil
+        let seeds = kind == .redisCluster ? try SharedRedisServers.cluster().seedList : nil
+        let prefix = "e2e-\(UUID().uuidString.prefix(8))"
+        func node(_ name: String) throws -> ParleyServer {
+            try startTestServer { configuration in
+                configuration.redisURL = redisURL
+                configuration.redisClusterSeeds = seeds
+                configuration.redisKeyPrefix = prefix
+                configuration.nodeID = name
+                adjust(&configuration)
+            }
+        }
+        let a = try node("node-a")
+        do {
+            return (a, try node("node-b"))
+        } catch {
+            a.shutdown()
+            throw error
+        }
+    }
+
+    static func socketChat(_ server: ParleyServer, as nickname: String) throws -> TestWebSocket {
+        let socket = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        _ = try socket.receiveText()
+        try socket.sendText("40")
+        try socket.sendText("42[\"connectUser\",\"\(nickname)\"]")
+        _ = try socket.receiveText(until: { eventArguments($0, "userConnectUpdate")?.first?["nickname"] == .string(nickname) })
+        return socket
+    }
+
+    static func memberIDs(_ server: ParleyServer) throws -> [String] {
+        let response = try rawHTTP(port: server.httpPort, "GET", "/demo/observable-room/members")
+        guard response.status == 200 else { throw TestSocket.Failure("members: \(response.status) \(response.body)") }
+        return (try JSONParser.parse(response.body)).arrayValue?.compactMap(\.stringValue) ?? []
+    }
+
+    @Test(arguments: RedisKind.allCases)
+    func membersOnTwoNodesChatAcrossEveryDoor(kind: RedisKind) async throws {
+        let (a, b) = try Self.twoNodes(on: kind)
+        defer { a.shutdown(); b.shutdown() }
+        #expect(a.nodeID == "node-a" && b.nodeID == "node-b")
+        #expect(a.listeningLines.contains { $0.hasPrefix("cluster node node-a on \(kind == .redis ? "redis" : "redis-cluster")://127.0.0.1:") })
+        let lobby = a.configuration.lobby.room
+
+        // Socket.IO on A, native on B: each sees the other arrive.
+        let sam = try Self.socketChat(a, as: "sam")
+        let nina = try await NativeClient.connect(b, clientData: ["name": "nina", "color": "#00FF00"])
+        try await nina.subscribe(lobby)
+        let members = try await nina.next { $0["type"] == "observable_members" }
+        #expect(members["data"]?.arrayValue?.compactMap { $0["clientData"]?["name"]?.stringValue } == ["sam", "nina"])
+        _ = try sam.receiveText(until: { eventArguments($0, "userConnectUpdate")?.first?["nickname"] == "nina" })
+
+        // Line users on both nodes: every door hears their joins.
+        let lou = try TestSocket(port: b.linePort)
+        try lou.send("iam:lou\n")
+        _ = try lou.readLine(until: { $0 == "lou has joined" })
+        let lea = try TestSocket(port: a.linePort)
+        try lea.send("iam:lea\n")
+        _ = try lea.readLine(until: { $0 == "lea has joined" })
+        _ = try lou.readLine(until: { $0 == "lea has joined" })
+        _ = try sam.receiveText(until: { eventArguments($0, "userConnectUpdate")?.first?["nickname"] == "lea" })
+        let joined = try await nina.next { $0["type"] == "observable_member_join" && $0["data"]?["clientData"]?["name"] == "lea" }
+        #expect(joined["data"]?["id"]?.stringValue?.hasPrefix("line-node-a-") == true, "line ids carry the node: \(joined)")
+
+        // One member list, whichever node is asked, with ids unique across nodes.
+        try await eventually("both nodes list the same four members", timeout: 10) {
+            let onA = try Self.memberIDs(a), onB = try Self.memberIDs(b)
+            return onA.count == 4 && onA == onB && Set(onA).count == 4
+        }
+        #expect(a.hub.members(of: a.configuration.lobby).map(\.id) == b.hub.members(of: b.configuration.lobby).map(\.id))
+
+        // A newcomer on A gets the whole list in its snapshot, members of B included.
+        let otto = try await NativeClient.connect(a, clientData: ["name": "otto"])
+        try await otto.subscribe(lobby)
+        let ottoSees = try await otto.next { $0["type"] == "observable_members" }
+        #expect(Set(ottoSees["data"]?.arrayValue?.compactMap { $0["clientData"]?["name"]?.stringValue } ?? [])
+                == ["sam", "nina", "lou", "lea", "otto"])
+
+        // Typing crosses: Socket.IO on A → native on B; native on B → Socket.IO on A.
+        try sam.sendText("42[\"startType\",\"sam\"]")
+        let typing = try await nina.next { $0["type"] == "publish" }
+        #expect(typing["message"] == ["typing": true])
+        try nina.publish(["typing": true], to: lobby)
+        let update = try sam.receiveText(until: { eventArguments($0, "userTypingUpdate")?.first?["nina"] != nil })
+        #expect(eventArguments(update, "userTypingUpdate")?.first?["nina"] == 1)
+
+        // Chat crosses every door both ways.
+        try sam.sendText("42[\"chatMessage\",\"sam\",\"hi from A\"]")
+        #expect(try lou.readLine(until: { $0.hasPrefix("sam:") }) == "sam:hi from A")
+        #expect(try await nina.next { $0["type"] == "publish" && $0["message"]?.stringValue != nil }["message"] == "hi from A")
+        try nina.publish("hi from B", to: lobby)
+        let chat = try sam.receiveText(until: { eventArguments($0, "newChatMessage")?.first == "nina" })
+        #expect(eventArguments(chat, "newChatMessage")?.prefix(2) == ["nina", "hi from B"])
+        #expect(try lea.readLine(until: { $0.hasPrefix("nina:") }) == "nina:hi from B")
+        try lou.send("msg:line on B\n")
+        #expect(try lea.readLine(until: { $0.hasPrefix("lou:") }) == "lou:line on B")
+        let lineChat = try sam.receiveText(until: { eventArguments($0, "newChatMessage")?.first == "lou" })
+        #expect(eventArguments(lineChat, "newChatMessage")?[1] == "line on B")
+
+        // The SocketChat user list lists everyone, whichever node they are on.
+        try sam.sendText("42[\"connectUser\",\"sam\"]")
+        let list = try sam.receiveText(until: { eventArguments($0, "userList") != nil })
+        let nicknames = eventArguments(list, "userList")?.first?.arrayValue?.compactMap { $0["nickname"]?.stringValue } ?? []
+        #expect(Set(nicknames) == ["sam", "nina", "lou", "lea", "otto"])
+
+        // Leaving crosses too.
+        lou.abort()
+        #expect(try lea.readLine(until: { $0.hasPrefix("lou") }) == "lou has left")
+        let exit = try sam.receiveText(until: { eventArguments($0, "userExitUpdate") != nil })
+        #expect(eventArguments(exit, "userExitUpdate") == ["lou"])
+        _ = try await nina.next { $0["type"] == "observable_member_leave" && $0["data"]?["clientData"]?["name"] == "lou" }
+        try await eventually("lou gone from both lists", timeout: 10) {
+            try Self.memberIDs(a).count == 4 && Self.memberIDs(b).count == 4
+        }
+    }
+
+    @Test(arguments: RedisKind.allCases)
+    func publishersOnBothNodesAreSeenInOneOrderEverywhere(kind: RedisKind) async throws {
+        let (a, b) = try Self.twoNodes(on: kind) { configuration in
+            configuration.nativeRatePerSecond = 100_000
+            configuration.nativeBurst = 100_000
+        }
+        defer { a.shutdown(); b.shutdown() }
+        let room = "ordering"
+        let readers = [try await NativeClient.connect(a), try await NativeClient.connect(b)]
+        for reader in readers { try await reader.subscribe(room) }
+        let writers = [try await NativeClient.connect(a), try await NativeClient.connect(b)]
+        let count = 150
+        for n in 0..<count {
+            for (index, writer) in writers.enumerated() { try writer.publish(.string("w\(index)-\(n)"), to: room) }
+        }
+        var seen: [[String]] = []
+        for reader in readers {
+            var texts: [String] = []
+            while texts.count < 2 * count {
+                let frame = try await reader.next(timeout: 20) { $0["type"] == "publish" }
+                texts.append(frame["message"]?.stringValue ?? "?")
+            }
+            seen.append(texts)
+        }
+        #expect(seen[0] == seen[1], "both nodes deliver one order")
+        // Each writer's own messages keep their order.
+        for index in 0..<2 {
+            #expect(seen[0].filter { $0.hasPrefix("w\(index)-") } == (0..<count).map { "w\(index)-\($0)" })
+        }
+        // History and resume come from Redis, on either node.
+        let late = try await NativeClient.connect(b)
+        try await late.subscribe(room, historyCount: 5)
+        var history: [String] = []
+        while history.count < 5 {
+            let frame = try await late.next { $0["type"] == "history_message" }
+            history.append(frame["message"]?.stringValue ?? "?")
+        }
+        #expect(history == Array(seen[0].suffix(5)))
+    }
+
+    @Test func metricsAndReadinessTellRedisState() async throws {
+        let (a, b) = try Self.twoNodes()
+        defer { a.shutdown(); b.shutdown() }
+        try await eventually("node a ready", timeout: 10) {
+            let metrics = try rawHTTP(port: a.httpPort, "GET", "/metrics").body
+            return metrics.contains("parley_redis_up 1") && metrics.contains("parley_cluster_node_info{node_id=\"node-a\"")
+        }
+        let metrics = try rawHTTP(port: a.httpPort, "GET", "/metrics").body
+        #expect(metrics.contains("parley_redis_reconnects_total 0"))
+        #expect(metrics.contains("parley_redis_pending_commands "))
+    }
+
+    /// Redis dies under a node: clients stay connected, a publish gets a clear error naming
+    /// Redis (never silence, never a hang), `/metrics` says Redis is down; when Redis is back
+    /// (on its append-only file) everything works again without a restart, history included.
+    @Test func whileRedisIsDownPublishesFailClearlyAndEverythingResumes() async throws {
+        let redis = try RedisServer.start(appendOnly: true)
+        defer { redis.stop() }
+        let node = try startTestServer { configuration in
+            configuration.redisURL = redis.url
+            configuration.nodeID = "lonely"
+            configuration.presenceLeaseMillis = 3_000
+        }
+        defer { node.shutdown() }
+        let client = try await NativeClient.connect(node, clientData: ["name": "ann"])
+        try await client.subscribe("observable-r")
+        try client.send(["type": "publish", "room": "observable-r", "message": "before", "callback": 10])
+        let receipt = try await client.next { $0["callback"] == 10 }
+        #expect(receipt["offset"] == 1, "\(receipt)")
+
+        redis.kill()
+        try await eventually("metrics say Redis is down", timeout: 10) {
+            try rawHTTP(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 0")
+        }
+        let start = ContinuousClock.now
+        try client.send(["type": "publish", "room": "observable-r", "message": "while down", "callback": 11])
+        let refused = try await client.next(timeout: 10) { $0["callback"] == 11 }
+        #expect(refused["error"]?.stringValue?.contains("Redis") == true, "\(refused)")
+        #expect(ContinuousClock.now - start < .seconds(6))
+
+        try redis.restart()
+        try await eventually("metrics say Redis is up", timeout: 15) {
+            try rawHTTP(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 1")
+        }
+        var delivered: JSONValue = .null
+        try await eventually("a publish works again", timeout: 15) {
+            try client.send(["type": "publish", "room": "observable-r", "message": "after", "callback": 12])
+            let reply = try await client.next(timeout: 5) { $0["callback"] == 12 }
+            if reply["error"] != nil { return false }
+            delivered = try await client.next(timeout: 5) { $0["type"] == "publish" && $0["message"] == "after" }
+            return true
+        }
+        #expect(delivered["offset"] == 2, "the offsets went on from what Redis kept: \(delivered)")
+        try client.send(["type": "history", "room": "observable-r", "callback": 13])
+        let history = try await client.next { $0["callback"] == 13 }
+        #expect(history["messages"]?.arrayValue?.compactMap { $0["message"]?.stringValue } == ["before", "after"])
+    }
+
+    /// A node that stops gracefully (SIGTERM) says goodbye for its members: they leave on the
+    /// other nodes at once, not a lease later.
+    @Test func aNodeThatStopsGracefullyAnnouncesItsMembersLeavesAtOnce() throws {
+        let (a, b) = try Self.twoNodes()
+        defer { a.shutdown() }
+        let watcher = try TestSocket(port: a.linePort)
+        try watcher.send("iam:watcher\n")
+        _ = try watcher.readLine(until: { $0 == "watcher has joined" })
+        let leaver = try TestSocket(port: b.linePort)
+        try leaver.send("iam:leaver\n")
+        _ = try watcher.readLine(until: { $0 == "leaver has joined" })
+        let start = Date()
+        let stopped = DispatchSemaphore(value: 0)
+        Thread {
+            b.shutdown()
+            stopped.signal()
+        }.start()
+        _ = try watcher.readLine(timeout: 5, until: { $0 == "leaver has left" })
+        #expect(Date().timeIntervalSince(start) < 3, "well before the 10 s lease")
+        #expect(stopped.wait(timeout: .now() + 10) == .success)
+    }
+}

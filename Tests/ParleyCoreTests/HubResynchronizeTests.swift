@@ -1,0 +1,52 @@
+import Synchronization
+import Testing
+@testable import ParleyCore
+
+/// A broker (over a LocalBroker) that loses joins while told to, and can ask its hub to
+/// rebuild a room, as a cluster broker does after a lost connection.
+final class LossyBroker: Broker {
+    let inner = LocalBroker(store: InMemoryMessageStore())
+    let losingJoins = Mutex(false)
+    private let delivery = Mutex<(any BrokerDelivery)?>(nil)
+
+    func setDelivery(_ delivery: any BrokerDelivery) {
+        self.delivery.withLock { $0 = delivery }
+        inner.setDelivery(delivery)
+    }
+    func publish(_ message: Message, clientMessageID: String?,
+                 completion: @escaping @Sendable (Result<Message, ParleyError>) -> Void) throws(ParleyError) {
+        try inner.publish(message, clientMessageID: clientMessageID, completion: completion)
+    }
+    func broadcast(_ event: RoomEvent, in room: RoomKey) {
+        if case .memberJoined = event, losingJoins.withLock({ $0 }) { return }
+        inner.broadcast(event, in: room)
+    }
+    func subscribe(_ room: RoomKey, completion: @escaping @Sendable (Result<RoomPosition, ParleyError>) -> Void) {
+        inner.subscribe(room, completion: completion)
+    }
+    func unsubscribe(_ room: RoomKey) { inner.unsubscribe(room) }
+    var store: any MessageStore { inner.store }
+    func evictIdle(nowMillis: Int64, idleMillis: Int64) -> Int { inner.evictIdle(nowMillis: nowMillis, idleMillis: idleMillis) }
+
+    func resynchronize(_ room: RoomKey) { delivery.withLock { $0 }?.broker(resynchronize: room) }
+}
+
+@Suite struct HubResynchronizeTests {
+    @Test func aSubscribeWhoseJoinWasLostCompletesWhenTheRoomIsRebuilt() throws {
+        let broker = LossyBroker()
+        let hub = Hub(broker: broker, presence: MemoryPresenceStore())
+        let room = RoomKey(channel: "demo", room: "observable-lossy")
+        let alice = Member(id: "a"), bob = Member(id: "b")
+        let first = RecordingInbox(), second = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: room, inbox: first)
+        #expect(first.snapshots.count == 1)
+        broker.losingJoins.withLock { $0 = true }
+        try hub.subscribe(2, as: bob, to: room, inbox: second)
+        #expect(second.snapshots.isEmpty, "its join was lost: the subscribe waits")
+        broker.losingJoins.withLock { $0 = false }
+        broker.resynchronize(room)
+        #expect(second.snapshots.last?.members == [alice, bob])
+        #expect(first.events == [.memberJoined(bob)])
+        #expect(hub.members(of: room) == [alice, bob])
+    }
+}
