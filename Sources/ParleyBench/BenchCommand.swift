@@ -11,7 +11,7 @@ public enum BenchCommand {
     usage: parley bench fanout --url URL [--door native|socketio|line] [--rooms R] [--members M]
                                [--publishers P] [--rate MSGS_PER_S|max] [--window N] [--size BYTES]
                                [--sio-identify all|publishers]
-                               [--duration S] [--warmup S] [--loops N] [--drain S] [--json]
+                               [--duration S] [--warmup S] [--loops N] [--drain S] [--server-pid PID]... [--json]
            parley bench idle --url URL --connections N [--server-pid PID] [--report-at 5000,10000,19000]
                                [--per-address N] [--hold S] [--loops N] [--json]
 
@@ -128,6 +128,7 @@ public enum BenchCommand {
             case "--warmup": o.warmupSeconds = try seconds(flag, value)
             case "--loops": o.loops = try int(flag, value)
             case "--drain": o.drainSeconds = try seconds(flag, value)
+            case "--server-pid": o.serverPIDs.append(Int32(try int(flag, value)))
             case "--channel": o.channel = value
             case "--connect-concurrency": o.connectConcurrency = try int(flag, value)
             case "--json": o.json = true

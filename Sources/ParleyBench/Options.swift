@@ -84,6 +84,9 @@ public struct FanoutOptions: Sendable {
     public var drainSeconds = 5.0
     /// How long connecting and subscribing everyone may take.
     public var setupTimeoutSeconds = 120.0
+    /// Server processes whose CPU time (user + system) is read at the start and end of the
+    /// measured window, for deliveries per server CPU-second.
+    public var serverPIDs: [Int32] = []
 
     public init() {}
 
