@@ -406,6 +406,13 @@ public actor ParleyClient {
             if let member = value["data"].flatMap(makeMember) { record.joined(member) }
         case "observable_member_leave":
             if let member = value["data"].flatMap(makeMember) { record.left(member) }
+        case "message_deleted":
+            if let offset = value["offset"]?.intValue, offset > 0 { record.deleted(offset: offset) }
+        case "room_closed":
+            // The server has already taken this client out of the room: forget it without an
+            // unsubscribe, and do not subscribe it again on reconnect.
+            rooms[name] = nil
+            record.closed(reason: value["reason"]?.stringValue ?? "")
         default:
             break
         }
@@ -422,7 +429,8 @@ public actor ParleyClient {
         return ChatMessage(id: id, room: room, body: body, clientID: sender,
                            sender: sender.flatMap { members[$0] }, offset: value["offset"]?.intValue,
                            timestamp: Date(timeIntervalSince1970: Double(value["timestamp"]?.intValue ?? 0)),
-                           isMine: sender.map(ownIDs.contains) ?? false)
+                           isMine: sender.map(ownIDs.contains) ?? false,
+                           isDeleted: value["deleted"]?.boolValue ?? false)
     }
 
     // MARK: publishing
@@ -612,6 +620,15 @@ private final class RoomRecord {
             continuation.yield(.typingChanged(typists))
         }
         continuation.yield(.memberLeft(member))
+    }
+
+    func deleted(offset: Int) {
+        continuation.yield(.messageDeleted(offset: offset))
+    }
+
+    func closed(reason: String) {
+        continuation.yield(.roomClosed(reason: reason))
+        finish()
     }
 
     func typing(_ clientID: String?, _ isTyping: Bool, sender: ChatMember?) {

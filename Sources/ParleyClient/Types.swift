@@ -54,10 +54,13 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
     /// The files it carries (a body `{"text": caption, "attachments": [...]}`), in order;
     /// empty for other messages.
     public let attachments: [Attachment]
+    /// Whether a moderator deleted it: a tombstone in history, whose body is `null`.
+    public let isDeleted: Bool
 
     /// Creates a message.
     public init(id: String, room: String, body: JSONValue, clientID: String?, sender: ChatMember?,
-                offset: Int?, timestamp: Date, isMine: Bool) {
+                offset: Int?, timestamp: Date, isMine: Bool, isDeleted: Bool = false) {
+        self.isDeleted = isDeleted
         self.id = id
         self.room = room
         self.body = body
@@ -95,6 +98,12 @@ public enum RoomEvent: Sendable, Hashable {
     case memberLeft(ChatMember)
     /// Who is typing now, in the order they started (this client included when it types).
     case typingChanged([ChatMember])
+    /// A moderator deleted the stored message at this offset: show it as deleted (history
+    /// now returns it as a tombstone).
+    case messageDeleted(offset: Int)
+    /// A moderator closed the room; this client is out of it and the event stream ends after
+    /// this event. Subscribing again is refused while the room stays closed.
+    case roomClosed(reason: String)
 }
 
 /// The server's receipt for a publish.

@@ -31,7 +31,6 @@ import Glibc
         defer { server.shutdown() }
         let listener = try await NativeClient.connect(server)
         _ = try await listener.subscribe("r")
-        let talker = try await NativeClient.connect(server)
         // The flood, from its own thread: publishes in bursts of 10 every 10 ms until the
         // server closes, then read what came back.
         let flood = BackgroundThread { () -> (errors: Int, closeCode: UInt16?, seconds: Double) in

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import ParleyCore
+import ParleyLog
 import ParleyServer
 import ParleyTestSupport
 
@@ -188,22 +189,28 @@ import ParleyTestSupport
     @Test func whileRedisIsDownPublishesFailClearlyAndEverythingResumes() async throws {
         let redis = try RedisServer.start(appendOnly: true)
         defer { redis.stop() }
-        let node = try startTestServer { configuration in
+        let (logger, log) = memoryLogger(level: .info)
+        let node = try ParleyServer(configuration: .forTests { configuration in
             configuration.redisURL = redis.url
             configuration.nodeID = "lonely"
             configuration.presenceLeaseMillis = 3_000
-        }
+        }, logger: logger)
         defer { node.shutdown() }
+        func redisLog() -> [String] {
+            log.records.filter { $0.message.hasPrefix("redis ") }.map { "\($0.level) \($0.message)" }
+        }
         let client = try await NativeClient.connect(node, clientData: ["name": "ann"])
         try await client.subscribe("observable-r")
         try client.send(["type": "publish", "room": "observable-r", "message": "before", "callback": 10])
         let receipt = try await client.next { $0["callback"] == 10 }
         #expect(receipt["offset"] == 1, "\(receipt)")
 
+        try await eventually("the log says Redis is ready", timeout: 5) { redisLog().count >= 1 }
         redis.kill()
         try await eventually("metrics say Redis is down", timeout: 10) {
             try rawHTTP(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 0")
         }
+        try await eventually("the log says Redis is down", timeout: 5) { redisLog().count >= 2 }
         let start = ContinuousClock.now
         try client.send(["type": "publish", "room": "observable-r", "message": "while down", "callback": 11])
         let refused = try await client.next(timeout: 10) { $0["callback"] == 11 }
@@ -223,6 +230,9 @@ import ParleyTestSupport
             return true
         }
         #expect(delivered["offset"] == 2, "the offsets went on from what Redis kept: \(delivered)")
+        // The log tells the outage once and its end once (state changes, not every second).
+        try await eventually("the log says Redis is back", timeout: 5) { redisLog().count >= 3 }
+        #expect(redisLog() == ["info redis ready", "warn redis not usable", "info redis ready"], "\(redisLog())")
         try client.send(["type": "history", "room": "observable-r", "callback": 13])
         let history = try await client.next { $0["callback"] == 13 }
         #expect(history["messages"]?.arrayValue?.compactMap { $0["message"]?.stringValue } == ["before", "after"])

@@ -67,6 +67,7 @@ final class NativeClient {
         return nextCallback
     }
 
+    @discardableResult
     func subscribe(_ room: String, historyCount: Int? = nil) async throws -> JSONValue {
         let callback = takeCallback()
         try send(NativeClient.subscribe(room, historyCount: historyCount, callback: callback))
@@ -130,6 +131,7 @@ extension NativeClient {
         }
     }
 
+    @discardableResult
     func subscribe(_ room: String, historyCount: Int? = nil) throws -> JSONValue {
         let callback = takeCallback()
         try send(NativeClient.subscribe(room, historyCount: historyCount, callback: callback))

@@ -108,7 +108,7 @@ import Testing
         let lines = version.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first?.hasPrefix("parley \(BuildInfo.version) (commit ") == true)
         #expect(lines.first != "parley \(BuildInfo.version) (commit unknown)", "built from a git checkout")
-        for library in ["libuv 1.", "SQLite 3.", "OpenSSL 3.", "zlib 1."] {
+        for library in ["libuv 1.", "SQLite 3.", "OpenSSL 3.", "zlib 1.", "libvips 8."] {
             #expect(lines.contains { $0.hasPrefix(library) }, "\(library) missing in \(lines)")
         }
         #expect(try run(["version"]).stdout == version.stdout)

@@ -319,10 +319,10 @@ import Testing
         let chatToNative = try await native.next { $0["type"] == "publish" && $0["message"]?.stringValue != nil }
         #expect(chatToNative["message"] == "hi all")
         // Native typing and messages → Socket.IO.
-        try await native.publish(["typing": true], to: server.configuration.lobby.room)
+        try native.publish(["typing": true], to: server.configuration.lobby.room)
         let update = try sio.receiveText(until: { eventArguments($0, "userTypingUpdate")?.first?["nina"] != nil })
         #expect(eventArguments(update, "userTypingUpdate") == [["nina": 1]])
-        try await native.publish("from native", to: server.configuration.lobby.room)
+        try native.publish("from native", to: server.configuration.lobby.room)
         let chat = try sio.receiveText(until: { eventArguments($0, "newChatMessage") != nil })
         #expect(eventArguments(chat, "newChatMessage")?.prefix(2) == ["nina", "from native"])
         try line.send("msg:from line\n")

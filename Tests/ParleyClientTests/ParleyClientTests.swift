@@ -41,6 +41,35 @@ private func client(_ port: Int, name: String, channel: String = "demo",
         await #expect(throws: ParleyClientError.self) { try await aliceRoom.publish(text: "after") }
     }
 
+    @Test func moderationReachesTheClient() async throws {
+        let server = try startClientTestServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let alice = client(server.httpPort, name: "alice")
+        try await alice.connect()
+        let room = try await alice.subscribe("moderated")
+        let log = EventLog(room)
+        let kept = try await room.publish(text: "kept")
+        let removed = try await room.publish(text: "removed")
+        try await log.waitFor("second message") { if case .message(let m) = $0 { m.text == "removed" } else { false } }
+        let key = RoomKey(channel: "demo", room: "moderated")
+        #expect(try await server.hub.deleteMessage(at: Int64(removed.offset), in: key))
+        try await log.waitFor("deletion") { $0 == .messageDeleted(offset: removed.offset) }
+        // History shows the tombstone as deleted, the other message as it was.
+        let page = try await room.history(limit: 10)
+        #expect(page.messages.map(\.isDeleted) == [false, true])
+        #expect(page.messages.first?.offset == kept.offset)
+        var state = ChatRoomState()
+        for event in await log.events { state.apply(event) }
+        #expect(state.lines.map(\.text) == ["kept", ChatRoomState.deletedText])
+        server.hub.closeRoom(key, reason: "spam")
+        try await log.waitFor("room closed") { $0 == .roomClosed(reason: "spam") }
+        try await log.waitForEnd()
+        state.apply(.roomClosed(reason: "spam"))
+        #expect(state.lines.last?.text == "the room was closed: spam")
+        #expect(await alice.lastOffset(of: "moderated") == 0)
+        await alice.disconnect()
+    }
+
     @Test func membersJoinLeaveAndTyping() async throws {
         let server = try startClientTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }

@@ -8,6 +8,8 @@ import Synchronization
 actor EventLog {
     private(set) var events: [RoomEvent] = []
     private var task: Task<Void, Never>?
+    /// Whether the room's event stream has ended.
+    private(set) var finished = false
 
     init(_ room: Room) {
         let stream = room.events
@@ -15,7 +17,21 @@ actor EventLog {
     }
 
     private func start(_ stream: AsyncStream<RoomEvent>) {
-        task = Task { for await event in stream { self.append(event) } }
+        task = Task {
+            for await event in stream { self.append(event) }
+            self.markFinished()
+        }
+    }
+
+    private func markFinished() { finished = true }
+
+    /// Waits until the room's event stream ends.
+    func waitForEnd(timeout: Double = 5) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !finished {
+            guard Date() < deadline else { throw TimeoutError(what: "the event stream to end; saw \(events)", seconds: timeout) }
+            try await Task.sleep(for: .milliseconds(10))
+        }
     }
 
     private func append(_ event: RoomEvent) { events.append(event) }

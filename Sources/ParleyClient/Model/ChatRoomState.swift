@@ -27,10 +27,16 @@ public struct ChatLine: Sendable, Hashable, Identifiable {
     public let date: Date
     /// The files the message carries: images to show, others to offer as downloads.
     public let attachments: [Attachment]
+    /// The message's offset in the room's history (nil for notices and unstored messages).
+    public let offset: Int?
+    /// Whether a moderator deleted the message (its text and files are gone).
+    public let isDeleted: Bool
 
     /// Creates a line.
     public init(id: String, kind: Kind, name: String, color: String, text: String, date: Date,
-                attachments: [Attachment] = []) {
+                attachments: [Attachment] = [], offset: Int? = nil, isDeleted: Bool = false) {
+        self.offset = offset
+        self.isDeleted = isDeleted
         self.id = id
         self.kind = kind
         self.name = name
@@ -104,8 +110,21 @@ public struct ChatRoomState: Sendable, Hashable {
             if !member.isMe { notice("\(member.displayName) left", now: now) }
         case .typingChanged(let list):
             typing = list
+        case .messageDeleted(let offset):
+            guard let index = lines.firstIndex(where: { $0.offset == offset }) else { return }
+            let line = lines[index]
+            lines[index] = ChatLine(id: line.id, kind: line.kind, name: line.name, color: line.color,
+                                    text: Self.deletedText, date: line.date, offset: offset, isDeleted: true)
+        case .roomClosed(let reason):
+            typing = []
+            members = []
+            notice(reason.isEmpty ? "the room was closed" : "the room was closed: \(reason)", now: now)
         }
     }
+
+    /// What a deleted message's line shows instead of its text.
+    public static let deletedText = "(message deleted)"
+
 
     /// Adds a notice line (e.g. "reconnecting…").
     public mutating func notice(_ text: String, now: Date = Date()) {
@@ -117,10 +136,12 @@ public struct ChatRoomState: Sendable, Hashable {
         let sender = message.sender ?? message.clientID.flatMap { known[$0] }
         let name = sender?.displayName ?? (message.clientID == nil ? "server" : "someone")
         let color = sender?.displayColor ?? NameColor.color(for: name)
-        let text = message.attachments.isEmpty ? message.text ?? message.body.jsonString : message.caption ?? ""
+        let text = message.isDeleted ? Self.deletedText
+            : message.attachments.isEmpty ? message.text ?? message.body.jsonString : message.caption ?? ""
         if let id = message.clientID { typing.removeAll { $0.id == id } }
         insert(ChatLine(id: message.id, kind: history ? .history(isMine: message.isMine) : .message(isMine: message.isMine),
-                        name: name, color: color, text: text, date: message.timestamp, attachments: message.attachments))
+                        name: name, color: color, text: text, date: message.timestamp, attachments: message.attachments,
+                        offset: message.offset, isDeleted: message.isDeleted))
     }
 
     private mutating func insert(_ line: ChatLine) {

@@ -69,6 +69,9 @@ public struct ProcessedImage: Sendable, Hashable {
 /// CPU-bound and blocking (tens to hundreds of milliseconds per photo): call it on a
 /// ``FileWorkerPool``, never on an event loop. Thread-safe.
 public struct ImageProcessor: Sendable {
+    /// The libvips version linked in (for `parley --version`).
+    public static var libraryVersion: String { Vips.libraryVersion }
+
     public let limits: ImageLimits
 
     /// Starts libvips if needed; throws `io` if it cannot start.

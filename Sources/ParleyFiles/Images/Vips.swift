@@ -13,6 +13,11 @@ enum Vips {
         if let startFailure { throw FileError(.io, "libvips cannot start: \(startFailure)") }
     }
 
+    /// The libvips version linked in (`major.minor.micro`), read without starting libvips.
+    static var libraryVersion: String {
+        "\(vips_version(0)).\(vips_version(1)).\(vips_version(2))"
+    }
+
     static var canLoadHEIF: Bool { (try? start()) != nil && parley_vips_can_load_heif() != 0 }
     static var canSaveHEIF: Bool { (try? start()) != nil && parley_vips_can_save_heif() != 0 }
 

@@ -71,7 +71,7 @@ final class DownloadStreamer {
                 let reader = try store.open(stored.id)
                 return Opened(record: record, stored: stored, rooms: rooms, reader: reader)
             }, completion: { result in
-                me.run { $0.opened(result, access: access, thumbnail: thumbnail) }
+                me.execute { $0.opened(result, access: access, thumbnail: thumbnail) }
             })
         } catch {
             finish(FileRoutes.response(error))
@@ -121,7 +121,7 @@ final class DownloadStreamer {
         let me = LoopBound(self, on: connection.loop)
         do throws(FileError) {
             try core.files.pool.submit({ () throws(FileError) -> [UInt8] in try reader.read(offset: start, count: count) },
-                                      completion: { result in me.run { $0.read(result) } })
+                                      completion: { result in me.execute { $0.read(result) } })
         } catch {
             // The workers are swamped: try again shortly rather than fail a download halfway.
             connection.loop.schedule(after: 20) { [weak self] in self?.readNext() }

@@ -228,7 +228,7 @@ final class UploadReceiver {
         do throws(FileError) {
             try lane.submit {
                 slot.append(chunk)
-                me.run { $0.written() }
+                me.execute { $0.written() }
             }
         } catch {
             fail(FileRoutes.response(error))
@@ -281,7 +281,7 @@ final class UploadReceiver {
         do throws(FileError) {
             try lane.submit {
                 let result = job.run()
-                me.run { $0.finished(result) }
+                me.execute { $0.finished(result) }
             }
         } catch {
             fail(FileRoutes.response(error))

@@ -133,7 +133,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             do {
                 let backlog = try core.hub.publish(.string(text), to: lobby, from: member) { result in
                     guard case .failure(let error) = result else { return }
-                    me.run { $0.reply("error: \(error.message); message not sent") }
+                    me.execute { $0.reply("error: \(error.message); message not sent") }
                 }
                 sessionGuard.throttle(by: backlog, reading: connection)
             } catch {

@@ -246,7 +246,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             let me = LoopBound(self, on: connection.loop)
             let limit = min(limit, core.configuration.historyPageLimit, check.history)
             core.hub.storedHistory(of: RoomKey(channel: channel, room: room), before: before, limit: limit) { result in
-                me.run { session in
+                me.execute { session in
                     switch result {
                     case .success(let page): session.sendJSON(NativeEncoding.historyPage(callback: callback, page))
                     case .failure(let error): session.sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
@@ -270,7 +270,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             resolvingAttachments = true
             let me = LoopBound(self, on: connection.loop)
             core.files.resolve(publish.message, channel: channel) { result in
-                me.run { $0.resolved(publish, result, channel: channel, member: member) }
+                me.execute { $0.resolved(publish, result, channel: channel, member: member) }
             }
         }
     }
@@ -303,14 +303,14 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 case .success(let published):
                     files.noteReferences(uploads, in: published)
                     guard let callback else { return }
-                    me.run { session in
+                    me.execute { session in
                         session.sendJSON(NativeEncoding.reply(callback: callback) { w in
                             w.key("id"); w.writeString(published.id)
                             w.key("offset"); w.writeInt(Int(published.offset))
                         })
                     }
                 case .failure(let error):
-                    me.run { $0.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
+                    me.execute { $0.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
                 }
             }
             sessionGuard.throttle(by: backlog, reading: connection)

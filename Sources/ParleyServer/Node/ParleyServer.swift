@@ -256,9 +256,26 @@ public final class ParleyServer: Sendable {
         let hub = self.hub
         group.loops[0].execute {
             let timer = LoopTimer(loop: group.loops[0])
+            // Cluster mode: each change of Redis's state is logged once (down with its reason,
+            // back up), so an operator reading the log sees the outage and its end.
+            var redisReady: Bool?
             timer.start(after: 1000, repeating: 1000, keepAlive: true) {
                 hub.expireTyping()
                 core.logThrottle.flushSummaries(to: core.logger)
+                if let cluster {
+                    let now = cluster.readiness
+                    if now.ready != redisReady {
+                        if now.ready {
+                            core.logger.info("redis ready", metadata: ["redis": .string(cluster.redisDescription)])
+                            redisReady = true
+                        } else if redisReady != nil || !now.detail.hasPrefix("redis connecting") {
+                            // (Still connecting at start is not worth a warning.)
+                            core.logger.warn("redis not usable", metadata: ["redis": .string(cluster.redisDescription),
+                                                                           "state": .string(now.detail)])
+                            redisReady = false
+                        }
+                    }
+                }
             }
             let eviction = LoopTimer(loop: group.loops[0])
             eviction.start(after: 5000, repeating: 5000, keepAlive: true) { hub.evictIdleRooms() }

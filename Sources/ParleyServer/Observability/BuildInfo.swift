@@ -1,4 +1,5 @@
 import COpenSSL
+import ParleyFiles
 import ParleyIO
 import ParleySQLite
 import ParleyWebSocket
@@ -16,7 +17,8 @@ public enum BuildInfo {
         [("libuv", EventLoopGroup.libuvVersion),
          ("SQLite", SQLiteMessageStore.libraryVersion),
          ("OpenSSL", openSSLVersion),
-         ("zlib", PerMessageDeflateParameters.zlibVersion)]
+         ("zlib", PerMessageDeflateParameters.zlibVersion),
+         ("libvips", ImageProcessor.libraryVersion)]
     }
 
     /// `OpenSSL_version` without its leading "OpenSSL ".

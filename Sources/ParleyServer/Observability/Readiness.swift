@@ -38,7 +38,7 @@ final class Readiness: Sendable {
             var results = [String?](repeating: nil, count: checks.count)
             for await (index, failure) in group { results[index] = failure }
             for (entry, failure) in zip(checks, results) {
-                if let failure { ready = false }
+                if failure != nil { ready = false }
                 lines.append("\(entry.name): \(failure ?? "ok")")
             }
         }

@@ -129,7 +129,7 @@ final class SessionGuard {
         connection.stopReading()
         core.limits.breached(.publisherThrottled, remote: remote)
         let me = LoopBound(self, on: loop)
-        backlog.whenBelowLowMark { me.run { $0.resumeReading() } }
+        backlog.whenBelowLowMark { me.execute { $0.resumeReading() } }
     }
 
     private func resumeReading() {

@@ -37,7 +37,7 @@ final class SocketIOAck: @unchecked Sendable {
         if loop.inEventLoop {
             socket.answer(id, generation: generation, arguments, attachments: attachments)
         } else {
-            LoopBound(socket, on: loop).run { $0.answer(id, generation: generation, arguments, attachments: attachments) }
+            LoopBound(socket, on: loop).execute { $0.answer(id, generation: generation, arguments, attachments: attachments) }
         }
         return true
     }

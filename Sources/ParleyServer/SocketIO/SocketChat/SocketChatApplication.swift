@@ -193,7 +193,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                         if let ack {
                             ack.send([["error": .string("not stored: \(error.message)")]])
                         } else {
-                            me.run { $0.ignored(.refused, "chatMessage not stored: \(error.message)") }
+                            me.execute { $0.ignored(.refused, "chatMessage not stored: \(error.message)") }
                         }
                     }
                 }
@@ -351,7 +351,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         case .refused:
             return false
         case .abusive:
-            LoopBound(socket, on: loop).run { $0.closeConnection(reason: "rate limit exceeded") }
+            LoopBound(socket, on: loop).execute { $0.closeConnection(reason: "rate limit exceeded") }
             return false
         }
     }
