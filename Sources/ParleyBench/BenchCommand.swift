@@ -11,7 +11,8 @@ public enum BenchCommand {
     usage: parley bench fanout --url URL [--url URL2 ...] [--door native|socketio|line] [--rooms R]
                                [--members M] [--publishers P] [--rate MSGS_PER_S|max] [--window N]
                                [--size BYTES] [--sio-identify all|publishers]
-                               [--duration S] [--warmup S] [--loops N] [--drain S] [--json]
+                               [--duration S] [--warmup S] [--loops N] [--drain S] [--server-pid PID ...]
+                               [--json]
            parley bench idle --url URL [--url URL2 ...] --connections N [--server-pid PID ...]
                                [--report-at 5000,10000,19000] [--per-address N] [--hold S]
                                [--room NAME] [--loops N] [--json]
@@ -21,7 +22,8 @@ public enum BenchCommand {
     each publisher keeps at most --window messages in flight (an echo to the sender lands one).
     Several --url (cluster nodes): fanout puts every publisher on the first and spreads the other
     members round robin, and reports latency per node too; idle spreads its connections round
-    robin. Several --server-pid: idle reports the sum of their resident memory.
+    robin. Several --server-pid (one per node): fanout reports the sum of their CPU time over the
+    measured window, idle the sum of their resident memory.
     Exit status: 0 clean, 1 loss/duplicates/errors, 2 usage.
     """
 
@@ -135,6 +137,9 @@ public enum BenchCommand {
             case "--warmup": o.warmupSeconds = try seconds(flag, value)
             case "--loops": o.loops = try int(flag, value)
             case "--drain": o.drainSeconds = try seconds(flag, value)
+            case "--server-pid":
+                guard let pid = Int32(exactly: try int(flag, value)) else { throw Usage(message: "--server-pid is too large") }
+                o.serverPIDs.append(pid)
             case "--channel": o.channel = value
             case "--connect-concurrency": o.connectConcurrency = try int(flag, value)
             case "--json": o.json = true
@@ -142,7 +147,9 @@ public enum BenchCommand {
             }
         }
         guard !urls.isEmpty else { throw Usage(message: "--url is required") }
-        guard urls.count <= maxURLs else { throw Usage(message: "at most \(maxURLs) --url") }
+        guard urls.count <= maxURLs, o.serverPIDs.count <= maxURLs else {
+            throw Usage(message: "at most \(maxURLs) --url and \(maxURLs) --server-pid")
+        }
         o.urls = urls
         guard o.publishers <= o.rooms * o.members else { throw Usage(message: "--publishers must be at most rooms × members (publishers are members)") }
         if o.door != .native && o.rooms != 1 { throw Usage(message: "the \(o.door.rawValue) door has one room (the lobby): use --rooms 1") }

@@ -17,6 +17,20 @@ public struct FanoutResult: Sendable {
     /// Deliveries that arrived inside the measured window: what delivered/s is made of.
     public var receivedInWindow = 0
     public var measuredSeconds = 0.0
+    /// CPU seconds (user + system) the servers (`--server-pid`) and this bench spent in the
+    /// measured window.
+    public var serverCPUSeconds: Double?
+    public var benchCPUSeconds: Double?
+    /// Deliveries received in the window per CPU-second of the servers.
+    public var deliveriesPerServerCPUSecond: Double? {
+        guard let cpu = serverCPUSeconds, cpu > 0, cpu.isFinite else { return nil }
+        return Double(receivedInWindow) / cpu
+    }
+    /// The bench's own CPU per frame it received, in microseconds.
+    public var benchMicrosPerFrame: Double? {
+        guard let cpu = benchCPUSeconds, receivedInWindow > 0 else { return nil }
+        return cpu * 1e6 / Double(receivedInWindow)
+    }
     public var latency = LatencyHistogram()
     /// With several servers: latency by the receiver's server (`options.urls` order).
     public var latencyByURL: [LatencyHistogram] = []
@@ -114,7 +128,22 @@ public enum FanoutRun {
             return 0
         }
         progress("publishing for \(options.warmupSeconds + options.durationSeconds) s")
+        // CPU time of the servers and of this bench over the measured window.
+        sleepSeconds(Double(measureFrom - monotonicNanos()) / 1e9)
+        let serverCPUBefore = options.serverPIDs.map { ProcessCPU.seconds(pid: $0) }
+        let benchCPUBefore = ProcessCPU.seconds(pid: nil)
         sleepSeconds(Double(measureTo - monotonicNanos()) / 1e9)
+        let serverCPUAfter = options.serverPIDs.map { ProcessCPU.seconds(pid: $0) }
+        let benchCPUAfter = ProcessCPU.seconds(pid: nil)
+        if !options.serverPIDs.isEmpty {
+            var total = 0.0
+            for (before, after) in zip(serverCPUBefore, serverCPUAfter) {
+                guard let before, let after else { total = .nan; break }
+                total += after - before
+            }
+            result.serverCPUSeconds = total
+        }
+        if let before = benchCPUBefore, let after = benchCPUAfter { result.benchCPUSeconds = after - before }
 
         // Drain: wait until every expected delivery has landed, or give up.
         let drainDeadline = monotonicNanos() + Int64(options.drainSeconds * 1e9)

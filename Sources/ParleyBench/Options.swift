@@ -92,6 +92,10 @@ public struct FanoutOptions: Sendable {
     public var drainSeconds = 5.0
     /// How long connecting and subscribing everyone may take.
     public var setupTimeoutSeconds = 120.0
+    /// Server processes whose CPU time (user + system) is read at the start and end of the
+    /// measured window, for deliveries per server CPU-second; with several (cluster nodes)
+    /// their CPU time is summed.
+    public var serverPIDs: [Int32] = []
 
     public init() {}
 

@@ -39,6 +39,10 @@ extension FanoutResult {
         w.key("measured_deliveries"); w.writeInt(measuredDelivered)
         w.key("connections"); w.writeInt(connections)
         w.key("connected"); w.writeInt(connected)
+        if let cpu = serverCPUSeconds { w.key("server_cpu_s"); w.writeDouble(cpu) }
+        if let rate = deliveriesPerServerCPUSecond { w.key("deliveries_per_server_cpu_s"); w.writeDouble(rate, digits: 0) }
+        if let cpu = benchCPUSeconds { w.key("bench_cpu_s"); w.writeDouble(cpu) }
+        if let micros = benchMicrosPerFrame { w.key("bench_us_per_frame"); w.writeDouble(micros) }
         w.key("setup_s"); w.writeDouble(setupSeconds)
         w.key("connect_ms"); w.writeLatency(connectTime)
         if !latencyByURL.isEmpty {
@@ -94,6 +98,12 @@ extension FanoutResult {
             lines.append("  on \(url.hostHeader)  \(members) members\(index == 0 ? " (publishers here)" : "")  p50 \(fixed(millis(h.percentile(50))))  p99 \(fixed(millis(h.percentile(99))))  max \(fixed(millis(h.count > 0 ? h.max : 0)))")
         }
         lines.append("connect ms      p50 \(fixed(millis(connectTime.percentile(50))))  p99 \(fixed(millis(connectTime.percentile(99))))  max \(fixed(millis(connectTime.count > 0 ? connectTime.max : 0)))  (all in \(fixed(setupSeconds, 2)) s)")
+        if let cpu = serverCPUSeconds {
+            lines.append("server CPU      \(fixed(cpu, 2)) s in the window: \(deliveriesPerServerCPUSecond.map { fixed($0, 0) } ?? "-") deliveries per CPU-second")
+        }
+        if let cpu = benchCPUSeconds {
+            lines.append("bench CPU       \(fixed(cpu, 2)) s in the window: \(benchMicrosPerFrame.map { fixed($0, 3) } ?? "-") us per frame received")
+        }
         lines.append("lost \(lost)  duplicated \(duplicated)  errors \(errors)")
         for sample in errorSamples.prefix(5) { lines.append("  error: \(sample)") }
         return lines.joined(separator: "\n")

@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -131,5 +132,21 @@ public struct SequenceTracker: Sendable, Equatable {
             seenBelow += (words[fullWords] & mask).nonzeroBitCount
         }
         return sent - seenBelow
+    }
+}
+
+/// CPU time of a process from `/proc/PID/stat` (Linux).
+enum ProcessCPU {
+    /// User + system CPU seconds of `pid` (this process when nil); nil when unreadable.
+    static func seconds(pid: Int32?) -> Double? {
+        let path = pid.map { "/proc/\($0)/stat" } ?? "/proc/self/stat"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        // Fields after the command name (which may hold spaces): state is field 3, so utime
+        // (14) and stime (15) are the 12th and 13th after it.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return (user + system) / ticks
     }
 }
