@@ -36,6 +36,10 @@ import ParleyTestSupport
         let fanout = try BenchCommand.parseFanout(["--url", "ws://127.0.0.1:1/v3/websocket", "--url", "ws://127.0.0.1:2/v3/websocket",
                                                    "--members", "5"])
         #expect(fanout.urls.map(\.port) == [1, 2])
+        let measured = try BenchCommand.parseFanout(["--url", "ws://127.0.0.1:1/", "--url", "ws://127.0.0.1:2/",
+                                                     "--server-pid", "10", "--server-pid", "11"])
+        #expect(measured.urls.count == 2 && measured.serverPIDs == [10, 11])
+        #expect(throws: (any Error).self) { try BenchCommand.parseFanout(["--url", "ws://127.0.0.1:1/", "--server-pid", "4294967296"]) }
         // Publishers on the first server; the others round robin.
         #expect(fanout.urlIndex(connection: 0, isPublisher: true) == 0)
         #expect(fanout.urlIndex(connection: 3, isPublisher: true) == 0)
@@ -58,6 +62,8 @@ import ParleyTestSupport
         o.warmupSeconds = 0.2
         o.drainSeconds = 10
         o.setupTimeoutSeconds = 20
+        // Both nodes live in this process: its CPU is read once per given pid and summed.
+        o.serverPIDs = [getpid(), getpid()]
         let r = FanoutRun.run(o)
         #expect(r.isClean, "\(r.table)")
         #expect(r.delivered == r.sent * 20 && r.sent > 0)
@@ -66,6 +72,8 @@ import ParleyTestSupport
         #expect(r.latencyByURL.reduce(0) { $0 + $1.count } == r.latency.count)
         #expect(r.json.contains("\"by_url\":[{\"url\":\"127.0.0.1:\(a.httpPort)/v3/websocket\",\"members\":10"), "\(r.json)")
         #expect(r.table.contains("(publishers here)"))
+        #expect((r.serverCPUSeconds ?? 0) > 0 && (r.serverCPUSeconds ?? 0).isFinite, "CPU summed over both pids")
+        #expect(r.json.contains("\"deliveries_per_server_cpu_s\":"))
     }
 
     @Test func idleAcrossTwoNodesSumsTheirMemory() throws {
