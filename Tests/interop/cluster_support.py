@@ -8,9 +8,9 @@
 - `Node`: a real `parley serve` in cluster mode (`--redis` / `--redis-cluster`), its log in a
   file, SIGKILLed or stopped by its own pid.
 - `NativeClient` (the third-party `websockets` client, its sync API), `LineClient` (a plain
-  socket) and, from sio_support, `ChatClient` (python-socketio): each reads on a thread of
-  its own and keeps everything it received, so a test can check whole sequences (no gap, no
-  duplicate) after the fact.
+  socket) and `SocketChatClient` (python-socketio): each reads on a thread of its own and
+  keeps everything it received, so a test can check whole sequences (no gap, no duplicate)
+  after the fact. `Publisher` drives a native client with receipts and retries.
 
 Every wait has a timeout; every process started here is stopped by its pid.
 """
