@@ -98,7 +98,9 @@ conformance-socketio: deps
 
 # `parley bench` scenarios (Benchmarks.md) against a release server, plus the python-socketio
 # SocketChat reference server for the comparison row; prints one table. Takes a few minutes;
-# BENCH_SCALE=0.2 shortens the runs, BENCH_ONLY=fanout-max,idle picks rows.
+# BENCH_SCALE=0.2 shortens the runs, BENCH_ONLY=fanout-max,idle picks rows. The cluster rows
+# (cluster-fanout, cluster-idle, cluster-durable-always, cluster-durable-everysec) start
+# redis-server and nodes of their own; BENCH_SMOKE=1 shrinks them to check the harness.
 bench: release $(BENCH_VENV)/.ready
 	python3 Tests/bench/run_bench.py
 

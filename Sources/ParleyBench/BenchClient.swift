@@ -12,6 +12,8 @@ struct ClientSpec {
     /// Publishers of this connection's room (their numbers are `room + k * rooms`).
     let publishersInRoom: Int
     let sourceHost: String?
+    /// Which of the run's servers (``BenchLoop/urls``) this connection goes to.
+    var urlIndex = 0
 }
 
 /// One connection of the bench: connects, speaks its door's join sequence, then receives
@@ -62,9 +64,10 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
     // MARK: setup
 
     func start() {
+        let url = bench.urls[spec.urlIndex]
         switch bench.door {
         case .line:
-            bench.loop.connect(host: bench.url.host, port: bench.url.port, sourceHost: spec.sourceHost) { [self] result in
+            bench.loop.connect(host: url.host, port: url.port, sourceHost: spec.sourceHost) { [self] result in
                 switch result {
                 case .failure(let error):
                     fail("connect: \(error.message)")
@@ -78,14 +81,14 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
                 }
             }
         case .native, .socketio:
-            var path = bench.url.path
+            var path = url.path
             if bench.door == .native && path.isEmpty { path = "/v3/websocket" }
             if bench.door == .socketio {
                 if path.isEmpty || path == "/" { path = "/socket.io/" }
                 path += (path.contains("?") ? "&" : "?") + "EIO=4&transport=websocket"
             }
-            var options = WebSocketClientConnection.Options(host: bench.url.host, port: bench.url.port, target: path,
-                                                            hostHeader: bench.url.hostHeader)
+            var options = WebSocketClientConnection.Options(host: url.host, port: url.port, target: path,
+                                                            hostHeader: url.hostHeader)
             options.sourceHost = spec.sourceHost
             // The bench reads its stamps out of the payload and checks nothing else in it: no
             // UTF-8 validation, and masking keys that cost no system call (they protect no

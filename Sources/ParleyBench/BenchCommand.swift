@@ -8,20 +8,29 @@ public enum BenchCommand {
     public static let subcommands = ["fanout", "idle"]
 
     public static let usage = """
-    usage: parley bench fanout --url URL [--door native|socketio|line] [--rooms R] [--members M]
-                               [--publishers P] [--rate MSGS_PER_S|max] [--window N] [--size BYTES]
-                               [--sio-identify all|publishers]
-                               [--duration S] [--warmup S] [--loops N] [--drain S] [--server-pid PID]... [--json]
-           parley bench idle --url URL --connections N [--server-pid PID] [--report-at 5000,10000,19000]
-                               [--per-address N] [--hold S] [--loops N] [--json]
+    usage: parley bench fanout --url URL [--url URL2 ...] [--door native|socketio|line] [--rooms R]
+                               [--members M] [--publishers P] [--rate MSGS_PER_S|max] [--window N]
+                               [--size BYTES] [--sio-identify all|publishers]
+                               [--duration S] [--warmup S] [--loops N] [--drain S] [--server-pid PID ...]
+                               [--json]
+           parley bench idle --url URL [--url URL2 ...] --connections N [--server-pid PID ...]
+                               [--report-at 5000,10000,19000] [--per-address N] [--hold S]
+                               [--room NAME] [--loops N] [--json]
 
     URLs: ws://127.0.0.1:8080/v3/websocket (native), http://127.0.0.1:5000/socket.io/ (socketio),
     tcp://127.0.0.1:8081 (line). --rate is messages per second over all publishers; with --rate max
     each publisher keeps at most --window messages in flight (an echo to the sender lands one).
+    Several --url (cluster nodes): fanout puts every publisher on the first and spreads the other
+    members round robin, and reports latency per node too; idle spreads its connections round
+    robin. Several --server-pid (one per node): fanout reports the sum of their CPU time over the
+    measured window, idle the sum of their resident memory.
     Exit status: 0 clean, 1 loss/duplicates/errors, 2 usage.
     """
 
     struct Usage: Error { let message: String }
+
+    /// Servers one run may spread over (each adds a latency histogram per bench loop).
+    static let maxURLs = 64
 
     public static func run(_ subcommand: String, arguments: [String]) -> Int32 {
         do {
@@ -102,10 +111,10 @@ public enum BenchCommand {
     public static func parseFanout(_ arguments: [String]) throws -> FanoutOptions {
         var o = FanoutOptions()
         o.loops = EventLoopGroup.coreCount
-        var sawURL = false
+        var urls: [BenchURL] = []
         for (flag, value) in try pairs(arguments) {
             switch flag {
-            case "--url": o.url = try url(value); sawURL = true
+            case "--url": urls.append(try url(value))
             case "--door":
                 guard let door = BenchDoor(rawValue: value) else { throw Usage(message: "--door must be native, socketio or line") }
                 o.door = door
@@ -128,14 +137,20 @@ public enum BenchCommand {
             case "--warmup": o.warmupSeconds = try seconds(flag, value)
             case "--loops": o.loops = try int(flag, value)
             case "--drain": o.drainSeconds = try seconds(flag, value)
-            case "--server-pid": o.serverPIDs.append(Int32(try int(flag, value)))
+            case "--server-pid":
+                guard let pid = Int32(exactly: try int(flag, value)) else { throw Usage(message: "--server-pid is too large") }
+                o.serverPIDs.append(pid)
             case "--channel": o.channel = value
             case "--connect-concurrency": o.connectConcurrency = try int(flag, value)
             case "--json": o.json = true
             default: throw Usage(message: "unknown option \(flag)")
             }
         }
-        guard sawURL else { throw Usage(message: "--url is required") }
+        guard !urls.isEmpty else { throw Usage(message: "--url is required") }
+        guard urls.count <= maxURLs, o.serverPIDs.count <= maxURLs else {
+            throw Usage(message: "at most \(maxURLs) --url and \(maxURLs) --server-pid")
+        }
+        o.urls = urls
         guard o.publishers <= o.rooms * o.members else { throw Usage(message: "--publishers must be at most rooms × members (publishers are members)") }
         if o.door != .native && o.rooms != 1 { throw Usage(message: "the \(o.door.rawValue) door has one room (the lobby): use --rooms 1") }
         guard o.durationSeconds > 0 else { throw Usage(message: "--duration must be more than 0") }
@@ -145,12 +160,15 @@ public enum BenchCommand {
     public static func parseIdle(_ arguments: [String]) throws -> IdleOptions {
         var o = IdleOptions()
         o.loops = EventLoopGroup.coreCount
-        var sawURL = false, sawCount = false
+        var urls: [BenchURL] = []
+        var sawCount = false
         for (flag, value) in try pairs(arguments) {
             switch flag {
-            case "--url": o.url = try url(value); sawURL = true
+            case "--url": urls.append(try url(value))
             case "--connections": o.connections = try int(flag, value); sawCount = true
-            case "--server-pid": o.serverPID = Int32(try int(flag, value))
+            case "--server-pid":
+                guard let pid = Int32(exactly: try int(flag, value)) else { throw Usage(message: "--server-pid is too large") }
+                o.serverPIDs.append(pid)
             case "--report-at": o.reportAt = try value.split(separator: ",").map { try int(flag, String($0)) }
             case "--per-address": o.perAddress = try int(flag, value)
             case "--hold": o.holdSeconds = try seconds(flag, value)
@@ -162,7 +180,11 @@ public enum BenchCommand {
             default: throw Usage(message: "unknown option \(flag)")
             }
         }
-        guard sawURL, sawCount else { throw Usage(message: "--url and --connections are required") }
+        guard !urls.isEmpty, sawCount else { throw Usage(message: "--url and --connections are required") }
+        guard urls.count <= maxURLs, o.serverPIDs.count <= maxURLs else {
+            throw Usage(message: "at most \(maxURLs) --url and \(maxURLs) --server-pid")
+        }
+        o.urls = urls
         guard o.connections <= 254 * o.perAddress else { throw Usage(message: "--connections exceeds 254 source addresses × --per-address") }
         return o
     }

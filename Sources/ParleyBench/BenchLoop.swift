@@ -18,6 +18,8 @@ struct LoopReport: Sendable {
     /// Messages sent by each publisher on this loop.
     var sent: [Int: Int] = [:]
     var latency = LatencyHistogram()
+    /// With several servers: the same latencies by the receiver's server (empty with one).
+    var latencyByURL: [LatencyHistogram] = []
     var connectTime = LatencyHistogram()
     /// Per publisher: how many of its messages each of its room's ready receivers is missing.
     var missing = 0
@@ -28,7 +30,8 @@ struct LoopReport: Sendable {
 final class BenchLoop {
     let loop: EventLoop
     let door: BenchDoor
-    let url: BenchURL
+    /// The run's servers; each connection goes to `urls[spec.urlIndex]`.
+    let urls: [BenchURL]
     let channel: String
     let rooms: Int
     /// Socket.IO: whether listening members send `connectUser` too (Parley delivers SocketChat
@@ -55,13 +58,15 @@ final class BenchLoop {
     private var sentTotal = 0
     private var nextPublisher = 0
 
-    init(loop: EventLoop, door: BenchDoor, url: BenchURL, channel: String, rooms: Int, concurrency: Int) {
+    init(loop: EventLoop, door: BenchDoor, urls: [BenchURL], channel: String, rooms: Int, concurrency: Int) {
+        precondition(!urls.isEmpty, "a bench needs a server")
         self.loop = loop
         self.door = door
-        self.url = url
+        self.urls = urls
         self.channel = channel
         self.rooms = rooms
         self.concurrency = concurrency
+        if urls.count > 1 { report.latencyByURL = Array(repeating: LatencyHistogram(), count: urls.count) }
     }
 
     // MARK: setup
@@ -166,7 +171,9 @@ final class BenchLoop {
             if now >= measureFrom && now < measureTo { report.receivedInWindow += 1 }
             if stamp.sentNanos >= measureFrom && stamp.sentNanos < measureTo {
                 report.measuredDelivered += 1
-                report.latency.record(micros: UInt64(max(0, (now - stamp.sentNanos) / 1000)))
+                let micros = UInt64(max(0, (now - stamp.sentNanos) / 1000))
+                report.latency.record(micros: micros)
+                if !report.latencyByURL.isEmpty { report.latencyByURL[client.spec.urlIndex].record(micros: micros) }
             }
             if client.spec.publisher == publisher {
                 client.inFlight -= 1

@@ -52,6 +52,18 @@ public func residentKiB(pid: Int32) -> Int? {
     return nil
 }
 
+/// The summed resident memory of several processes in KiB; nil when there are none or one
+/// cannot be read.
+public func residentKiB(pids: [Int32]) -> Int? {
+    guard !pids.isEmpty else { return nil }
+    var total = 0
+    for pid in pids {
+        guard let kib = residentKiB(pid: pid) else { return nil }
+        total += kib
+    }
+    return total
+}
+
 func sleepSeconds(_ seconds: Double) {
     if seconds > 0 { Thread.sleep(forTimeInterval: seconds) }
 }

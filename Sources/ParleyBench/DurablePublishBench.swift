@@ -1,4 +1,5 @@
 import Foundation
+import ParleyCore
 import ParleyIO
 import ParleyWebSocket
 import Synchronization
@@ -18,6 +19,8 @@ public enum DurablePublishBench {
         var rooms = 1
         var loops = 1
         var payloadBytes = 64
+        /// One JSON object instead of the text report.
+        var json = false
     }
 
     public static let usage = """
@@ -29,6 +32,7 @@ public enum DurablePublishBench {
       --rooms N        rooms the publishers spread over (default 1: one room, strictest order)
       --loops N        client event loops (default 1)
       --payload BYTES  message text size (default 64)
+      --json           print one JSON object (acked_per_s, latency_ms p50/p99, errors, ok)
 
     Start the server with a high per-connection rate, e.g. parley serve --publish-rate 1000000.
     """
@@ -60,6 +64,7 @@ public enum DurablePublishBench {
             case "--rooms": options.rooms = try number(try value())
             case "--loops": options.loops = try number(try value())
             case "--payload": options.payloadBytes = try number(try value())
+            case "--json": options.json = true
             case "--help", "-h": throw BenchError(usage)
             default: throw BenchError("unknown option \(arguments[index])\n\n\(usage)")
             }
@@ -134,6 +139,33 @@ public enum DurablePublishBench {
         let ok = errors == 0 && failed == 0 && acked > 0
         if !ok {
             lines.insert("FAILED: \(failed) publishers failed to connect, \(errors) errors, \(acked) acknowledged", at: 0)
+        }
+        if options.json {
+            var w = JSONWriter()
+            w.beginObject()
+            w.key("ok"); w.writeBool(ok)
+            w.key("acked_per_s"); w.writeDouble(elapsed > 0 ? Double(acked) / elapsed : 0, digits: 1)
+            w.key("acked"); w.writeInt(acked)
+            w.key("latency_ms"); w.beginObject()
+            w.key("p50"); w.writeDouble(percentile(0.5)); w.key("p99"); w.writeDouble(percentile(0.99))
+            w.key("count"); w.writeInt(latencies.count)
+            w.endObject()
+            w.key("connected"); w.writeInt(run.connected.load(ordering: .relaxed))
+            w.key("failed"); w.writeInt(failed)
+            w.key("errors"); w.writeInt(errors)
+            w.key("error_samples"); w.beginArray()
+            if let first = run.firstError.withLock({ $0 }) { w.writeString(first) }
+            w.endArray()
+            w.key("scenario"); w.beginObject()
+            w.key("url"); w.writeString("\(options.host):\(options.port)\(options.path)")
+            w.key("publishers"); w.writeInt(options.publishers)
+            w.key("window"); w.writeInt(options.window)
+            w.key("rooms"); w.writeInt(options.rooms)
+            w.key("payload"); w.writeInt(options.payloadBytes)
+            w.key("duration_s"); w.writeDouble(options.durationSeconds)
+            w.endObject()
+            w.endObject()
+            return (String(decoding: w.bytes, as: UTF8.self), ok)
         }
         return (lines.joined(separator: "\n"), ok)
     }

@@ -32,6 +32,10 @@ public struct FanoutResult: Sendable {
         return cpu * 1e6 / Double(receivedInWindow)
     }
     public var latency = LatencyHistogram()
+    /// With several servers: latency by the receiver's server (`options.urls` order).
+    public var latencyByURL: [LatencyHistogram] = []
+    /// Members (connections) on each server, publishers included.
+    public var membersByURL: [Int] = []
     public var lost = 0
     public var duplicated = 0
     /// Connection failures, server error replies, unexpected closes, messages for the wrong room.
@@ -59,6 +63,15 @@ public enum FanoutRun {
         let group = EventLoopGroup(loopCount: max(1, options.loops))
         defer { group.shutdown() }
         let loopCount = group.loops.count
+        if options.urls.count > 1 {
+            result.latencyByURL = Array(repeating: LatencyHistogram(), count: options.urls.count)
+            result.membersByURL = Array(repeating: 0, count: options.urls.count)
+            for c in 0..<total {
+                let room = c / options.members, slot = c % options.members
+                let isPublisher = slot * options.rooms + room < options.publishers
+                result.membersByURL[options.urlIndex(connection: c, isPublisher: isPublisher)] += 1
+            }
+        }
 
         // Connection c: room c / members, slot c % members; publisher p sits in room p % rooms,
         // slot p / rooms; connection c lives on loop c % loops.
@@ -69,12 +82,14 @@ public enum FanoutRun {
                 let room = c / options.members, slot = c % options.members
                 let candidate = slot * options.rooms + room
                 let publishersInRoom = options.publishers / options.rooms + (room < options.publishers % options.rooms ? 1 : 0)
-                specs.append(ClientSpec(index: c, room: room, roomName: roomName(room, options),
-                                        publisher: candidate < options.publishers ? candidate : nil,
-                                        publishersInRoom: publishersInRoom, sourceHost: nil))
+                let publisher = candidate < options.publishers ? candidate : nil
+                var spec = ClientSpec(index: c, room: room, roomName: roomName(room, options), publisher: publisher,
+                                      publishersInRoom: publishersInRoom, sourceHost: nil)
+                spec.urlIndex = options.urlIndex(connection: c, isPublisher: publisher != nil)
+                specs.append(spec)
             }
             let bench = LoopCalls.bench(loop) {
-                BenchLoop(loop: loop, door: options.door, url: options.url, channel: options.channel,
+                BenchLoop(loop: loop, door: options.door, urls: options.urls, channel: options.channel,
                           rooms: options.rooms, concurrency: options.connectConcurrency)
             }
             bench.identifySocketIOMembers = options.identifySocketIOMembers
@@ -167,6 +182,9 @@ public enum FanoutRun {
             result.lost += report.missing
             result.errors += report.failed + report.serverErrors + report.foreign
             result.latency.merge(report.latency)
+            for (index, histogram) in report.latencyByURL.enumerated() where index < result.latencyByURL.count {
+                result.latencyByURL[index].merge(histogram)
+            }
             result.connectTime.merge(report.connectTime)
             result.errorSamples.append(contentsOf: report.errorSamples)
         }

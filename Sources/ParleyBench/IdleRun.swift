@@ -39,7 +39,7 @@ public enum IdleRun {
         var result = IdleResult(options: options)
         let (limit, _) = capacity()
         result.fileLimit = limit
-        if let pid = options.serverPID { result.serverKiBBefore = residentKiB(pid: pid) }
+        result.serverKiBBefore = residentKiB(pids: options.serverPIDs)
         let group = EventLoopGroup(loopCount: max(1, options.loops))
         defer { group.shutdown() }
         let loopCount = group.loops.count
@@ -55,11 +55,13 @@ public enum IdleRun {
                 var specs: [ClientSpec] = []
                 for c in stride(from: from + ((loop.index - from % loopCount) + loopCount) % loopCount, to: to, by: loopCount) {
                     let source = spread ? "127.0.0.\(1 + c / options.perAddress)" : nil
-                    specs.append(ClientSpec(index: c, room: 0, roomName: options.room, publisher: nil,
-                                            publishersInRoom: 0, sourceHost: source))
+                    var spec = ClientSpec(index: c, room: 0, roomName: options.room, publisher: nil,
+                                          publishersInRoom: 0, sourceHost: source)
+                    spec.urlIndex = c % options.urls.count
+                    specs.append(spec)
                 }
                 let bench = LoopCalls.bench(loop) {
-                    BenchLoop(loop: loop, door: .native, url: options.url, channel: options.channel,
+                    BenchLoop(loop: loop, door: .native, urls: options.urls, channel: options.channel,
                               rooms: 1, concurrency: options.connectConcurrency)
                 }
                 bench.open(specs)
@@ -79,7 +81,7 @@ public enum IdleRun {
             // Let the server finish its allocations for the last joins before reading memory.
             sleepSeconds(1.0)
             var checkpoint = IdleResult.Checkpoint(connections: ready)
-            if let pid = options.serverPID, let now = residentKiB(pid: pid) {
+            if let now = residentKiB(pids: options.serverPIDs) {
                 checkpoint.serverKiB = now
                 if let before = result.serverKiBBefore, ready > 0 {
                     checkpoint.bytesPerConnection = Double(now - before) * 1024 / Double(ready)

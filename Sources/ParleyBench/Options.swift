@@ -60,7 +60,15 @@ public enum BenchRate: Sendable, Equatable {
 
 /// Everything `parley bench fanout` can be told.
 public struct FanoutOptions: Sendable {
-    public var url = BenchURL(host: "127.0.0.1", port: 8080, path: "/v3/websocket")
+    /// The servers (`--url`, repeatable): members are spread over them round robin and every
+    /// publisher is on the first, so with cluster nodes a message crosses Redis to reach the
+    /// others. One URL is the single-server scenario.
+    public var urls = [BenchURL(host: "127.0.0.1", port: 8080, path: "/v3/websocket")]
+    /// The first (or only) server.
+    public var url: BenchURL {
+        get { urls[0] }
+        set { urls = [newValue] }
+    }
     public var door = BenchDoor.native
     public var rooms = 1
     public var members = 10
@@ -85,19 +93,39 @@ public struct FanoutOptions: Sendable {
     /// How long connecting and subscribing everyone may take.
     public var setupTimeoutSeconds = 120.0
     /// Server processes whose CPU time (user + system) is read at the start and end of the
-    /// measured window, for deliveries per server CPU-second.
+    /// measured window, for deliveries per server CPU-second; with several (cluster nodes)
+    /// their CPU time is summed.
     public var serverPIDs: [Int32] = []
 
     public init() {}
 
     var totalConnections: Int { rooms * members }
+
+    /// Which server connection `index` goes to: publishers to the first, everyone else round
+    /// robin.
+    func urlIndex(connection index: Int, isPublisher: Bool) -> Int {
+        isPublisher ? 0 : index % urls.count
+    }
 }
 
 /// Everything `parley bench idle` can be told.
 public struct IdleOptions: Sendable {
-    public var url = BenchURL(host: "127.0.0.1", port: 8080, path: "/v3/websocket")
+    /// The servers (`--url`, repeatable): connections are spread over them round robin.
+    public var urls = [BenchURL(host: "127.0.0.1", port: 8080, path: "/v3/websocket")]
+    /// The first (or only) server.
+    public var url: BenchURL {
+        get { urls[0] }
+        set { urls = [newValue] }
+    }
     public var connections = 1000
-    public var serverPID: Int32?
+    /// Server processes whose resident memory is read (`--server-pid`, repeatable): the
+    /// checkpoints report their sum, so several cluster nodes are measured together.
+    public var serverPIDs: [Int32] = []
+    /// The first (or only) server process.
+    public var serverPID: Int32? {
+        get { serverPIDs.first }
+        set { serverPIDs = newValue.map { [$0] } ?? [] }
+    }
     /// Connection counts at which to read the server's memory (the final count is always one).
     public var reportAt: [Int] = [5_000, 10_000, 19_000]
     /// Connections per source address before moving to the next 127.0.0.x.

@@ -45,6 +45,18 @@ extension FanoutResult {
         if let micros = benchMicrosPerFrame { w.key("bench_us_per_frame"); w.writeDouble(micros) }
         w.key("setup_s"); w.writeDouble(setupSeconds)
         w.key("connect_ms"); w.writeLatency(connectTime)
+        if !latencyByURL.isEmpty {
+            // Per server: members there and their latency (the first holds the publishers).
+            w.key("by_url"); w.beginArray()
+            for (index, url) in options.urls.enumerated() where index < latencyByURL.count {
+                w.beginObject()
+                w.key("url"); w.writeString("\(url.hostHeader)\(url.path)")
+                w.key("members"); w.writeInt(index < membersByURL.count ? membersByURL[index] : 0)
+                w.key("latency_ms"); w.writeLatency(latencyByURL[index])
+                w.endObject()
+            }
+            w.endArray()
+        }
         w.key("scenario"); w.beginObject()
         w.key("door"); w.writeString(options.door.rawValue)
         w.key("url"); w.writeString("\(options.url.hostHeader)\(options.url.path)")
@@ -80,6 +92,11 @@ extension FanoutResult {
         lines.append("scenario        \(options.door.rawValue) \(options.rooms) room(s) x \(options.members) members, \(options.publishers) publisher(s), \(rate), \(options.size) B, \(fixed(options.durationSeconds, 1)) s (+\(fixed(options.warmupSeconds, 1)) s warm-up), \(options.loops) loops")
         lines.append("delivered/s     \(fixed(deliveredPerSecond, 0))   (sent \(sent), delivered \(delivered) of \(expected))")
         lines.append("latency ms      p50 \(fixed(millis(latency.percentile(50))))  p90 \(fixed(millis(latency.percentile(90))))  p99 \(fixed(millis(latency.percentile(99))))  p99.9 \(fixed(millis(latency.percentile(99.9))))  max \(fixed(millis(latency.count > 0 ? latency.max : 0)))")
+        for (index, url) in options.urls.enumerated() where index < latencyByURL.count {
+            let h = latencyByURL[index]
+            let members = index < membersByURL.count ? membersByURL[index] : 0
+            lines.append("  on \(url.hostHeader)  \(members) members\(index == 0 ? " (publishers here)" : "")  p50 \(fixed(millis(h.percentile(50))))  p99 \(fixed(millis(h.percentile(99))))  max \(fixed(millis(h.count > 0 ? h.max : 0)))")
+        }
         lines.append("connect ms      p50 \(fixed(millis(connectTime.percentile(50))))  p99 \(fixed(millis(connectTime.percentile(99))))  max \(fixed(millis(connectTime.count > 0 ? connectTime.max : 0)))  (all in \(fixed(setupSeconds, 2)) s)")
         if let cpu = serverCPUSeconds {
             lines.append("server CPU      \(fixed(cpu, 2)) s in the window: \(deliveriesPerServerCPUSecond.map { fixed($0, 0) } ?? "-") deliveries per CPU-second")
@@ -106,6 +123,9 @@ extension IdleResult {
         w.key("file_limit"); w.writeInt(fileLimit)
         w.key("setup_s"); w.writeDouble(setupSeconds)
         w.key("connect_ms"); w.writeLatency(connectTime)
+        if !options.serverPIDs.isEmpty {
+            w.key("server_pids"); w.beginArray(); for pid in options.serverPIDs { w.writeInt(Int(pid)) }; w.endArray()
+        }
         if let before = serverKiBBefore { w.key("server_rss_kib_before"); w.writeInt(before) }
         w.key("checkpoints"); w.beginArray()
         for c in checkpoints {

@@ -18,6 +18,9 @@ PARLEY = os.environ.get("PARLEY_BIN", os.path.join(ROOT, ".build/release/parley"
 VENV_PY = os.path.join(ROOT, ".venv-bench/bin/python")
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
+# BENCH_SMOKE=1 shrinks the cluster rows' sizes (members, connections, publishers) to check the
+# harness itself in seconds; its figures mean nothing.
+SMOKE = os.environ.get("BENCH_SMOKE") == "1"
 
 
 def free_port():
@@ -77,8 +80,215 @@ def secs(s):
     return str(max(1.0, s * SCALE))
 
 
+def whole_secs(s):
+    # publish-durable takes whole seconds.
+    return str(max(1, int(round(s * SCALE))))
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def http_get(port, path, timeout=5):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" % path).encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode(errors="replace")
+
+
+def metric(port, name):
+    try:
+        status, body = http_get(port, "/metrics")
+    except OSError:
+        return None
+    for line in body.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+class Redis(Proc):
+    """A redis-server for the cluster rows: a fresh directory, no snapshots, the append-only
+    file with `fsync` when given (`always`, `everysec`)."""
+
+    def __init__(self, name, fsync=None):
+        self.port = free_port()
+        self.directory = tempfile.mkdtemp(prefix="parley-bench-redis-")
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--dir", self.directory,
+                "--daemonize", "no", "--appendonly", "yes" if fsync else "no"]
+        if fsync:
+            args += ["--appendfsync", fsync]
+        super().__init__(args, "/tmp/parley-bench-%s.log" % name)
+        if not wait_port(self.port):
+            self.stop()
+            sys.exit("redis-server did not start (see /tmp/parley-bench-%s.log)" % name)
+
+    def used_memory(self):
+        out = subprocess.run(["redis-cli", "-p", str(self.port), "INFO", "memory"], capture_output=True, text=True, timeout=10)
+        for line in out.stdout.splitlines():
+            if line.startswith("used_memory:"):
+                return int(line.split(":")[1])
+        return 0
+
+
+class Node(Proc):
+    """A `parley serve` cluster node on `redis`, with the single server's bench settings."""
+
+    def __init__(self, name, redis, extra=()):
+        self.http, self.line = free_port(), free_port()
+        super().__init__([PARLEY, "serve", "--http-port", str(self.http), "--line-port", str(self.line),
+                          "--data", tempfile.mkdtemp(prefix="parley-bench-node-"),
+                          "--redis", "redis://127.0.0.1:%d" % redis.port, "--node-id", name,
+                          "--publish-rate", "1000000", "--line-rate", "1000000", "--write-queue-limit", "268435456",
+                          "--max-connections-per-ip", "100000", "--max-connections", "100000", *extra],
+                         "/tmp/parley-bench-node-%s.log" % name)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                if http_get(self.http, "/readyz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        sys.exit("parley serve --redis did not become ready (see /tmp/parley-bench-node-%s.log)" % name)
+
+    @property
+    def ws(self):
+        return f"ws://127.0.0.1:{self.http}/v3/websocket"
+
+
+def stop_all(procs):
+    for proc in reversed(procs):
+        proc.stop()
+
+
+def cluster_fanout(run, single_ws):
+    """Publisher on node A, 1,000 members spread over A and B: deliveries/s closed loop, then
+    latency at 100,000 deliveries/s, against the single node at the same rate (same moment)."""
+    members = 20 if SMOKE else 1000
+    fan = ["--rooms", "1", "--members", str(members), "--publishers", "1", "--size", "100"]
+    procs = []
+    try:
+        redis = Redis("cluster-fanout-redis", fsync="everysec")
+        procs.append(redis)
+        a = Node("fanout-a", redis)
+        procs.append(a)
+        b = Node("fanout-b", redis)
+        procs.append(b)
+        # Both nodes' CPU, summed by the bench over the measured window.
+        urls = ["--url", a.ws, "--url", b.ws, "--server-pid", str(a.pid), "--server-pid", str(b.pid)]
+        run("cluster-fanout", "fan-out cluster A+B 1x%d, max" % members, ">=1/2 single node",
+            ["fanout"] + urls + fan + ["--rate", "max", "--window", "64", "--duration", secs(10), "--warmup", "2"])
+        base = run("cluster-fanout", "fan-out single node 1x%d, 100 msg/s" % members, "(baseline)",
+                   ["fanout", "--url", single_ws] + fan + ["--rate", "100", "--duration", secs(10), "--warmup", "2"])
+        hop = run("cluster-fanout", "fan-out cluster A+B 1x%d, 100 msg/s" % members, "Redis hop p50/p99",
+                  ["fanout"] + urls + fan + ["--rate", "100", "--duration", secs(10), "--warmup", "2"])
+        if base and hop and base.get("ok") and hop.get("ok"):
+            bl, hl = base["latency_ms"], hop["latency_ms"]
+            by = "; ".join("%s p50 %.2f p99 %.2f" % ("A" if i == 0 else "B", u["latency_ms"]["p50"], u["latency_ms"]["p99"])
+                           for i, u in enumerate(hop.get("by_url", [])))
+            rows.append({"_name": "  Redis hop at %dk deliveries/s" % (members // 10), "_target": "(added latency)",
+                         "_note": "p50 +%.2f ms, p99 +%.2f ms over the single node (%s)" % (
+                             hl["p50"] - bl["p50"], hl["p99"] - bl["p99"], by)})
+    finally:
+        stop_all(procs)
+
+
+def cluster_idle():
+    """3 nodes, 3 bench processes of their own, 50,000 idle subscribed connections in all
+    (each bench process spreads its share over the three nodes): memory per connection (the
+    nodes' RSS) and Redis's memory per member (INFO memory), read while all are held."""
+    total, processes, hold = (300, 3, 5) if SMOKE else (50_000, 3, 90)
+    procs, benches = [], []
+    try:
+        redis = Redis("cluster-idle-redis")
+        procs.append(redis)
+        nodes = [Node("idle-" + name, redis) for name in "abc"]
+        procs.extend(nodes)
+        time.sleep(1)
+        rss_before = [rss_kib(n.pid) for n in nodes]
+        redis_before = redis.used_memory()
+        before = load()
+        urls = [arg for n in nodes for arg in ("--url", n.ws)]
+        for i in range(processes):
+            share = total // processes + (1 if i < total % processes else 0)
+            benches.append(subprocess.Popen([PARLEY, "bench", "idle", *urls, "--connections", str(share),
+                                             "--report-at", str(total), "--hold", str(hold), "--json"],
+                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT))
+        deadline = time.time() + 600
+        held = 0
+        while time.time() < deadline:
+            held = sum(int(metric(n.http, "parley_cluster_local_members") or 0) for n in nodes)
+            if held >= total or any(b.poll() is not None for b in benches):
+                break
+            time.sleep(0.5)
+        row = {"_name": "idle cluster 3 nodes, %d conns" % total, "_target": "memory per conn / member", "_load": before}
+        if held >= total:
+            time.sleep(2)   # the last joins' allocations
+            rss_after = [rss_kib(n.pid) for n in nodes]
+            redis_after = redis.used_memory()
+            per_connection = sum(rss_after) - sum(rss_before)
+            row["_note"] = "held %d: %.2f KiB/connection (node RSS %s KiB), Redis %.0f B/member (used_memory +%.1f MiB)  load %s" % (
+                held, per_connection / total, "/".join(str(r) for r in rss_after), (redis_after - redis_before) * 1.0 / total,
+                (redis_after - redis_before) / 1048576, before)
+        else:
+            row["_note"] = "FAILED: only %d of %d members held" % (held, total)
+        results = []
+        for bench_proc in benches:
+            try:
+                out, _ = bench_proc.communicate(timeout=hold + 600)
+                results.append(json.loads(out.strip().splitlines()[-1]))
+            except (subprocess.TimeoutExpired, ValueError, IndexError):
+                results.append({"ok": False})
+        if not all(r.get("ok") for r in results):
+            samples = [e for r in results for e in r.get("error_samples", [])][:1]
+            row["_note"] += "  FAILED bench process: %s" % samples
+        row["benches"] = results
+        rows.append(row)
+    finally:
+        for bench_proc in benches:
+            if bench_proc.poll() is None:
+                bench_proc.kill()
+                bench_proc.wait(timeout=10)
+        stop_all(procs)
+
+
+def cluster_durable(fsync):
+    """Acknowledged publishes/s through Redis (a node on one Redis with the append-only file
+    and `appendfsync fsync`), 100 publishers: the durable figure's cluster twin."""
+    procs = []
+    try:
+        redis = Redis("cluster-durable-" + fsync, fsync=fsync)
+        procs.append(redis)
+        node = Node("durable-" + fsync, redis)
+        procs.append(node)
+        before = load()
+        r = bench(["publish-durable", "--url", node.ws, "--publishers", "4" if SMOKE else "100",
+                   "--duration", whole_secs(10)], 300)
+        lat = r.get("latency_ms", {})
+        verdict = "OK" if r.get("ok") else "FAILED " + "; ".join(r.get("error_samples", [])[:1])
+        rows.append(dict(r, _name="publish-durable cluster, appendfsync " + fsync, _target="(durable twin)", _load=before,
+                         _note="%.0f acked/s, p50 %.2f ms, p99 %.2f ms to the receipt  load %s  %s" % (
+                             r.get("acked_per_s", 0), lat.get("p50", 0), lat.get("p99", 0), before, verdict)))
+    finally:
+        stop_all(procs)
+
+
+rows = []
+
+
 def main():
-    rows = []
     http, line = free_port(), free_port()
     # A fresh data directory; per-connection publish limits lifted; a large write queue and
     # per-IP allowance for the Socket.IO join storm (every connectUser sends the whole user
@@ -147,6 +357,14 @@ def main():
         run("socketio-parley", "fan-out Parley Socket.IO 1x1000, max", ">=10x python",
             ["fanout", "--url", f"http://127.0.0.1:{http}/socket.io/", "--door", "socketio"] + fan +
             ["--rate", "max", "--window", "64", "--duration", secs(10), "--warmup", "5"], timeout=600)
+        # Cluster mode (README "Cluster mode"): redis-server and nodes of their own per row.
+        if not ONLY or "cluster-fanout" in ONLY:
+            cluster_fanout(run, ws)
+        if not ONLY or "cluster-idle" in ONLY:
+            cluster_idle()
+        for fsync in ("always", "everysec"):
+            if not ONLY or "cluster-durable-" + fsync in ONLY:
+                cluster_durable(fsync)
     finally:
         if sio:
             sio.stop()

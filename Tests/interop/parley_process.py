@@ -20,12 +20,15 @@ def binary():
 
 
 class ParleyProcess:
-    def __init__(self, extra_args=(), http_port=0, data_dir=None, loops=2, cwd=None):
+    def __init__(self, extra_args=(), http_port=0, data_dir=None, loops=2, cwd=None, log_path=None):
+        """`log_path`: the server's standard error goes to this file (for long or noisy runs,
+        where a pipe nobody reads could fill up and stall the server)."""
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="parley-interop-")
+        self.log_file = open(log_path, "wb") if log_path else None
         self.proc = subprocess.Popen(
             [binary(), "serve", "--host", "127.0.0.1", "--http-port", str(http_port), "--line-port", "0",
              "--loops", str(loops), "--data", self.data_dir, *extra_args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+            stdout=subprocess.PIPE, stderr=self.log_file or subprocess.PIPE, cwd=cwd)
         self.ports = {}
         try:
             self._read_ports()
@@ -43,13 +46,20 @@ class ParleyProcess:
             if not ready:
                 continue
             chunk = os.read(self.proc.stdout.fileno(), 4096)
-            assert chunk, "server exited: %r %r" % (buffered, self.proc.stderr.read())
+            assert chunk, "server exited: %r %r" % (buffered, self._stderr())
             buffered += chunk
             for line in buffered.decode().splitlines():
                 # "http listening on 127.0.0.1:PORT" / "line listening on 127.0.0.1:PORT"
                 parts = line.split()
                 if len(parts) == 4 and parts[1:3] == ["listening", "on"]:
                     self.ports[parts[0]] = int(parts[3].rsplit(":", 1)[1])
+
+    def _stderr(self):
+        if self.proc.stderr is not None:
+            return self.proc.stderr.read()
+        self.log_file.flush()
+        with open(self.log_file.name, "rb") as f:
+            return f.read()[-2000:]
 
     @property
     def pid(self):
@@ -65,6 +75,8 @@ class ParleyProcess:
         except ProcessLookupError:
             pass
         self.proc.wait(timeout=10)
+        if self.log_file:
+            self.log_file.close()
 
 
 def parley_server(extra_args=(), loops=2, cwd=None):
