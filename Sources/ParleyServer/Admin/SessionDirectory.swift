@@ -16,24 +16,28 @@ protocol AdministeredSession: AnyObject {
 /// and not at all once the session is gone.
 struct SessionControl: Sendable {
     let loop: EventLoop
-    private let box: WeakSessionBox
+    private let box: SessionBox
 
     init(_ session: AdministeredSession, on loop: EventLoop) {
         self.loop = loop
-        box = WeakSessionBox(session)
+        box = SessionBox(session)
     }
 
     func run(_ body: @escaping @Sendable (AdministeredSession) -> Void) {
         let box = self.box
-        loop.execute { if let session = box.session { body(session) } }
+        loop.execute { body(box.session) }
     }
 }
 
 /// `@unchecked Sendable` proof: `session` is read only inside tasks that `SessionControl.run`
-/// hands to the session's own loop (`loop.execute`); the weak reference itself is written
-/// once, at init.
-private final class WeakSessionBox: @unchecked Sendable {
-    weak var session: AdministeredSession?
+/// hands to the session's own loop (`loop.execute`); the reference itself is written once, at
+/// init.
+///
+/// A strong reference: every door unregisters its client when the connection closes, which
+/// drops the directory's entry and with it this box. (A weak one gave every session a side
+/// table, which makes each retain and release in the fan-out a slow-path call.)
+private final class SessionBox: @unchecked Sendable {
+    let session: AdministeredSession
     init(_ session: AdministeredSession) { self.session = session }
 }
 

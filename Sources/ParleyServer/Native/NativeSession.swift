@@ -22,7 +22,13 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private var expiryTimer: LoopTimer?
     private var member: Member?
     /// Rooms subscribed (or being subscribed) to, so a disconnect leaves every one of them.
-    private var rooms: Set<RoomKey> = []
+    /// Read on every delivery: held behind a pointer, whose `pointee` accesses carry no
+    /// dynamic exclusivity checks (loop thread only, like the session).
+    private let subscribed: UnsafeMutablePointer<SubscribedRooms>
+    private var rooms: SubscribedRooms {
+        get { subscribed.pointee }
+        _modify { yield &subscribed.pointee }
+    }
     /// Callbacks of subscribes waiting for their snapshot, per room, in order.
     private var pendingSubscribes: [RoomKey: [Int?]] = [:]
     private var pingTimer: LoopTimer?
@@ -58,6 +64,13 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         machine = WebSocketProtocolMachine(role: .server, configuration: webSocket, deflate: deflate)
         clientID = NativeSession.makeClientID(connectionID: connection.id)
         delivered = core.loopMetrics(connection.loop).delivered.counter(.native)
+        subscribed = .allocate(capacity: 1)
+        subscribed.initialize(to: SubscribedRooms())
+    }
+
+    deinit {
+        subscribed.deinitialize(count: 1)
+        subscribed.deallocate()
     }
 
     /// Random letters plus the connection id: unguessable enough for a public id, and unique
@@ -73,10 +86,13 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         let timer = LoopTimer(loop: connection.loop)
         pingTimer = timer
         let interval = core.configuration.webSocketPingIntervalMillis
-        timer.start(after: interval, repeating: interval) { [weak self] in self?.pingTick() }
+        // `unowned`: these timers belong to the session and stop when it closes (see
+        // `connectionDidClose`), so they never fire after it is gone; a weak reference would
+        // give every session a side table and make each retain in the fan-out a slow one.
+        timer.start(after: interval, repeating: interval) { [unowned self] in self.pingTick() }
         let idle = sessionGuard.policy.idleTimeoutMillis
-        sessionGuard.watchIdle { [weak self] in
-            guard let self, self.connection.state == .open else { return }
+        sessionGuard.watchIdle { [unowned self] in
+            guard self.connection.state == .open else { return }
             self.closeWith(.goingAway, reason: "idle timeout (no message for \(LineSession.seconds(idle)) s)")
         }
     }
@@ -345,7 +361,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         let timer = expiryTimer ?? LoopTimer(loop: connection.loop)
         expiryTimer = timer
         let delay = max(0, claims.expiresMillis - core.hub.clock.nowMillis())
-        timer.start(after: UInt64(delay) + 1) { [weak self] in self?.tokenExpired() }
+        timer.start(after: UInt64(delay) + 1) { [unowned self] in self.tokenExpired() }
     }
 
     private func tokenExpired() {
@@ -354,7 +370,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         if left > 0 {
             // Early: libuv times timers from the loop's cached clock, which can lag the wall
             // clock by however long the loop's turn took. Wait for the rest.
-            expiryTimer?.start(after: UInt64(left) + 1) { [weak self] in self?.tokenExpired() }
+            expiryTimer?.start(after: UInt64(left) + 1) { [unowned self] in self.tokenExpired() }
             return
         }
         sendJSON(NativeEncoding.reply(callback: nil, error: "token expired: authenticate again with a fresh token"))
@@ -395,7 +411,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// Most sessions are in one room: comparing two keys (short names are inline strings) is
     /// far cheaper than hashing one, and this runs once per delivery.
     @inline(__always) private func isSubscribed(to room: RoomKey) -> Bool {
-        rooms.count == 1 ? rooms.first! == room : rooms.contains(room)
+        subscribed.pointee.contains(room)
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
@@ -494,4 +510,37 @@ extension NativeSession: AdministeredSession {
             sessionGuard.limitRate(perSecond: configuration.nativeRatePerSecond, burst: configuration.nativeBurst)
         }
     }
+}
+
+/// A native session's rooms: a set, plus the one room when there is exactly one (most
+/// sessions), so the check made on every delivery compares two keys instead of hashing one.
+struct SubscribedRooms: Sequence {
+    private var all: Set<RoomKey> = []
+    private var only: RoomKey?
+
+    var count: Int { all.count }
+
+    @inline(__always) func contains(_ room: RoomKey) -> Bool {
+        if let only { return only == room }
+        return all.contains(room)
+    }
+
+    @discardableResult
+    mutating func insert(_ room: RoomKey) -> Bool {
+        defer { only = all.count == 1 ? all.first : nil }
+        return all.insert(room).inserted
+    }
+
+    @discardableResult
+    mutating func remove(_ room: RoomKey) -> RoomKey? {
+        defer { only = all.count == 1 ? all.first : nil }
+        return all.remove(room)
+    }
+
+    mutating func removeAll() {
+        all.removeAll()
+        only = nil
+    }
+
+    func makeIterator() -> Set<RoomKey>.Iterator { all.makeIterator() }
 }
