@@ -369,7 +369,12 @@
     state.typingPeople.clear();
     renderTyping();
     if (event && event.code === 1009) showError("That message is too long to send. The connection was reset; reconnecting…");
-    else if (event && event.code === 1008) showError("The server closed the connection: " + (event.reason || "policy violation") + ".");
+    else if (event && event.code === 1008) {
+      // A flood past the rate limit ends with 1008 "rate limit exceeded": say it plainly.
+      const reason = event.reason || "policy violation";
+      showError(/rate limit/i.test(reason) ? plainError(reason) + " (The server paused this tab for a moment.)"
+        : "The server closed the connection: " + reason + ".");
+    }
     if (state.fatal) { setStatus("offline", "Disconnected"); return; }
     state.attempt += 1;
     const delay = Math.min(15000, 500 * Math.pow(2, state.attempt - 1)) * (0.75 + Math.random() * 0.5);
