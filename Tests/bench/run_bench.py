@@ -6,6 +6,7 @@ Every process started here is stopped by its pid; every wait has a timeout. Set
 BENCH_SCALE=0.2 for a quicker, shorter run (durations scale; sizes never do).
 """
 import json
+import shutil
 import os
 import socket
 import subprocess
@@ -15,6 +16,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARLEY = os.environ.get("PARLEY_BIN", os.path.join(ROOT, ".build/release/parley"))
+# The server measured; the bench is always PARLEY. `PARLEY_SERVER_BIN=old-parley make bench`
+# measures an older server with today's bench (the before/after tables of Benchmarks.md).
+SERVER = os.environ.get("PARLEY_SERVER_BIN", PARLEY)
 VENV_PY = os.path.join(ROOT, ".venv-bench/bin/python")
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 ONLY = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
@@ -264,6 +268,31 @@ def cluster_idle():
         stop_all(procs)
 
 
+def upload_row():
+    """1 MiB PNGs (decoded, cleaned, re-encoded and thumbnailed by the server), 20 at a time,
+    with the server's resident memory before, at its peak and after."""
+    port = free_port()
+    fresh = Proc([SERVER, "serve", "--http-port", str(port), "--line-port", str(free_port()),
+                  "--data", tempfile.mkdtemp(prefix="parley-bench-upload-"),
+                  "--upload-rate", "1000000", "--files-quota", "100000000000"],
+                 "/tmp/parley-bench-upload-server.log")
+    try:
+        if not wait_port(port):
+            return
+        before = load()
+        r = bench(["upload", "--url", f"http://127.0.0.1:{port}", "--size", "1048576",
+                   "--uploads", "40" if SMOKE else "200", "--concurrency", "20", "--server-pid", str(fresh.pid)], 600)
+        ok = r.get("failed", 1) == 0 and r.get("uploads", 0) > 0
+        rows.append(dict(r, _name="upload 1 MiB PNG x200, 20 at once", _target="(throughput, memory)", _load=before,
+                         _note="%.1f uploads/s, %.1f MB/s, p50 %.0f ms, p95 %.0f ms; server RSS %.0f -> peak %.0f -> %.0f MiB  load %s  %s" % (
+                             r.get("uploads_per_second", 0), r.get("megabytes_per_second", 0), r.get("latency_ms_p50", 0),
+                             r.get("latency_ms_p95", 0), r.get("server_rss_kib_before", 0) / 1024,
+                             r.get("server_rss_kib_peak", 0) / 1024, r.get("server_rss_kib_after", 0) / 1024, before,
+                             "OK" if ok else "FAILED " + str(r.get("first_error", r.get("error_samples", ""))))))
+    finally:
+        fresh.stop()
+
+
 def cluster_durable(fsync):
     """Acknowledged publishes/s through Redis (a node on one Redis with the append-only file
     and `appendfsync fsync`), 100 publishers: the durable figure's cluster twin."""
@@ -293,7 +322,7 @@ def main():
     # A fresh data directory; per-connection publish limits lifted; a large write queue and
     # per-IP allowance for the Socket.IO join storm (every connectUser sends the whole user
     # list to every socket) and the 1,000 connections from one address.
-    server = Proc([PARLEY, "serve", "--http-port", str(http), "--line-port", str(line),
+    server = Proc([SERVER, "serve", "--http-port", str(http), "--line-port", str(line),
                    "--data", tempfile.mkdtemp(prefix="parley-bench-"),
                    "--publish-rate", "1000000", "--line-rate", "1000000",
                    "--write-queue-limit", "268435456", "--max-connections-per-ip", "100000",
@@ -306,34 +335,70 @@ def main():
         ws = f"ws://127.0.0.1:{http}/v3/websocket"
         fan = ["--rooms", "1", "--members", "1000", "--publishers", "1", "--size", "100"]
 
-        def run(key, name, target, args, timeout=300):
+        def run(key, name, target, args, timeout=300, syscalls_of=None, per_publish_members=None):
             if ONLY and key not in ONLY:
                 return None
             before = load()
+            counter = None
+            if syscalls_of and shutil.which("perf"):
+                # Syscalls of the server over the measured part of the run (after the warmup).
+                seconds = float(args[args.index("--duration") + 1])
+                counter = subprocess.Popen(["sh", "-c", "sleep 4; exec perf stat -x, -e raw_syscalls:sys_enter -p %d -- sleep %d"
+                                            % (syscalls_of, max(1, int(seconds) - 3))],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             r = bench(args, timeout)
+            if counter:
+                try:
+                    _, err = counter.communicate(timeout=60)
+                    calls = float(next(l for l in err.splitlines() if "sys_enter" in l).split(",")[0])
+                    seconds = float(args[args.index("--duration") + 1])
+                    r["syscalls_per_delivery"] = calls / (r.get("delivered_per_s", 0) * max(1, int(seconds) - 3) or 1)
+                except (StopIteration, ValueError, subprocess.TimeoutExpired):
+                    counter.kill()
+            if per_publish_members and r.get("server_cpu_s") and r.get("measured_deliveries"):
+                r["server_us_per_publish"] = r["server_cpu_s"] * 1e6 / (r["measured_deliveries"] / per_publish_members)
             r["_name"], r["_target"], r["_load"] = name, target, before
             rows.append(r)
             return r
 
-        run("fanout-max", "fan-out native 1x1000, max", ">=500k/s, p99<=50ms",
-            ["fanout", "--url", ws] + fan + ["--rate", "max", "--window", "64", "--duration", secs(10), "--warmup", "2"])
+        pid = ["--server-pid", str(server.pid)]
+        closed = run("fanout-max", "fan-out native 1x1000, max", ">=3.0M deliv/server CPU-s",
+                     ["fanout", "--url", ws] + fan + pid + ["--rate", "max", "--window", "64", "--duration", secs(10), "--warmup", "2"])
+        # Back-pressure: the open loop at the closed loop's throughput (its p99 is the yardstick
+        # for the closed loop's p99: within 3x, and deliveries/s within 10%).
+        if closed and closed.get("delivered_per_s"):
+            rate = max(1, int(closed["delivered_per_s"] / 1000))
+            opened = run("fanout-max", "  same throughput open loop (%d msg/s)" % rate, "closed p99 <= 3x this",
+                         ["fanout", "--url", ws] + fan + pid + ["--rate", str(rate), "--duration", secs(10), "--warmup", "2"])
+            if opened and opened.get("latency_ms", {}).get("p99"):
+                closed["_extra"] = "closed/open p99 %.1fx, deliveries %.0f%% of open loop" % (
+                    closed["latency_ms"]["p99"] / opened["latency_ms"]["p99"],
+                    100.0 * closed["delivered_per_s"] / max(1, opened["delivered_per_s"]))
         # The same target open loop: 500 msg/s x 1,000 members = 500,000 deliveries/s offered.
-        run("fanout-500k", "fan-out native 1x1000, 500 msg/s", ">=500k/s, p99<=50ms",
-            ["fanout", "--url", ws] + fan + ["--rate", "500", "--duration", secs(10), "--warmup", "2"])
-        run("fanout-100k", "fan-out native 1x1000, 100 msg/s", "p99<=5ms @100k/s",
-            ["fanout", "--url", ws] + fan + ["--rate", "100", "--duration", secs(10), "--warmup", "2"])
-        # 10,000 rooms x 5 = 50,000 sockets does not fit under the 20,000-fd cap of each
-        # process: the largest that fits (3,800 x 5 = 19,000) at the full 20,000 publishes/s.
-        run("chat", "chat-like native 3800x5, 20k pub/s", "p99<=10ms, 0 lost",
-            ["fanout", "--url", ws, "--rooms", "3800", "--members", "5", "--publishers", "3800",
-             "--rate", "20000", "--size", "100", "--duration", secs(10), "--warmup", "2"], timeout=600)
+        run("fanout-500k", "fan-out native 1x1000, 500 msg/s", "p99<=50ms",
+            ["fanout", "--url", ws] + fan + pid + ["--rate", "500", "--duration", secs(10), "--warmup", "2"])
+        slow = run("fanout-100k", "fan-out native 1x1000, 100 msg/s", "p99<=10ms, <=1.1 syscall/deliv",
+                   ["fanout", "--url", ws] + fan + pid + ["--rate", "100", "--duration", secs(10), "--warmup", "2"],
+                   syscalls_of=server.pid)
+        # Many small rooms, durable: 2,000 x 5 = 10,000 sockets, 20,000 publishes/s.
+        run("chat", "chat-like native 2000x5, 20k pub/s", "p99<=50ms, 0 lost, <=12us/pub",
+            ["fanout", "--url", ws, "--rooms", "2000", "--members", "5", "--publishers", "2000",
+             "--rate", "20000", "--size", "100", "--duration", secs(10), "--warmup", "2"] + pid, timeout=600,
+            per_publish_members=5)
+        r = run("durable", "publish-durable, 100 publishers", ">=120,000 acked/s",
+                ["publish-durable", "--url", ws, "--publishers", "100", "--duration", whole_secs(10)])
+        if r is not None:
+            lat = r.get("latency_ms", {})
+            r["_note"] = "%.0f acked/s, p50 %.2f ms, p99 %.2f ms to the receipt  load %s  %s" % (
+                r.get("acked_per_s", 0), lat.get("p50", 0), lat.get("p99", 0), r["_load"],
+                "OK" if r.get("ok") else "FAILED " + "; ".join(r.get("error_samples", [])[:1]))
         run("line", "fan-out line 1x1000, max", ">= native",
-            ["fanout", "--url", f"tcp://127.0.0.1:{line}", "--door", "line"] + fan +
+            ["fanout", "--url", f"tcp://127.0.0.1:{line}", "--door", "line"] + fan + pid +
             ["--rate", "max", "--window", "64", "--duration", secs(10), "--warmup", "2"])
         if not ONLY or "idle" in ONLY:
             # A fresh server, so memory freed by the runs above does not hide the idle cost.
             port = free_port()
-            fresh = Proc([PARLEY, "serve", "--http-port", str(port), "--line-port", str(free_port()),
+            fresh = Proc([SERVER, "serve", "--http-port", str(port), "--line-port", str(free_port()),
                           "--data", tempfile.mkdtemp(prefix="parley-bench-idle-"),
                           "--max-connections", "100000", "--max-connections-per-ip", "100000"],
                          "/tmp/parley-bench-idle-server.log")
@@ -354,9 +419,14 @@ def main():
                     ["fanout", "--url", f"http://127.0.0.1:{port}/socket.io/", "--door", "socketio",
                      "--sio-identify", "publishers"] + fan +
                     ["--rate", "max", "--window", "64", "--duration", secs(10), "--warmup", "2", "--drain", "30"], timeout=600)
-        run("socketio-parley", "fan-out Parley Socket.IO 1x1000, max", ">=10x python",
-            ["fanout", "--url", f"http://127.0.0.1:{http}/socket.io/", "--door", "socketio"] + fan +
-            ["--rate", "max", "--window", "64", "--duration", secs(10), "--warmup", "5"], timeout=600)
+        ours = run("socketio-parley", "fan-out Parley Socket.IO 1x1000, max", ">=100x python",
+                   ["fanout", "--url", f"http://127.0.0.1:{http}/socket.io/", "--door", "socketio"] + fan + pid +
+                   ["--rate", "max", "--window", "64", "--duration", secs(10), "--warmup", "5"], timeout=600)
+        python = next((r for r in rows if r.get("_name", "").startswith("fan-out python-socketio")), None)
+        if ours and python and python.get("delivered_per_s"):
+            ours["_extra"] = "%.0fx python-socketio" % (ours.get("delivered_per_s", 0) / python["delivered_per_s"])
+        if not ONLY or "upload" in ONLY:
+            upload_row()
         # Cluster mode (README "Cluster mode"): redis-server and nodes of their own per row.
         if not ONLY or "cluster-fanout" in ONLY:
             cluster_fanout(run, ws)
@@ -386,6 +456,19 @@ def main():
         print(f"{r['_name']:40} {r['_target']:22} {r.get('delivered_per_s', 0):>9.0f} {lat.get('p50', 0):>8.2f} "
               f"{lat.get('p99', 0):>8.2f} {lat.get('p999', 0):>8.2f} {lat.get('max', 0):>8.1f} {r.get('lost', 0):>6} "
               f"{r.get('duplicated', 0):>4} {r.get('errors', 0):>4} {r['_load']:>5}  {verdict}")
+        extra = []
+        if r.get("deliveries_per_server_cpu_s"):
+            extra.append("%.2f M deliveries/server CPU-s (server %.2f s CPU)" % (r["deliveries_per_server_cpu_s"] / 1e6, r["server_cpu_s"]))
+        if r.get("bench_us_per_frame") is not None and r.get("deliveries_per_server_cpu_s"):
+            extra.append("bench %.3f us/frame vs server %.3f us/delivery" % (r["bench_us_per_frame"], 1e6 / r["deliveries_per_server_cpu_s"]))
+        if r.get("syscalls_per_delivery") is not None:
+            extra.append("%.3f server syscalls/delivery" % r["syscalls_per_delivery"])
+        if r.get("server_us_per_publish") is not None:
+            extra.append("%.1f us server CPU/publish" % r["server_us_per_publish"])
+        if r.get("_extra"):
+            extra.append(r["_extra"])
+        if extra:
+            print(" " * 41 + "; ".join(extra))
     with open("/tmp/parley-bench-results.json", "w") as f:
         json.dump(rows, f, indent=1)
     print("(raw JSON: /tmp/parley-bench-results.json; load = 1-min load average before the row; nproc = %d)" % os.cpu_count())
