@@ -1,0 +1,41 @@
+import Foundation
+import Synchronization
+import Testing
+import ParleyCore
+import ParleyTestSupport
+
+/// The single-node broker's room queue under thousands of publishes in flight: stored in
+/// batches, delivered in call order, events after the messages published before them.
+@Suite struct LocalBrokerQueueTests {
+    @Test func thousandsInFlightAreDeliveredInOrderAsBatchesAreStored() async throws {
+        let store = GatedStore()
+        let broker = LocalBroker(store: store)
+        let deliveries = DeliveryRecorder()
+        broker.setDelivery(deliveries)
+        let room = RoomKey(channel: "demo", room: "queue")
+        _ = try await broker.subscribe(room)
+        let acknowledged = Mutex<[Int64]>([])
+        let total = 3_000
+        for n in 1...total {
+            try broker.publish(draft("m\(n)", in: room), clientMessageID: nil) { result in
+                if case .success(let message) = result { acknowledged.withLock { $0.append(message.offset) } }
+            }
+            // A join after every 1,000th message: delivered only once those are stored.
+            if n % 1_000 == 0 { broker.broadcast(.memberJoined(Member(id: "after-\(n)")), in: room) }
+        }
+        #expect(deliveries.events(in: room).isEmpty, "nothing is delivered before it is stored")
+        // Stored in uneven batches, so the queue's head moves by parts and is compacted.
+        for batch in [1, 699, 700, 1, 900, 699] { store.release(batch) }
+        let delivered = await deliveries.wait(in: room) { events in
+            events.count == total + 3
+        }
+        #expect(delivered, "saw \(deliveries.events(in: room).count) of \(total + 3) events")
+        let events = deliveries.events(in: room)
+        #expect(deliveries.offsets(in: room) == Array(1...Int64(total)))
+        for n in [1_000, 2_000, 3_000] {
+            let index = events.firstIndex { if case .memberJoined(let m) = $0 { m.id == "after-\(n)" } else { false } }
+            #expect(index == n + n / 1_000 - 1, "the join after message \(n) is delivered right after it")
+        }
+        #expect(acknowledged.withLock { $0 }.count == total)
+    }
+}
