@@ -1,5 +1,8 @@
 /// A message published to a room.
-public struct Message: Hashable, Sendable {
+/// A final class, not a struct: a message passes through many hands on its way (hub, broker,
+/// store queue, room history, every loop's delivery), and copying a reference is one retain
+/// where copying the value was one per field (strings, JSON, sender).
+public final class Message: Hashable, Sendable {
     /// Server-assigned id, unique within the process lifetime and across restarts.
     public let id: String
     /// Position in the room's history: 1, 2, 3, … with no gaps. 0 for ephemeral messages,
@@ -25,6 +28,21 @@ public struct Message: Hashable, Sendable {
         self.sender = sender
         self.body = isDeleted ? .null : body
         self.isDeleted = isDeleted
+    }
+
+    public static func == (lhs: Message, rhs: Message) -> Bool {
+        lhs === rhs || (lhs.id == rhs.id && lhs.offset == rhs.offset && lhs.timestampMillis == rhs.timestampMillis
+            && lhs.room == rhs.room && lhs.sender == rhs.sender && lhs.body == rhs.body && lhs.isDeleted == rhs.isDeleted)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(offset)
+        hasher.combine(timestampMillis)
+        hasher.combine(room)
+        hasher.combine(sender)
+        hasher.combine(body)
+        hasher.combine(isDeleted)
     }
 
     /// This message as a tombstone: same id, offset, time and sender; no body.
