@@ -257,6 +257,7 @@ public final class RedisConnection {
         }
         let loopBox = LoopBound(self, on: loop)
         HostResolver.resolve(endpoint.host) { result in
+            let result = result.mapError { RedisError(.connection, "Redis: \($0.message)") }
             loopBox.run { connection in connection.resolved(result, generation: generation) }
         }
     }

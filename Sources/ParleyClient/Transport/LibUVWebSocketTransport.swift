@@ -70,40 +70,12 @@ public struct LibUVWebSocketTransport: ParleyTransport {
         UInt64(max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000))
     }
 
-    /// A numeric address for `host`: as is when already numeric, else the first getaddrinfo
-    /// answer (the loop's connect takes numeric addresses only).
+    /// A numeric address for `host` (the loop connects to numeric addresses only).
     static func resolve(_ host: String) async throws(ParleyClientError) -> String {
-        if host == "localhost" { return "127.0.0.1" }
-        var probe4 = in_addr(), probe6 = in6_addr()
-        if inet_pton(AF_INET, host, &probe4) == 1 || inet_pton(AF_INET6, host, &probe6) == 1 { return host }
-        // getaddrinfo blocks: keep it off the cooperative pool and off the event loop.
-        let resolved: String? = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var hints = addrinfo()
-                hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-                var list: UnsafeMutablePointer<addrinfo>?
-                guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else {
-                    continuation.resume(returning: nil)
-                    return
-                }
-                defer { freeaddrinfo(list) }
-                var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-                var answer: String?
-                if first.pointee.ai_family == AF_INET {
-                    var address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
-                    if inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)) != nil { answer = text(buffer) }
-                } else if first.pointee.ai_family == AF_INET6 {
-                    var address = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                    if inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil { answer = text(buffer) }
-                }
-                continuation.resume(returning: answer)
-            }
-            @Sendable func text(_ buffer: [CChar]) -> String {
-                String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            }
+        switch await HostResolver.resolve(host) {
+        case .success(let address): return address
+        case .failure(let error): throw ParleyClientError(.connectionFailed, error.message)
         }
-        guard let resolved else { throw ParleyClientError(.connectionFailed, "cannot resolve host \(host)") }
-        return resolved
     }
 }
 

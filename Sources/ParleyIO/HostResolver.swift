@@ -8,14 +8,20 @@ import Darwin
 /// Turns a host name into a numeric address for `EventLoop.connect`, which takes numeric
 /// addresses only. Numeric hosts and `localhost` pass through; names are looked up with
 /// `getaddrinfo` on a background queue (it blocks), never on an event loop.
-enum HostResolver {
-    static func isNumeric(_ host: String) -> Bool {
-        host == "localhost" || host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
+/// One resolver for every client in the project (Redis, the SDK's WebSocket transport, its
+/// uploader).
+public enum HostResolver {
+    public static func isNumeric(_ host: String) -> Bool {
+        host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
     }
 
     /// Calls `completion` (on the resolving thread, or at once for numeric hosts) with an
     /// IPv4 address when there is one, else IPv6.
-    static func resolve(_ host: String, completion: @escaping @Sendable (Result<String, RedisError>) -> Void) {
+    public static func resolve(_ host: String, completion: @escaping @Sendable (Result<String, IOError>) -> Void) {
+        if host == "localhost" {
+            completion(.success("127.0.0.1"))
+            return
+        }
         if isNumeric(host) {
             completion(.success(host))
             return
@@ -25,7 +31,14 @@ enum HostResolver {
         }
     }
 
-    private static func lookup(_ host: String) -> Result<String, RedisError> {
+    /// The same, awaited.
+    public static func resolve(_ host: String) async -> Result<String, IOError> {
+        await withCheckedContinuation { continuation in
+            resolve(host) { continuation.resume(returning: $0) }
+        }
+    }
+
+    private static func lookup(_ host: String) -> Result<String, IOError> {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Glibc)
@@ -37,7 +50,7 @@ enum HostResolver {
         let status = getaddrinfo(host, nil, &hints, &list)
         guard status == 0, let list else {
             let reason = String(cString: gai_strerror(status))
-            return .failure(RedisError(.connection, "cannot resolve Redis host \(host): \(reason)"))
+            return .failure(IOError(message: "cannot resolve host \(host): \(reason)"))
         }
         defer { freeaddrinfo(list) }
         var fallback: String?
@@ -58,6 +71,6 @@ enum HostResolver {
             entry = current.pointee.ai_next
         }
         if let fallback { return .success(fallback) }
-        return .failure(RedisError(.connection, "cannot resolve Redis host \(host): no address"))
+        return .failure(IOError(message: "cannot resolve host \(host): no address"))
     }
 }
