@@ -132,6 +132,15 @@ import Testing
         // Too large, said by Content-Length: refused on the head, with a text body.
         let big = try server.upload(text(100_001), name: "big.txt", type: "text/plain")
         #expect(big.status == 413 && big.text.contains("100000") && big.header("Content-Type")?.hasPrefix("text/plain") == true)
+        // ... also while the client is still sending its body: the server drops what comes
+        // instead of closing (a close with unread bytes resets the connection, and the client
+        // would lose the answer).
+        let eager = try TestSocket(port: server.httpPort)
+        try eager.send("POST /demo/files?name=e.txt HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nContent-Length: 3000000\r\n\r\n")
+        for _ in 0..<8 { try eager.send(text(64_000)) }
+        Thread.sleep(forTimeInterval: 0.3)   // what the server does next is the point: no condition to wait for
+        let eagerAnswer = try readResponse(eager, timeout: 10)
+        #expect(eagerAnswer.status == 413, "\(eagerAnswer)")
         // Too large without a declared length (chunked): refused when it passes the limit.
         let socket = try TestSocket(port: server.httpPort)
         try socket.send("POST /demo/files?name=c.txt HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n")

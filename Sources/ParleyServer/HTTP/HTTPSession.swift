@@ -208,8 +208,11 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         case .request(let head, let body): respond(to: head, body: body)
         case .upgrade(let head, let leftover): upgrade(head, leftover: leftover)
         case .error(let response):
+            // The client may still be sending (a body over the limit, refused from its
+            // Content-Length): closing now would reset the connection, and the client might
+            // never read why. Drop what still comes, then close.
             connection.write(response.encoded(keepAlive: false))
-            connection.close()
+            lingerThenClose()
         case .upload(let head, let receiver):
             answering = true
             let keepAlive = head.keepAlive && !stopping
