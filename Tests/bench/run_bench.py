@@ -227,7 +227,7 @@ def cluster_idle():
         urls = [arg for n in nodes for arg in ("--url", n.ws)]
         for i in range(processes):
             share = total // processes + (1 if i < total % processes else 0)
-            benches.append(subprocess.Popen([PARLEY, "bench", "idle", *urls, "--connections", str(share),
+            benches.append(subprocess.Popen([PARLEY, "bench", "idle", *urls, "--connections", str(share), "--connect-concurrency", "32",
                                              "--report-at", str(total), "--hold", str(hold), "--json"],
                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT))
         deadline = time.time() + 600
