@@ -56,6 +56,26 @@ def texts(browser, selector):
     return browser.js("return Array.from(document.querySelectorAll(arguments[0])).map(n => n.textContent);", selector)
 
 
+def click_in_row(browser, rows, text, button):
+    """Clicks `button` in the row of `rows` that shows `text`. The dashboard re-renders its
+    lists as it refreshes, so a row found a moment ago may be gone: find and click again
+    until one click lands (a stale row makes `wait` try again). Returns the row's
+    `data-offset`, if any."""
+    clicked = {}
+
+    def attempt(driver):
+        row = next((n for n in driver.find_elements(By.CSS_SELECTOR, rows) if text in n.text), None)
+        if row is None:
+            return False
+        offset = row.get_attribute("data-offset")
+        row.find_element(By.CSS_SELECTOR, button).click()
+        clicked["offset"] = offset
+        return True
+
+    browser.wait(attempt, message="no row with %r in %s" % (text, rows))
+    return clicked["offset"]
+
+
 def test_dashboard_signs_in_shows_the_server_and_acts_on_it(admin_server, browsers):
     base = admin_server["base"]
     carol = LineClient(admin_server["line"])
@@ -120,10 +140,7 @@ def test_dashboard_signs_in_shows_the_server_and_acts_on_it(admin_server, browse
         admin.screenshot("admin-dashboard.png")
 
         # Delete the spam: the dashboard shows it deleted, the chat client removes it.
-        spam = [n for n in admin.driver.find_elements(By.CSS_SELECTOR, "#messages-list li[data-offset]")
-                if "buy cheap watches" in n.text][0]
-        offset = spam.get_attribute("data-offset")
-        spam.find_element(By.CSS_SELECTOR, "button.delete").click()
+        offset = click_in_row(admin, "#messages-list li[data-offset]", "buy cheap watches", "button.delete")
         admin.wait(lambda d: "deleted" in d.find_element(By.CSS_SELECTOR, '#messages-list li[data-offset="%s"]' % offset).get_attribute("class"),
                    message="not shown deleted")
         admin.wait(lambda d: "was deleted" in d.find_element(By.ID, "banner").text, message="no confirmation")
@@ -137,19 +154,17 @@ def test_dashboard_signs_in_shows_the_server_and_acts_on_it(admin_server, browse
         late.quit()
 
         # Disconnect carol; ban mallory by name, then lift the ban.
-        carol_row = [n for n in admin.driver.find_elements(By.CSS_SELECTOR, "#members-list li[data-id]") if "carol" in n.text][0]
-        carol_row.find_element(By.CSS_SELECTOR, "button.disconnect").click()
+        click_in_row(admin, "#members-list li[data-id]", "carol", "button.disconnect")
         assert carol.read_until(lambda line: line.startswith("disconnected")) == "disconnected by an administrator: by the operator; bye"
         admin.wait(lambda d: sorted(texts(admin, "#members-list li[data-id] strong")) == ["mallory", "watcher"], message="carol still listed")
-        mallory_row = [n for n in admin.driver.find_elements(By.CSS_SELECTOR, "#members-list li[data-id]") if "mallory" in n.text][0]
-        mallory_row.find_element(By.CSS_SELECTOR, "button.ban-name").click()
+        click_in_row(admin, "#members-list li[data-id]", "mallory", "button.ban-name")
         assert "banned" in mallory.read_until(lambda line: line.startswith("disconnected"))
         admin.wait(lambda d: texts(admin, "#bans-list li strong") == ["mallory"], message="no ban listed")
         again = LineClient(admin_server["line"])
         again.send("iam:Mallory\n")
         assert again.read_line() == "error: banned from this server; bye"
         again.close()
-        admin.driver.find_element(By.CSS_SELECTOR, "#bans-list li button.lift").click()
+        click_in_row(admin, "#bans-list li", "mallory", "button.lift")
         admin.wait(lambda d: d.find_element(By.ID, "bans-empty").is_displayed(), message="the ban was not lifted")
         assert api(base, "GET", "/bans")["bans"] == []
 

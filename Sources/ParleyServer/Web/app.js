@@ -80,6 +80,7 @@
 
   // ---------------------------------------------------------------- state
   const state = {
+    keptMessageNotice: false,   // the "not connected, your message is kept" notice is up
     identity: load(STORAGE.identity, null),
     channel: DEFAULT_CHANNEL,
     room: DEFAULT_ROOM,
@@ -138,11 +139,12 @@
 
   // ---------------------------------------------------------------- errors and status
   function showError(text, options) {
+    state.keptMessageNotice = false;
     ui.errorText.textContent = text;
     ui.errorRetry.hidden = !(options && options.retry);
     ui.error.hidden = false;
   }
-  function clearError() { ui.error.hidden = true; ui.errorText.textContent = ""; }
+  function clearError() { ui.error.hidden = true; ui.errorText.textContent = ""; state.keptMessageNotice = false; }
   function setStatus(kind, text) {
     ui.status.classList.remove("online", "offline", "connecting");
     ui.status.classList.add(kind);
@@ -385,7 +387,9 @@
     // Who is online is unknown while we are not: the fresh list comes with the next subscribe.
     state.members.clear();
     renderMembers();
-    if (!wasOpen) {
+    if (state.keptMessageNotice) {
+      // The "not connected, your message is kept" notice stays (see sendComposer).
+    } else if (!wasOpen) {
       showError("Can't reach the Parley server at " + location.host + ". Retrying in " + seconds + " s…", { retry: true });
     } else if (!(event && (event.code === 1009 || event.code === 1008))) {
       showError("Lost the connection to the server. Reconnecting…", { retry: true });
@@ -832,6 +836,9 @@
     }
     if (!state.subscribed) {
       showError("Not connected right now. Your message is kept in the box; send it again once reconnected.");
+      // Kept on screen until the connection is back: a failed reconnect attempt must not
+      // replace it with its own "can't reach" line while the user reads it.
+      state.keptMessageNotice = true;
       return;
     }
     stopTyping();
