@@ -1,3 +1,4 @@
+import ParleyCore
 import ParleyIO
 
 /// One connection to one Redis server, living on one event loop. Loop thread only: every

@@ -58,7 +58,7 @@ func lastOffsetNow(_ hub: Hub, _ key: RoomKey = room) -> Int64 {
         options.maxPageCount = 64
         let store = try SQLiteMessageStore(path: temporaryDatabase(), options: options)
         defer { store.close() }
-        let hub = try Hub(store: store)
+        let hub = Hub(store: store)
         let watcher = RecordingInbox()
         try hub.subscribe(1, as: Member(id: "w"), to: room, inbox: watcher)
         let big = JSONValue.string(String(repeating: "x", count: 2_000))
@@ -98,7 +98,7 @@ func lastOffsetNow(_ hub: Hub, _ key: RoomKey = room) -> Int64 {
         options.synchronousFull = false
         do {
             let store = try SQLiteMessageStore(path: path, options: options)
-            let hub = try Hub(store: store)
+            let hub = Hub(store: store)
             for n in 1...50 { _ = try publishAndWait(hub, .number(JSONNumber(n)), messageID: n == 7 ? "seven" : nil).get() }
             store.close()
         }
@@ -106,7 +106,7 @@ func lastOffsetNow(_ hub: Hub, _ key: RoomKey = room) -> Int64 {
         defer { store.close() }
         var configuration = HubConfiguration()
         configuration.historyCapacity = 10
-        let hub = try Hub(configuration: configuration, store: store)
+        let hub = Hub(configuration: configuration, store: store)
         #expect(try await hub.lastOffset(of: room) == 50)
         #expect(try publishAndWait(hub, "again", messageID: "seven").get().offset == 7)
         let inbox = RecordingInbox()
@@ -125,7 +125,7 @@ func lastOffsetNow(_ hub: Hub, _ key: RoomKey = room) -> Int64 {
 
     @Test func nothingIsDeliveredBeforeItIsStoredAndSubscribeSeesEarlierPublishes() throws {
         let store = GatedStore()
-        let hub = try Hub(store: store)
+        let hub = Hub(store: store)
         let early = RecordingInbox()
         try hub.subscribe(1, as: Member(id: "early"), to: key, inbox: early)
         try hub.publish("one", to: key, from: nil)
@@ -149,7 +149,7 @@ func lastOffsetNow(_ hub: Hub, _ key: RoomKey = room) -> Int64 {
 
     @Test func aPublishStoredWhileASubscribeWaitsIsNotSkipped() throws {
         let store = GatedStore()
-        let hub = try Hub(store: store)
+        let hub = Hub(store: store)
         try hub.publish("one", to: key, from: nil)
         let inbox = RecordingInbox()
         try hub.subscribe(1, as: Member(id: "s"), to: key, inbox: inbox)
@@ -161,7 +161,7 @@ func lastOffsetNow(_ hub: Hub, _ key: RoomKey = room) -> Int64 {
 
     @Test func retriesWaitForTheOriginalAndGetItsReceipt() throws {
         let store = GatedStore()
-        let hub = try Hub(store: store)
+        let hub = Hub(store: store)
         let receipts = Mutex<[Message]>([])
         for _ in 0..<3 {
             try hub.publish("once", to: key, from: nil, messageID: "x") { result in

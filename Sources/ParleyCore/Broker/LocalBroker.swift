@@ -216,7 +216,8 @@ public final class LocalBroker: Broker {
         switch result {
         case .success:
             state.storedOffset = message.offset
-            state.queue.markStored(message)
+            // Usually the head: messages are stored in order.
+            state.queue.updateFirst(where: { $0.isMessage(at: message.offset) }) { $0 = .message(message, stored: true) }
             if let clientMessageID {
                 waiters += state.remembered[clientMessageID]?.waiters ?? []
                 state.remembered[clientMessageID]?.waiters = nil
@@ -245,7 +246,7 @@ public final class LocalBroker: Broker {
         guard let first = state.queue.first, first.isReady else { return }
         let delivery = state.subscriptions > 0 ? target.withLock { $0 } : nil
         while let entry = state.queue.first, entry.isReady {
-            state.queue.dropFirst()
+            state.queue.popFirst()
             guard let delivery else { continue }
             switch entry {
             case .event(let event): delivery.broker(deliver: event, in: room)
@@ -282,48 +283,6 @@ private struct Remembered {
 }
 
 /// One room of a ``LocalBroker``.
-/// A room's queue of events in call order: appended at the tail, delivered from the head.
-/// The head moves by an index and the array is compacted only when half of it is delivered,
-/// so delivering one entry is O(1) (an `Array.removeFirst` per stored message moved the whole
-/// queue each time: with thousands of publishes in flight that was a quarter of the server's
-/// CPU, all of it under the room's lock).
-private struct EntryQueue {
-    private var items: [Sequencer.Entry] = []
-    private var start = 0
-
-    var isEmpty: Bool { start == items.count }
-    var first: Sequencer.Entry? { isEmpty ? nil : items[start] }
-
-    mutating func append(_ entry: Sequencer.Entry) { items.append(entry) }
-
-    /// Drops the head (the queue must not be empty).
-    mutating func dropFirst() {
-        start += 1
-        if start == items.count {
-            items.removeAll(keepingCapacity: items.count <= 1_024)
-            start = 0
-        } else if start >= 512 && start * 2 >= items.count {
-            items.removeFirst(start)
-            start = 0
-        }
-    }
-
-    /// Marks `message` (by its offset) stored. Messages are usually stored in order, so the
-    /// search from the head ends at once.
-    mutating func markStored(_ message: Message) {
-        for index in start..<items.count where items[index].isMessage(at: message.offset) {
-            items[index] = .message(message, stored: true)
-            return
-        }
-    }
-
-    mutating func removeAll(where shouldRemove: (Sequencer.Entry) -> Bool) {
-        items.removeSubrange(0..<start)
-        start = 0
-        items.removeAll(where: shouldRemove)
-    }
-}
-
 private final class Sequencer: Sendable {
     enum Entry {
         case message(Message, stored: Bool)
@@ -359,7 +318,7 @@ private final class Sequencer: Sendable {
         var epoch: UInt64 = 0
         var inFlight = 0
         /// Events in call order, each delivered once everything before it is ready.
-        var queue = EntryQueue()
+        var queue = FIFO<Entry>()
         var subscriptions = 0
         var lastUsedMillis: Int64
         var remembered: [String: Remembered] = [:]
