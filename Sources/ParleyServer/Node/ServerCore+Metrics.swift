@@ -76,30 +76,12 @@ extension ServerCore {
         out.sample("parley_uptime_seconds", Double(ObservedMessageStore.monotonicMillis() - startedMonotonicMillis) / 1000)
 
         let process = ProcessStatistics.read()
-        if let value = process.residentBytes {
-            out.family("process_resident_memory_bytes", "gauge", help: "Resident memory size in bytes.")
-            out.sample("process_resident_memory_bytes", value)
-        }
-        if let value = process.virtualBytes {
-            out.family("process_virtual_memory_bytes", "gauge", help: "Virtual memory size in bytes.")
-            out.sample("process_virtual_memory_bytes", value)
-        }
-        if let value = process.openFileDescriptors {
-            out.family("process_open_fds", "gauge", help: "Open file descriptors.")
-            out.sample("process_open_fds", value)
-        }
-        if let value = process.maxFileDescriptors {
-            out.family("process_max_fds", "gauge", help: "Most open file descriptors allowed.")
-            out.sample("process_max_fds", value)
-        }
-        if let value = process.cpuSeconds {
-            out.family("process_cpu_seconds_total", "counter", help: "User and system CPU time spent, in seconds.")
-            out.sample("process_cpu_seconds_total", value)
-        }
-        if let value = process.threads {
-            out.family("process_threads", "gauge", help: "Threads of the process.")
-            out.sample("process_threads", value)
-        }
+        out.single("process_resident_memory_bytes", "gauge", help: "Resident memory size in bytes.", process.residentBytes.map(Double.init))
+        out.single("process_virtual_memory_bytes", "gauge", help: "Virtual memory size in bytes.", process.virtualBytes.map(Double.init))
+        out.single("process_open_fds", "gauge", help: "Open file descriptors.", process.openFileDescriptors.map(Double.init))
+        out.single("process_max_fds", "gauge", help: "Most open file descriptors allowed.", process.maxFileDescriptors.map(Double.init))
+        out.single("process_cpu_seconds_total", "counter", help: "User and system CPU time spent, in seconds.", process.cpuSeconds)
+        out.single("process_threads", "gauge", help: "Threads of the process.", process.threads.map(Double.init))
         out.family("process_start_time_seconds", "gauge", help: "Start time of the process since the Unix epoch, in seconds.")
         out.sample("process_start_time_seconds", Double(startedUnixMillis) / 1000)
 

@@ -124,6 +124,14 @@ public struct PrometheusText: Sendable {
         write(name, labels.map { ($0.key, $0.value) }, Double(value))
     }
 
+    /// A family of one unlabelled sample, written only when the value is known (process
+    /// figures this platform may not give).
+    mutating func single(_ name: String, _ type: String, help: String, _ value: Double?) {
+        guard let value else { return }
+        family(name, type, help: help)
+        sample(name, value)
+    }
+
     mutating func write(_ name: String, _ labels: [(String, String)], _ value: Double) {
         text += name
         if !labels.isEmpty {
