@@ -54,10 +54,11 @@ check-dependencies:
 # Serial: many end-to-end tests block while they wait on sockets, and on a 2-core machine
 # parallel suites could starve each other's timers (about 1 minute in all).
 # The bench venv is a prerequisite: SocketIOSmokeTests drives the python-socketio server in it
-# (and fails, rather than skipping, without it).
+# (and fails, rather than skipping, without it). On a failure the runner ends its output with a
+# summary (failed tests; for a crash, the test that was running and the crashed thread's frames).
 unit: $(BENCH_VENV)/.ready
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --no-parallel
+	SWIFT=$(SWIFT) python3 Tests/tools/run_unit_tests.py .build/unit-tests.log
 
 interop: $(INTEROP_VENV)/.ready $(INTEROP_EIO3_VENV)/.ready
 	@if ls Tests/interop/test_*.py >/dev/null 2>&1; then \

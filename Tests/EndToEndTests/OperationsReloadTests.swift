@@ -140,10 +140,10 @@ extension NativeClient {
 
 /// `parley serve` as a child process with its standard error kept for the test (the log).
 final class LoggedServerProcess: @unchecked Sendable {
-    // Safe: `process` is used by the test's task only; the log text is behind a mutex.
+    // Safe: `process` is used by the test's task only; the log is a Sendable collector.
     let process = Process()
     let httpPort: Int
-    private let log = Locked("")
+    private let log: PipeCollector
 
     init(arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: ServerProcess.binary)
@@ -151,12 +151,8 @@ final class LoggedServerProcess: @unchecked Sendable {
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        let log = self.log
-        errors.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if !data.isEmpty { log.withLock { $0 += String(decoding: data, as: UTF8.self) } }
-        }
         try process.run()
+        log = PipeCollector(errors)
         var text = ""
         let deadline = Date().addingTimeInterval(20)
         while !text.contains("line listening"), Date() < deadline {

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Runs `swift test --skip-build --no-parallel`, streams its output, and when it fails prints a
+short summary as the LAST lines: the failed tests, and for a crash the test that was running
+and the first frames of the crashed thread.
+
+CI shows only the tail of a failed run. Without this, a crash leaves the backtracer's register
+dump and image list there, and neither the test's name nor the crashing frame.
+
+Usage: run_unit_tests.py [LOG] [-- extra swift test arguments]
+"""
+import os
+import re
+import subprocess
+import sys
+
+
+def summarize(lines):
+    out = []
+    started = {}
+    failed = []
+    for line in lines:
+        m = re.search(r"Test Case '([^']+)' started", line)
+        if m:
+            started[m.group(1)] = True
+            continue
+        m = re.search(r"Test Case '([^']+)' (passed|failed|skipped)", line)
+        if m:
+            started.pop(m.group(1), None)
+            if m.group(2) == "failed":
+                failed.append(m.group(1))
+            continue
+        # Swift Testing: "◇ Test name() started.", "✔ Test name() passed after …",
+        # "✘ Test name() failed after …", "✘ Test name() recorded an issue at …".
+        m = re.search(r"◇ Test (.+?) started\.$", line)
+        if m and not m.group(1).startswith("case "):
+            started["Test " + m.group(1)] = True
+            continue
+        m = None if "recorded an issue" in line else re.search(r"[✔✘↷] Test (.+?) (?:with \d+ test cases? )?(passed|failed|skipped)", line)
+        if m:
+            started.pop("Test " + m.group(1), None)
+            if m.group(2) == "failed":
+                failed.append(m.group(1))
+    errors = [l for l in lines if re.search(r": error: |XCTAssert|Fatal error|Precondition failed|"
+                                             r"Assertion failed|Unexpectedly found nil|recorded an issue", l)]
+    out.append("==== unit test summary ====")
+    if failed:
+        out.append("failed: " + ", ".join(failed[:40]))
+    for l in errors[:30]:
+        out.append("  " + l.strip()[:400])
+    crash = None
+    for i, l in enumerate(lines):
+        if "*** Signal" in l or "Program crashed" in l or re.search(r"Thread \d+ crashed", l):
+            crash = i
+            break
+    if crash is not None:
+        if started:
+            out.append("running when it crashed: " + ", ".join(started.keys()))
+        shown = 0
+        for l in lines[crash:]:
+            if l.startswith("Registers") or l.startswith("Images"):
+                break
+            if l.strip():
+                out.append("  " + l.rstrip()[:300])
+                shown += 1
+            if shown >= 40:
+                break
+    return out
+
+
+def main():
+    args = sys.argv[1:]
+    log = ".build/unit-tests.log"
+    extra = []
+    if "--" in args:
+        i = args.index("--")
+        extra = args[i + 1:]
+        args = args[:i]
+    if args:
+        log = args[0]
+    cmd = [os.environ.get("SWIFT", "swift"), "test", "--skip-build", "--no-parallel"] + extra
+    lines = []
+    with open(log, "w", encoding="utf-8", errors="replace") as f:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for raw in proc.stdout:
+            text = raw.decode("utf-8", errors="replace")
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            f.write(text)
+            lines.append(text.rstrip("\n"))
+        rc = proc.wait()
+    if rc != 0:
+        print("\n".join(summarize(lines)))
+        print(f"swift test exited with {rc}; the whole output is in {log}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
