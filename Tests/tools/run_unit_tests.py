@@ -32,7 +32,7 @@ def summarize(lines):
         # Swift Testing: "◇ Test name() started.", "✔ Test name() passed after …",
         # "✘ Test name() failed after …", "✘ Test name() recorded an issue at …".
         m = re.search(r"◇ Test (.+?) started\.$", line)
-        if m and not m.group(1).startswith("case "):
+        if m and not m.group(1).startswith("case ") and m.group(1) != "run":
             started["Test " + m.group(1)] = True
             continue
         m = None if "recorded an issue" in line else re.search(r"[✔✘↷] Test (.+?) (?:with \d+ test cases? )?(passed|failed|skipped)", line)
@@ -41,7 +41,10 @@ def summarize(lines):
             if m.group(2) == "failed":
                 failed.append(m.group(1))
     errors = [l for l in lines if re.search(r": error: |XCTAssert|Fatal error|Precondition failed|"
-                                             r"Assertion failed|Unexpectedly found nil|recorded an issue", l)]
+                                             r"Assertion failed|Unexpectedly found nil|recorded an issue|"
+                                             # glibc's heap checks and Swift runtime aborts
+                                             r"free\(\)|malloc|corrupted|double free|Incorrect actor|"
+                                             r"Simultaneous accesses|CONTINUATION MISUSE", l)]
     out.append("==== unit test summary ====")
     if failed:
         out.append("failed: " + ", ".join(failed[:40]))
