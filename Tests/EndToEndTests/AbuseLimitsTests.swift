@@ -79,6 +79,49 @@ import Glibc
         #expect(try await Self.breaches(server, "rate_abuse_disconnect") == 1)
     }
 
+    /// A client still sending when the server closes for abuse gets the 1008 all the same. The
+    /// server reads (and drops) what comes after its close frame, until the client's close frame
+    /// (or 2 s): closing at once reset the connection under a client still writing, and a
+    /// browser whose write fails with a reset reports 1006, never the 1008.
+    @Test func aFlooderThatIsStillSendingReadsItsCloseCode() throws {
+        let server = try startTestServer {
+            $0.nativeRatePerSecond = 20; $0.nativeBurst = 40
+            $0.rateAbuseFactor = 5  // 100 refusals within the window: disconnected
+        }
+        defer { server.shutdown() }
+        for attempt in 1...3 {
+            let flooder = try NativeClient.connect(server)
+            // Publishes for half a second, 20 every millisecond, nothing read meanwhile: they
+            // go on arriving after the server decided to close (as a browser's flood does).
+            var sent = 0
+            var sendFailure: String?
+            let until = Date().addingTimeInterval(0.5)
+            flood: while Date() < until {
+                for _ in 0..<20 {
+                    sent += 1
+                    do {
+                        try flooder.send(["type": "publish", "room": "r", "message": .string("spam \(sent)"), "callback": .number(JSONNumber(sent))])
+                    } catch {
+                        sendFailure = "\(error)"  // reset by the server
+                        break flood
+                    }
+                }
+                Thread.sleep(forTimeInterval: 0.001)
+            }
+            // The server waits for our close frame (up to 2 s), so the flood was never cut off.
+            #expect(sendFailure == nil, "attempt \(attempt): sending failed after \(sent) publishes: \(sendFailure ?? "")")
+            let code = try? flooder.ws.waitForClose(timeout: 5)
+            #expect(code == 1008, "attempt \(attempt): sent \(sent), close code \(code.map { String(describing: $0) } ?? "none")")
+            // Then a clean end (FIN), not a reset: a browser that is still sending when a reset
+            // comes fails the socket with 1006 and never shows the 1008.
+            var ending = "EOF"
+            do {
+                if try !flooder.ws.readToEnd(timeout: 5) { ending = "no EOF within 5 s" }
+            } catch { ending = "\(error)" }
+            #expect(ending == "EOF", "attempt \(attempt): the connection ended with \(ending)")
+        }
+    }
+
     @Test func lineFloodGetsErrorsThenDisconnect() async throws {
         let server = try startTestServer { $0.lineRatePerSecond = 5; $0.lineBurst = 10 }
         defer { server.shutdown() }

@@ -138,6 +138,16 @@ public final class TestWebSocket: @unchecked Sendable {
     /// Whether the TCP connection has reached EOF.
     public var isClosedForReading: Bool { sawEOF }
 
+    /// Reads (keeping what comes) until the server closes the TCP connection: true at EOF, false
+    /// after `timeout`; throws if the connection was reset instead of closed.
+    public func readToEnd(timeout: Double = 5) throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !sawEOF {
+            guard try pump(until: deadline) else { break }
+        }
+        return sawEOF
+    }
+
     /// Closes the TCP connection abruptly (no close frame).
     public func abort() { socket.abort() }
 }

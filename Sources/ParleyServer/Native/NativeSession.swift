@@ -97,14 +97,25 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
     }
 
-    /// Sends a close frame and closes once it is out.
-    private func closeWith(_ code: WebSocketCloseCode, reason: String) {
+    /// How long the server waits for the client's close frame after sending its own.
+    static let closingHandshakeMillis: UInt64 = 2_000
+
+    /// Sends a close frame, then waits for the client's (RFC 6455 §7.1.1), reading and dropping
+    /// whatever the client still sends before it, for at most ``closingHandshakeMillis``.
+    /// Closing at once would reset a connection the client is still writing to (a flood, say),
+    /// and a browser whose write fails with a reset reports 1006 without reading our code.
+    /// When the server stops it closes at once (`waitForPeer: false`).
+    private func closeWith(_ code: WebSocketCloseCode, reason: String, waitForPeer: Bool = true) {
         if sentCloseCode == nil {
             sentCloseCode = code
             sentCloseReason = reason
         }
         for case .send(let bytes) in machine.close(code: code, reason: reason) { write(bytes) }
-        connection.close()
+        guard waitForPeer else {
+            connection.close()
+            return
+        }
+        connection.loop.schedule(after: Self.closingHandshakeMillis) { [weak connection] in connection?.close() }
     }
 
     private func pingTick() {
@@ -131,9 +142,12 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             guard connection.state == .open else { return }
             switch action {
             case .text(let text):
+                // After our close frame, what the client still sends is dropped.
+                guard machine.state == .open else { return }
                 sessionGuard.heard()
                 handle(Array(text.utf8))
             case .binary(let bytes):
+                guard machine.state == .open else { return }
                 sessionGuard.heard()
                 // The Scaledrone Swift SDK sends its JSON in binary frames.
                 handle(bytes)
@@ -456,7 +470,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     // MARK: closing
 
     func serverIsStopping() {
-        closeWith(.goingAway, reason: "server shutting down")
+        closeWith(.goingAway, reason: "server shutting down", waitForPeer: false)
     }
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
