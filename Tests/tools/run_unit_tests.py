@@ -38,7 +38,7 @@ def summarize(lines):
         m = None if "recorded an issue" in line else re.search(r"[✔✘↷] Test (.+?) (?:with \d+ test cases? )?(passed|failed|skipped)", line)
         if m:
             started.pop("Test " + m.group(1), None)
-            if m.group(2) == "failed":
+            if m.group(2) == "failed" and not m.group(1).startswith("run with "):
                 failed.append(m.group(1))
     errors = [l for l in lines if re.search(r": error: |XCTAssert|Fatal error|Precondition failed|"
                                              r"Assertion failed|Unexpectedly found nil|recorded an issue|"
