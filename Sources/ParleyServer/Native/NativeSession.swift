@@ -97,13 +97,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
     }
 
-    /// How long the server waits for the client's close frame after sending its own.
-    static let closingHandshakeMillis: UInt64 = 2_000
-
-    /// Sends a close frame, then waits for the client's (RFC 6455 §7.1.1), reading and dropping
-    /// whatever the client still sends before it, for at most ``closingHandshakeMillis``.
-    /// Closing at once would reset a connection the client is still writing to (a flood, say),
-    /// and a browser whose write fails with a reset reports 1006 without reading our code.
+    /// Sends a close frame, then waits for the client's (``TCPConnection/closeAfterClosingHandshake()``).
     /// When the server stops it closes at once (`waitForPeer: false`).
     private func closeWith(_ code: WebSocketCloseCode, reason: String, waitForPeer: Bool = true) {
         if sentCloseCode == nil {
@@ -115,7 +109,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             connection.close()
             return
         }
-        connection.loop.schedule(after: Self.closingHandshakeMillis) { [weak connection] in connection?.close() }
+        connection.closeAfterClosingHandshake()
     }
 
     private func pingTick() {

@@ -33,8 +33,9 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
         for action in machine.receive(bytes) {
             guard connection.state == .open else { return }
             switch action {
-            case .text(let text): forward(.text(text))
-            case .binary(let bytes): forward(.binary(bytes))
+            // After our close frame, what the client still sends is dropped.
+            case .text(let text): if machine.state == .open { forward(.text(text)) }
+            case .binary(let bytes): if machine.state == .open { forward(.binary(bytes)) }
             case .send(let bytes): connection.write(bytes)
             case .closeConnection:
                 if machine.failureCode == .messageTooBig {
@@ -59,12 +60,14 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
         connection.write(frames)
     }
 
-    func close(_ code: WebSocketCloseCode, reason: String) {
+    /// Sends a close frame, then waits for the client's (``TCPConnection/closeAfterClosingHandshake()``).
+    /// When the server stops it closes at once (`waitForPeer: false`).
+    func close(_ code: WebSocketCloseCode, reason: String, waitForPeer: Bool = true) {
         for case .send(let bytes) in machine.close(code: code, reason: reason) { connection.write(bytes) }
-        connection.close()
+        if waitForPeer { connection.closeAfterClosingHandshake() } else { connection.close() }
     }
 
-    func serverIsStopping() { close(.goingAway, reason: "server shutting down") }
+    func serverIsStopping() { close(.goingAway, reason: "server shutting down", waitForPeer: false) }
 
     /// Publisher back-pressure: this connection is not read until `backlog` drains.
     func throttle(by backlog: RoomBacklog) {
