@@ -4,6 +4,7 @@ Needs `chromium chromium-driver` (Debian) and selenium (requirements.txt); `make
 both. Screenshots land in Tests/interop/artifacts/ (git-ignored).
 Run alone: PARLEY_BIN=.build/release/parley .venv-interop/bin/pytest -q Tests/interop/test_browser.py
 """
+import contextlib
 import json
 import os
 import signal
@@ -50,6 +51,16 @@ def server(request):
         os.chdir(previous)
     info["base"] = "http://127.0.0.1:%d" % info["http"]
     return info
+
+
+@contextlib.contextmanager
+def own_server(*flags):
+    """A `parley serve` of the test's own, with `flags`; yields its base URL and stops it after."""
+    proc = ParleyProcess(extra_args=list(flags), loops=1, cwd=tempfile.gettempdir())
+    try:
+        yield "http://127.0.0.1:%d" % proc.ports["http"]
+    finally:
+        proc.kill()
 
 
 class Browser:
@@ -349,9 +360,7 @@ def test_rate_limit_is_explained(browsers):
     # A server of its own with a low publish rate (5/s, burst 10). Each submit costs the page
     # a layout, so on a busy machine 150 of them took longer than the default rate (50/s, burst
     # 100) needed to refill, and nothing was refused. At 5/s they would have to take 28 s.
-    proc = ParleyProcess(extra_args=["--publish-rate", "5"], loops=1, cwd=tempfile.gettempdir())
-    try:
-        base = "http://127.0.0.1:%d" % proc.info["http"]
+    with own_server("--publish-rate", "5") as base:
         kim = browsers()
         kim.open(base, "kim", "#c2255c", room="observable-flood")
         # Far past the burst, in one go: the server refuses the excess.
@@ -359,8 +368,6 @@ def test_rate_limit_is_explained(browsers):
             for (let i = 0; i < 150; i++) { box.value = 'flood ' + i; form.requestSubmit(); }""")
         kim.wait(lambda d: "too fast" in kim.error_text(), message=kim.error_text())
         kim.wait_bubble("flood 0")
-    finally:
-        proc.kill()
 
 
 def test_history_paging_feature_detected(server, browsers):
@@ -596,9 +603,7 @@ def test_drop_and_paste_attach_files(server, browsers):
 
 def test_upload_progress_cancel_and_errors_in_the_page(browsers):
     """A server of its own with a 100 kB limit."""
-    proc = ParleyProcess(extra_args=["--max-upload-size", "100000"], loops=1, cwd=tempfile.gettempdir())
-    try:
-        base = "http://127.0.0.1:%d" % proc.ports["http"]
+    with own_server("--max-upload-size", "100000") as base:
         dana = browsers()
         dana.open(base, "dana", "#ae3ec9", room="observable-errors")
         box = dana.driver.find_element(By.ID, "file-input")
@@ -628,5 +633,3 @@ def test_upload_progress_cancel_and_errors_in_the_page(browsers):
             "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
         assert dana.bubbles() == []  # nothing was sent
         assert dana.error_text() == ""
-    finally:
-        proc.kill()
