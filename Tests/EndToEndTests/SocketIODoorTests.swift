@@ -339,23 +339,27 @@ import Testing
         #expect(leave["data"]?["clientData"]?["name"] == "sam")
     }
 
-    @Test func anonymousSocketGetsNothingHarmfulWhenOthersComeAndGo() throws {
+    @Test func unidentifiedSocketHearsTheLobbyAndLeavesNoTrace() throws {
         let server = try startTestServer()
         defer { server.shutdown() }
         let lurker = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
         _ = try lurker.receiveText()
         try lurker.sendText("40")
         _ = try lurker.receiveText()
-        // Never identified: it is not in the lobby, so it hears nothing, and its going away
-        // makes nobody see a userExitUpdate(null).
+        // Never identified: as the classic server's io.emit, it hears the lobby (an app that
+        // reconnected never sends connectUser again), but it is no member, and its going
+        // away makes nobody see a userExitUpdate(null).
         let other = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
         _ = try other.receiveText()
         try other.sendText("40")
         try other.sendText("42[\"connectUser\",\"olga\"]")
         _ = try other.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
-        // The lurker's own request is answered, and that answer is the first thing it gets.
+        let heard = try lurker.receiveText(until: { eventArguments($0, "userConnectUpdate") != nil })
+        #expect(eventArguments(heard, "userConnectUpdate")?.first?["nickname"] == "olga")
+        #expect(server.hub.members(of: server.configuration.lobby).map(\.displayName) == ["olga"])
+        // The lurker's own request is answered.
         try lurker.sendText("4242[\"noSuchEvent\"]")
-        let answer = try lurker.receiveText()
+        let answer = try lurker.receiveText(until: { $0.hasPrefix("43") })
         #expect(answer.hasPrefix("4342[{\"error\":\"unknown event"), "\(answer)")
         lurker.abort()
         try eventuallyBlocking("the lurker's connection released") { server.openConnectionCount == 1 }

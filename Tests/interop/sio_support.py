@@ -144,3 +144,46 @@ def run_socketchat_sequence(socketio_module, url, transports, expected_transport
                 client.disconnect()
             except Exception:
                 pass
+
+
+def run_reconnect_sequence(socketio_module, url, transports):
+    """An app that reconnects (a drop, or the background/foreground cycle of the SocketChat
+    tutorial app) gets a new session and never sends connectUser again: it still hears the
+    lobby, as with the classic server's io.emit, and its first chatMessage makes it a member
+    again under the nickname it names."""
+    suffix = str(time.time_ns())[-6:]
+    ria, wes = "ria" + suffix, "wes" + suffix
+    app = ChatClient(socketio_module, url, transports)
+    watcher = ChatClient(socketio_module, url, transports)
+    back = None
+    try:
+        app.emit("connectUser", ria)
+        app.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == ria)
+        watcher.emit("connectUser", wes)
+        watcher.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == wes)
+        # The transport drops; the app comes back with a new session and identifies no more.
+        app.disconnect()
+        watcher.wait_for("userExitUpdate", lambda a: a[0] == ria)
+        back = ChatClient(socketio_module, url, transports)
+        watcher.emit("chatMessage", wes, "are you there?")
+        message = back.wait_for("newChatMessage", lambda a: a[1] == "are you there?")
+        assert message[0] == wes and len(message) == 3
+        watcher.emit("startType", wes)
+        assert back.wait_for("userTypingUpdate", lambda a: wes in a[0])[0][wes] == 1
+        # Its own message, sent with its nickname: a member again, listed connected once.
+        back.emit("chatMessage", ria, "back again")
+        users = check_user_list(watcher.wait_for("userList", lambda a: any(
+            u["nickname"] == ria and u["isConnected"] for u in a[0])))
+        assert [u["isConnected"] for u in users if u["nickname"] == ria] == [True]
+        assert watcher.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == ria)[0]["isConnected"] is True
+        assert watcher.wait_for("newChatMessage", lambda a: a[1] == "back again")[0] == ria
+        assert back.wait_for("newChatMessage", lambda a: a[1] == "back again")[0] == ria
+        # Exactly once: no second copy of the message reaches the app.
+        assert [e for e in back.quiet_for(0.3, "newChatMessage") if e[1][1] == "back again"] == []
+    finally:
+        for client in (app, watcher, back):
+            try:
+                if client is not None:
+                    client.disconnect()
+            except Exception:
+                pass

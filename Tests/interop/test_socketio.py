@@ -13,7 +13,8 @@ import requests
 import socketio
 from websockets.asyncio.client import connect
 
-from sio_support import TIMEOUT, ChatClient, check_user_list, nicknames, parley_server, run_socketchat_sequence
+from sio_support import (TIMEOUT, ChatClient, check_user_list, nicknames, parley_server, run_reconnect_sequence,
+                         run_socketchat_sequence)
 
 
 @pytest.fixture(scope="module")
@@ -138,16 +139,52 @@ def test_cross_door_chat_typing_and_presence(server):
     asyncio.run(asyncio.wait_for(go(), 30))
 
 
-def test_unidentified_client_gets_nothing(server):
+def test_unidentified_client_hears_the_lobby_and_leaves_no_trace(server):
     lurker = ChatClient(socketio, base(server), ["websocket"])
     other = ChatClient(socketio, base(server), ["polling"])
     try:
         other.emit("connectUser", "olga")
         other.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == "olga")
+        assert lurker.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == "olga")
         other.emit("chatMessage", "olga", "anyone?")
         other.wait_for("newChatMessage")
-        assert lurker.quiet_for(0.3) == []
+        assert lurker.wait_for("newChatMessage", lambda a: a[1] == "anyone?")[0] == "olga"
         lurker.disconnect()
         assert [e for e in other.quiet_for(0.3, "userExitUpdate")] == []
     finally:
         other.disconnect()
+
+
+@pytest.mark.parametrize("transports", [["polling", "websocket"], ["websocket"], ["polling"]])
+def test_an_app_that_reconnects_without_connect_user_keeps_chatting(server, transports):
+    run_reconnect_sequence(socketio, base(server), transports)
+
+
+def test_a_reconnected_app_that_only_sends_chat_message_is_a_member_for_scaledrone(server):
+    """The other doors see the reconnected app's sender as a member again."""
+    async def go():
+        app = await asyncio.to_thread(ChatClient, socketio, base(server), ["polling", "websocket"])
+        async with connect("ws://127.0.0.1:%d/v3/websocket" % server["http"]) as ws:
+            async def recv_until(predicate):
+                deadline = time.monotonic() + TIMEOUT
+                while True:
+                    m = json.loads(await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic())))
+                    if predicate(m):
+                        return m
+            await ws.send(json.dumps({"type": "handshake", "channel": "demo", "callback": 0,
+                                      "client_data": {"name": "nora", "color": "#00AA00"}}))
+            await recv_until(lambda m: m.get("callback") == 0)
+            await ws.send(json.dumps({"type": "subscribe", "room": "observable-room", "callback": 1}))
+            members = await recv_until(lambda m: m.get("type") == "observable_members")
+            assert "rex" not in [m.get("clientData", {}).get("name") for m in members["data"]]
+            try:
+                await asyncio.to_thread(app.emit, "chatMessage", "rex", "only a message")
+                joined = await recv_until(lambda m: m.get("type") == "observable_member_join")
+                assert joined["data"]["clientData"]["name"] == "rex"
+                published = await recv_until(lambda m: m.get("type") == "publish" and m.get("message") == "only a message")
+                assert published["client_id"] == joined["data"]["id"]
+            finally:
+                await asyncio.to_thread(app.disconnect)
+            left = await recv_until(lambda m: m.get("type") == "observable_member_leave")
+            assert left["data"]["clientData"]["name"] == "rex"
+    asyncio.run(asyncio.wait_for(go(), 30))

@@ -8,10 +8,29 @@ extension Hub {
     /// a fresh snapshot and nobody sees a join.
     public func subscribe(_ session: SessionID, as member: Member, to key: RoomKey, inbox: any Inbox,
                           historyCount: Int = 0, since: Int64? = nil) throws(ParleyError) {
-        let limit = configuration.maxMembersPerRoom
         let token = subscribeTokens.wrappingAdd(1, ordering: .relaxed).newValue
         let entry = LocalRoom.Session(member: member, inbox: inbox, stage: .awaitingRoom, token: token,
                                       historyCount: max(0, historyCount), since: since, start: nil)
+        try enter(session, entry, to: key)
+    }
+
+    /// Adds `session` to `key` as a listener: its inbox gets `.subscribed` (with the member
+    /// list of an observable room) and then the room's events, like a member's, but nobody
+    /// sees it join or leave and it takes no member's place. For doors whose protocol sends
+    /// room events to connections that have not identified (SocketChat's `io.emit`). Leave
+    /// with ``unsubscribe(_:from:)``. A session is either a listener or a member of a room:
+    /// use another session id for each.
+    public func listen(_ session: SessionID, to key: RoomKey, inbox: any Inbox) throws(ParleyError) {
+        let token = subscribeTokens.wrappingAdd(1, ordering: .relaxed).newValue
+        var entry = LocalRoom.Session(member: Member(id: ""), inbox: inbox, stage: .awaitingRoom, token: token,
+                                      historyCount: 0, since: nil, start: nil)
+        entry.listensOnly = true
+        try enter(session, entry, to: key)
+    }
+
+    private func enter(_ session: SessionID, _ entry: LocalRoom.Session, to key: RoomKey) throws(ParleyError) {
+        let limit = configuration.maxMembersPerRoom
+        let member = entry.member
         let now = clock.nowMillis()
         let (room, created) = try rooms.withLock { rooms throws(ParleyError) -> (LocalRoom, Bool) in
             if let room = rooms[key] { return (room, false) }
@@ -22,28 +41,37 @@ extension Hub {
             rooms[key] = room
             return (room, true)
         }
-        enum Next { case wait, announce, done }
+        enum Next { case wait, announce, done, read(@Sendable () -> Void) }
         let next = try room.lock.withLock { state throws(ParleyError) -> Next in
             state.lastActivityMillis = now
             if let existing = state.sessions[session], case .live = existing.stage {
                 // Already in: a fresh snapshot from memory, and no join for anybody.
                 let snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? state.members.list() : [],
                                                  history: state.history.latest(entry.historyCount), lastOffset: state.deliveredOffset)
-                inbox.post(.subscribed(session, snapshot))
+                entry.inbox.post(.subscribed(session, snapshot))
                 return .done
             }
-            guard state.members.contains(member.id) || state.members.count < limit else {
+            guard entry.listensOnly || state.members.contains(member.id) || state.members.count < limit else {
                 throw ParleyError(.limitReached, "room \(key.room) is full (\(limit) members)")
             }
             var entry = entry
             if case .live = state.phase { entry.stage = .awaitingJoin }
             state.sessions[session] = entry
-            return state.phase == .live ? .announce : .wait
+            guard state.phase == .live else { return .wait }
+            // A listener has no join to wait for: it starts here, after what was delivered.
+            if entry.listensOnly {
+                return complete(session, in: room, state: &state).map(Next.read) ?? .done
+            }
+            return .announce
         }
         if created {
             broker.subscribe(key) { [self] result in subscribed(room, result) }
-        } else if next == .announce {
-            announceJoin(member, in: room, session: session, token: token)
+        } else {
+            switch next {
+            case .announce: announceJoin(member, in: room, session: session, token: entry.token)
+            case .read(let read): read()
+            case .wait, .done: break
+            }
         }
     }
 
@@ -59,6 +87,7 @@ extension Hub {
                 case .failure(let error):
                     failAll(room, error)
                 case .success(let (members, _)):
+                    var reads: [@Sendable () -> Void] = []
                     let waiting = room.lock.withLock { state -> [(SessionID, LocalRoom.Session)] in
                         state.phase = .live
                         state.members = MemberMirror(members)
@@ -72,11 +101,18 @@ extension Hub {
                             // They start where the node's subscription starts (their subscribe
                             // came first): what is published meanwhile reaches them as replay.
                             state.sessions[id]!.start = position.published
-                            waiting.append((id, session))
+                            if session.listensOnly {
+                                if let read = complete(id, in: room, state: &state) { reads.append(read) }
+                            } else {
+                                waiting.append((id, session))
+                            }
                         }
                         return waiting
                     }
-                    for (id, session) in waiting { announceJoin(session.member, in: room, session: id, token: session.token) }
+                    for read in reads { read() }
+                    for (id, session) in waiting {
+                        announceJoin(session.member, in: room, session: id, token: session.token)
+                    }
                 }
             }
         }
@@ -263,15 +299,15 @@ extension Hub {
     }
 
     private func failSubscribe(_ room: LocalRoom, session: SessionID, token: UInt64, error: ParleyError) {
-        let member = room.lock.withLock { state -> (Member, any Inbox)? in
+        let member = room.lock.withLock { state -> (Member, Bool)? in
             guard let entry = state.sessions[session], entry.token == token else { return nil }
             state.sessions[session] = nil
             var snapshot = SubscribeSnapshot(room: room.key, members: [], history: [], lastOffset: state.deliveredOffset)
             snapshot.failure = error
             entry.inbox.post(.subscribed(session, snapshot))
-            return (entry.member, entry.inbox)
+            return (entry.member, entry.listensOnly)
         }
-        if let (member, _) = member { announceLeave(member, in: room.key) }
+        if let (member, listensOnly) = member, !listensOnly { announceLeave(member, in: room.key) }
     }
 
     /// Removes `session` from `key`: its inbox gets `.unsubscribed` at once, the others
@@ -292,7 +328,7 @@ extension Hub {
         }
         guard let left else { return false }
         // A session that never got past the node's own subscription was never announced.
-        if left.stage != .awaitingRoom { announceLeave(left.member, in: key) }
+        if left.stage != .awaitingRoom, !left.listensOnly { announceLeave(left.member, in: key) }
         return true
     }
 

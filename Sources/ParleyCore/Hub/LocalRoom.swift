@@ -69,6 +69,9 @@ final class LocalRoom: Sendable {
 
     struct Session {
         let member: Member
+        /// A listener (``Hub/listen(_:to:inbox:)``): it gets the room's events but is no
+        /// member, so it is never announced, counted against the room's size, or left.
+        var listensOnly = false
         let inbox: any Inbox
         var stage: Stage
         /// Identifies this subscribe among later ones of the same session.

@@ -12,7 +12,7 @@ import requests
 import socketio
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sio_support import TIMEOUT, parley_server, run_socketchat_sequence  # noqa: E402
+from sio_support import TIMEOUT, parley_server, run_reconnect_sequence, run_socketchat_sequence  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,11 @@ def test_socketchat_over_websocket_only(server):
 
 def test_socketchat_polling_only(server):
     run_socketchat_sequence(socketio, base(server), ["polling"], "polling")
+
+
+@pytest.mark.parametrize("transports", [["polling", "websocket"], ["polling"]])
+def test_an_app_that_reconnects_without_connect_user_keeps_chatting(server, transports):
+    run_reconnect_sequence(socketio, base(server), transports)
 
 
 def test_eio3_open_packet_has_no_max_payload_and_connects_at_once(server):

@@ -6,6 +6,13 @@ import ParleyIO
 /// the lobby's events come back as `userList`, `userConnectUpdate`, `userExitUpdate`,
 /// `userTypingUpdate` and `newChatMessage`. One instance per connection, on its loop; it is
 /// the connection's hub subscriber while its socket is connected.
+///
+/// As the classic server's `io.emit`, every connected socket hears the lobby, identified or
+/// not: an app reconnects (after a drop, or when it comes back from the background) with a
+/// new session and never sends `connectUser` again. While the socket is not in the lobby
+/// as a member it hears it through its ``SocketChatListener`` (a hub listener, no member);
+/// from its member subscription on, through that. A `chatMessage` or `startType` that names
+/// a nickname from a socket that is not in the lobby joins it as that nickname first.
 final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     let core: ServerCore
     /// The connection's Engine.IO session: room events, encoded once per loop for every
@@ -17,6 +24,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private var socket: SocketIOSocket?
     /// In the lobby (after `connectUser`).
     private var member: Member?
+    /// The member subscription is live: room events come through it, not the listener.
+    private var memberLive = false
+    /// Hears the lobby while the socket is connected (see the type's comment).
+    private var listener: SocketChatListener?
+    /// The listener is counted in this loop's lobby mirror.
+    private var listenerInLobbyMirror = false
     /// Counted in this loop's lobby mirror (between the subscribe snapshot and leaving).
     private var inLobbyMirror = false
     /// This socket's `userList` pacing (storms of joins are coalesced).
@@ -58,7 +71,33 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         core.directory.register(ConnectedClient(id: socket.id, door: .socketIO, remoteIP: remoteIP, channel: lobby.channel,
                                                 name: nil, connectedAtMillis: core.hub.clock.nowMillis(),
                                                 control: SessionControl(self, on: loop)))
+        startListening()
         return .accept()
+    }
+
+    /// The socket hears the lobby from now on, when its token lets it read the lobby.
+    private func startListening() {
+        guard listener == nil, authError(.subscribe) == nil else { return }
+        let listener = SocketChatListener(app: self, sessionID: core.socketIO.makeSessionID(loop: loop))
+        LoopContext.of(loop).localHub.register(listener)
+        do {
+            try core.hub.listen(listener.sessionID, to: lobby, inbox: core.inbox(for: loop))
+            self.listener = listener
+        } catch {
+            LoopContext.of(loop).localHub.unregister(listener.sessionID)
+            core.socketIO.log.warning("socket.io: socket \(socket?.id ?? "?") cannot hear the lobby: \(error.message)")
+        }
+    }
+
+    private func stopListening() {
+        guard let listener else { return }
+        self.listener = nil
+        core.hub.unsubscribe(listener.sessionID, from: lobby)
+        LoopContext.of(loop).localHub.unregister(listener.sessionID)
+        if listenerInLobbyMirror {
+            listenerInLobbyMirror = false
+            LoopContext.of(loop).socketChat.sessionLeft()
+        }
     }
 
     func received(_ event: SocketIOEvent, on socket: SocketIOSocket) {
@@ -81,6 +120,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     func disconnected(_ socket: SocketIOSocket, reason: SocketIODisconnectReason) {
         core.directory.unregister(socket.id)
         leaveLobby(exit: false)
+        stopListening()
         LoopContext.of(loop).localHub.unregister(sessionID)
         self.socket = nil
     }
@@ -153,32 +193,23 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private func perform(_ command: SocketChatCommand, _ event: SocketIOEvent, on socket: SocketIOSocket) -> Outcome {
         switch command {
         case .connectUser(let nickname):
-            if let error = authError(.subscribe) { return .refused(.refused, error) }
-            // A banned name never joins the lobby (the socket stays, refused each time).
-            if core.bans.ban(ip: remoteIP, name: nickname, nowMillis: core.hub.clock.nowMillis()) != nil {
-                return .refused(.refused, "banned from this server")
-            }
             if let member {
+                if let error = authError(.subscribe) { return .refused(.refused, error) }
                 guard member.displayName == nickname else { return .refused(.refused, "already connected as \(member.displayName); exitUser first") }
                 flushHeld()
                 emit(SocketChatEncoding.userList(core.socketIO.roster.users(connected: core.hub.members(of: lobby))), on: socket)
                 pacer.sent(at: nowMillis)
                 return .done
             }
-            let member = Member(id: socket.id, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
-                                authData: auth.claims?.data)
-            core.socketIO.roster.connected(nickname: nickname)
-            core.directory.rename(socket.id, to: nickname)
-            do {
-                try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: loop))
-                self.member = member
-            } catch {
-                return .refused(.refused, error.message)
-            }
+            if let refusal = join(as: nickname, socket) { return .refused(.refused, refusal) }
             return .done
         case .chatMessage(let nickname, let text):
             if let error = authError(.publish) { return .refused(.refused, error) }
-            guard let sender = member ?? anonymous(nickname, socket) else { return .refused(.refused, "connectUser first") }
+            let sender: Member
+            switch implicitMember(nickname, socket) {
+            case .success(let member): sender = member
+            case .failure(let error): return .refused(.refused, error.message)
+            }
             guard rateAllows(socket) else { return .refused(.rateLimited, "rate limit exceeded; message dropped") }
             // The ack says the message is stored (durable): it is answered when the store has
             // it, or with the error when it could not be stored (and then nobody got it).
@@ -204,7 +235,17 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             return .answeredLater
         case .typing(let nickname, let flag):
             if let error = authError(.publish) { return .refused(.refused, error) }
-            guard let sender = member ?? anonymous(nickname, socket) else { return .refused(.refused, "connectUser first") }
+            // startType joins as its nickname; a stopType alone only clears the flag.
+            let sender: Member
+            if flag {
+                switch implicitMember(nickname, socket) {
+                case .success(let member): sender = member
+                case .failure(let error): return .refused(.refused, error.message)
+                }
+            } else {
+                guard let member = member ?? anonymous(nickname, socket) else { return .refused(.refused, "connectUser first") }
+                sender = member
+            }
             guard rateAllows(socket) else { return .refused(.rateLimited, "rate limit exceeded") }
             do {
                 let backlog = try core.hub.publish(.object(["typing": .bool(flag)]), to: lobby, from: sender)
@@ -217,8 +258,9 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             if let member {
                 core.socketIO.roster.exited(nickname: member.displayName)
                 leaveLobby(exit: true)
-                // The leaver is out of the room, so it hears its own exit from us.
-                emit(SocketChatEncoding.userExitUpdate(member.displayName), on: socket)
+                // The leaver hears its own exit through its listener, as everybody does; a
+                // socket that may not read the lobby has none and hears it from us.
+                if listener == nil { emit(SocketChatEncoding.userExitUpdate(member.displayName), on: socket) }
             } else if let nickname {
                 core.socketIO.roster.exited(nickname: nickname)
             }
@@ -226,7 +268,40 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         }
     }
 
-    /// A sender for a socket that chats without `connectUser` (the original server allowed it).
+    /// Joins the lobby as `nickname` (`connectUser`, or a `chatMessage` / `startType` from a
+    /// socket that is not in it); nil when it went, else why not.
+    private func join(as nickname: String, _ socket: SocketIOSocket) -> String? {
+        if let error = authError(.subscribe) { return error }
+        // A banned name never joins the lobby (the socket stays, refused each time).
+        if core.bans.ban(ip: remoteIP, name: nickname, nowMillis: core.hub.clock.nowMillis()) != nil {
+            return "banned from this server"
+        }
+        let member = Member(id: socket.id, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
+                            authData: auth.claims?.data)
+        do {
+            try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: loop))
+        } catch {
+            return error.message
+        }
+        core.socketIO.roster.connected(nickname: nickname)
+        core.directory.rename(socket.id, to: nickname)
+        self.member = member
+        return nil
+    }
+
+    /// The sender of a `chatMessage` or `startType`: the member, or, for a socket not in
+    /// the lobby (an app that reconnected and never sends `connectUser` again), the member
+    /// it becomes by joining as the event's nickname.
+    private func implicitMember(_ nickname: String?, _ socket: SocketIOSocket) -> Result<Member, ParleyError> {
+        if let member { return .success(member) }
+        guard let nickname, SocketChatRoster.isValidNickname(nickname) else {
+            return .failure(ParleyError(.badRequest, "connectUser first"))
+        }
+        if let refusal = join(as: nickname, socket) { return .failure(ParleyError(.forbidden, refusal)) }
+        return member.map { .success($0) } ?? .failure(ParleyError(.forbidden, "connectUser first"))
+    }
+
+    /// A sender for a socket that only stops typing without being in the lobby.
     private func anonymous(_ nickname: String?, _ socket: SocketIOSocket) -> Member? {
         guard let nickname, SocketChatRoster.isValidNickname(nickname) else { return nil }
         return Member(id: socket.id, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
@@ -236,6 +311,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private func leaveLobby(exit: Bool) {
         guard let member else { return }
         self.member = nil
+        memberLive = false
         pacer.reset()
         pacerTimer?.stop()
         flushArmed = false
@@ -259,7 +335,30 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             disconnect(byAdministrator: "the lobby was closed")
             return
         }
-        guard member != nil else { return }
+        guard memberLive else { return }
+        deliver(event, frame: frame)
+    }
+
+    /// A lobby event through the listener: shown while the member subscription is not live
+    /// (before it, or after leaving), so each event reaches the socket once.
+    fileprivate func listenerReceived(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
+        guard !memberLive, socket != nil, room == lobby else { return }
+        switch event {
+        case .roomClosed: return
+        // Its own join, before its subscription is live: the subscription's snapshot shows
+        // it (userList, then userConnectUpdate), once.
+        case .memberJoined(let joined) where joined.id == member?.id: return
+        default: deliver(event, frame: frame)
+        }
+    }
+
+    fileprivate func listenerSubscribed(_ snapshot: SubscribeSnapshot) {
+        guard listener != nil, snapshot.failure == nil, snapshot.room == lobby, !listenerInLobbyMirror else { return }
+        listenerInLobbyMirror = true
+        LoopContext.of(loop).socketChat.sessionJoined(snapshot, core: core)
+    }
+
+    private func deliver(_ event: RoomEvent, frame: IOBuffer?) {
         // Packets of `/` encoded for this transport, the same bytes for every socket on it; a
         // join or leave leads with a userList that this socket paces (SocketChatUserListPacer).
         if event.changesMembers {
@@ -277,8 +376,18 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
         guard let member, let socket, snapshot.room == lobby else { return }
-        inLobbyMirror = true
-        LoopContext.of(loop).socketChat.sessionJoined(snapshot, core: core)
+        if let failure = snapshot.failure {
+            // The join did not go through: the socket is back to hearing the lobby only.
+            self.member = nil
+            core.socketIO.roster.disconnected(id: member.id, nickname: member.displayName)
+            ignored(.refused, "connectUser failed: \(failure.message)")
+            return
+        }
+        memberLive = true
+        if !inLobbyMirror {
+            inLobbyMirror = true
+            LoopContext.of(loop).socketChat.sessionJoined(snapshot, core: core)
+        }
         let users = core.socketIO.roster.users(connected: snapshot.members)
         emit(SocketChatEncoding.userList(users), on: socket)
         pacer.sent(at: nowMillis)
@@ -383,5 +492,25 @@ extension SocketChatApplication: AdministeredSession {
             return
         }
         if fresh.isAuthenticated { auth = fresh }
+        // The lobby may have become unreadable for this socket, or readable again.
+        if authError(.subscribe) == nil { startListening() } else { stopListening() }
     }
+}
+
+/// A SocketChat socket's ear on the lobby while it is not in it as a member: a hub listener
+/// with a session id of its own, handing what it hears to its application, which shows it
+/// only while its member subscription is not live. Loop-confined like its application.
+final class SocketChatListener: RoomSubscriber {
+    let sessionID: SessionID
+    private unowned let app: SocketChatApplication
+
+    init(app: SocketChatApplication, sessionID: SessionID) {
+        self.app = app
+        self.sessionID = sessionID
+    }
+
+    var wireFormat: WireFormat { app.wireFormat }
+    func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) { app.listenerReceived(event, in: room, frame: frame) }
+    func didSubscribe(_ snapshot: SubscribeSnapshot) { app.listenerSubscribed(snapshot) }
+    func didUnsubscribe(from room: RoomKey) {}
 }
