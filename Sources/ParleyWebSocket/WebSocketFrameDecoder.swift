@@ -207,11 +207,12 @@ public struct WebSocketFrameDecoder {
         let opcodeBits = b0 & 0x0F
         let length7 = Int(b1 & 0x7F)
         // One test for what nearly every frame is: known opcode (0, 1, 2, 8, 9, 10), no
-        // reserved bit (or RSV1 on a data frame when deflate allows it), the masking this
-        // role expects, and for a control frame FIN and at most 125 bytes.
+        // reserved bit (or RSV1 on a data or control frame when deflate allows it: see
+        // ``WebSocketProtocolMachine`` on compressed control frames), the masking this role
+        // expects, and for a control frame FIN and at most 125 bytes.
         let reserved = b0 & 0x70
         let acceptable = (0x0707 as UInt16) >> UInt16(opcodeBits) & 1 == 1
-            && (reserved == 0 || (reserved == 0x40 && rules.allowsRSV1 && (opcodeBits == 1 || opcodeBits == 2)))
+            && (reserved == 0 || (reserved == 0x40 && rules.allowsRSV1 && opcodeBits != 0))
             && b1 & 0x80 == rules.expectedMaskBit
             && (opcodeBits & 0x08 == 0 || (b0 & 0x80 != 0 && length7 <= 125))
         if !acceptable { throw rejection(b0, b1, rules) }
@@ -260,8 +261,8 @@ public struct WebSocketFrameDecoder {
             if !rules.allowsRSV1 {
                 return WebSocketProtocolError(.protocolError, "RSV1 set without extension")
             }
-            if opcode == .continuation || opcode.isControl {
-                return WebSocketProtocolError(.protocolError, "RSV1 set on a control or continuation frame")
+            if opcode == .continuation {
+                return WebSocketProtocolError(.protocolError, "RSV1 set on a continuation frame")
             }
         }
         let masked = b1 & 0x80 != 0

@@ -270,6 +270,7 @@ public final class WebSocketProtocolMachine {
     /// One frame, payload unmasked.
     private func handle(_ header: WebSocketFrameHeader, _ payload: UnsafeRawBufferPointer,
                         _ onMessage: (WebSocketMessageKind, UnsafeRawBufferPointer) -> Void) throws(WebSocketProtocolError) {
+        if header.rsv1, header.opcode.isControl { return try handleCompressedControl(header, payload, onMessage) }
         switch header.opcode {
         case .text, .binary:
             guard messageOpcode == nil else {
@@ -296,6 +297,29 @@ public final class WebSocketProtocolMachine {
         case .close:
             try handleClose(payload)
         }
+    }
+
+    /// A control frame with RSV1 set on a deflate connection. RFC 7692 forbids it, but
+    /// Starscream 4 (under Socket.IO-Client-Swift with `.compress`, as the SocketChat
+    /// tutorial configures it) compresses every frame it writes, its close and its pongs
+    /// included, through the same deflate stream as its messages. Failing such a connection
+    /// with 1002 would cut off an app for answering our ping, so the payload is inflated in
+    /// stream order and the frame handled as if it had come plain. Not inside a compressed
+    /// fragmented message (its inflater is in the middle of that message): that stays 1002.
+    private func handleCompressedControl(_ header: WebSocketFrameHeader, _ payload: UnsafeRawBufferPointer,
+                                         _ onMessage: (WebSocketMessageKind, UnsafeRawBufferPointer) -> Void) throws(WebSocketProtocolError) {
+        guard let decompressor, !(messageOpcode != nil && messageCompressed) else {
+            throw WebSocketProtocolError(.protocolError, "RSV1 set on a control frame inside a compressed message")
+        }
+        var inflated: [UInt8] = []
+        try decompressor.inflateFragment(payload, into: &inflated, limit: 125)
+        try decompressor.finishMessage(into: &inflated, limit: 125)
+        let plain = WebSocketFrameHeader(firstByte: header.firstByte & ~0x40, headerLength: header.headerLength,
+                                         payloadLength: inflated.count, maskingKey: header.maskingKey)
+        let result = inflated.withUnsafeBytes { raw in
+            Result { () throws(WebSocketProtocolError) in try handle(plain, raw, onMessage) }
+        }
+        try result.get()
     }
 
     /// The common case: a whole, uncompressed message in one frame, handed on uncopied.

@@ -444,7 +444,8 @@ public struct ServerConfiguration: Sendable, Equatable {
         var lines = ["usage: parley serve [options]", "", "Starts the Parley chat server.", "", "options (each also read from its environment variable):"]
         for option in options {
             let left = "  \(option.flag) \(option.value)"
-            lines.append(left.padding(toLength: 32, withPad: " ", startingAt: 0) + option.help + "  [\(option.env)]")
+            // A long flag keeps two spaces before its text (padding to 32 would cut it).
+            lines.append(left.padding(toLength: max(32, left.count + 2), withPad: " ", startingAt: 0) + option.help + "  [\(option.env)]")
         }
         lines.append("  --help                        show this help")
         return lines.joined(separator: "\n")
