@@ -83,11 +83,50 @@ import Testing
             let list = try ws.receiveText(until: { eventArguments($0, "userList") != nil })
             #expect(eventArguments(list, "userList")?.first?.arrayValue?.contains { $0["nickname"] == .string("dora\(version)") } == true)
             #expect(try client.get().status == 400)
-            #expect(try client.post(["2"]).status == 400)
             if version == 3 {
                 try ws.sendText("2")
                 #expect(try ws.receiveText(until: { !$0.hasPrefix("42") }) == "3")
             }
+            // A POST is taken only within the late-POST grace after the `5`.
+            Thread.sleep(forTimeInterval: Double(EngineIOSession.latePostGraceMillis) / 1000 + 0.2)
+            #expect(try client.post(["2"]).status == 400)
+        }
+    }
+
+    /// Socket.IO-Client-Swift POSTs `40` and its first emits while it probes and sends `5`
+    /// without waiting: that POST can arrive after the `5`. It is answered and handled, and
+    /// before what the WebSocket brought meanwhile.
+    @Test func aPostThatArrivesJustAfterTheUpgradeIsHandledFirst() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        for version in [4, 3] {
+            let client = try PollingClient.open(port: server.httpPort, version: version)
+            let ws = try TestWebSocket(port: server.httpPort, path: "/socket.io/?EIO=\(version)&transport=websocket&sid=\(client.sid)")
+            try ws.sendText("2probe")
+            #expect(try ws.receiveText() == "3probe")
+            try ws.sendText("5")
+            // Over the WebSocket, right after the `5`: an event that needs the CONNECT the
+            // late POST carries (on EIO3 the server connected `/` at once).
+            try ws.sendText("421[\"connectUser\",\"late\(version)\"]")
+            var packets = ["42[\"chatMessage\",\"late\(version)\",\"posted late\"]"]
+            if version == 4 { packets.insert("40", at: 0) }
+            let response = try client.post(packets)
+            #expect(response.status == 200, "\(response.body)")
+            #expect(response.body == "ok")
+            // The WebSocket's connectUser is handled after the POST's packets: it finds the
+            // socket connected (an event before CONNECT gets no ack) and a member already
+            // (the chatMessage joined it), so its ack says done. The message comes once it
+            // is stored, so it may come before or after that ack.
+            var texts: [String] = []
+            while !(texts.contains { $0.hasPrefix("43") } && texts.contains { eventArguments($0, "newChatMessage") != nil }) {
+                texts.append(try ws.receiveText())
+            }
+            if version == 4 { #expect(texts.first?.hasPrefix("40{\"sid\":") == true, "\(texts)") }
+            #expect(texts.first { $0.hasPrefix("43") } == "431[]")
+            let chat = try #require(texts.first { eventArguments($0, "newChatMessage") != nil })
+            #expect(eventArguments(chat, "newChatMessage")?.prefix(2) == [.string("late\(version)"), "posted late"])
+            #expect(server.hub.members(of: server.configuration.lobby).map(\.displayName).contains("late\(version)"))
+            ws.abort()
         }
     }
 

@@ -187,3 +187,49 @@ def run_reconnect_sequence(socketio_module, url, transports):
                     client.disconnect()
             except Exception:
                 pass
+
+
+def run_late_post_after_upgrade(base_url, version):
+    """Socket.IO-Client-Swift POSTs `40` and its first emits while it probes the WebSocket
+    and sends `5` without waiting for that POST: the POST can arrive after the `5`. Raw
+    Engine.IO over HTTP (requests) and WebSocket (websocket-client): a POST of `40` and of an
+    event, sent right after the upgrade's `5`, is answered and handled."""
+    import json as _json
+    import re
+
+    import requests
+    import websocket
+
+    name = "pia%d%s" % (version, str(time.time_ns())[-6:])
+    r = requests.get(base_url + "/socket.io/?EIO=%d&transport=polling" % version, timeout=TIMEOUT)
+    assert r.status_code == 200
+    sid = re.search(r'"sid":"([^"]+)"', r.text).group(1)
+    ws = websocket.create_connection(base_url.replace("http://", "ws://") +
+                                     "/socket.io/?EIO=%d&transport=websocket&sid=%s" % (version, sid), timeout=TIMEOUT)
+    try:
+        ws.send("2probe")
+        assert ws.recv() == "3probe"
+        ws.send("5")
+        event = '42' + _json.dumps(["chatMessage", name, "posted late"], separators=(",", ":"))
+        if version == 4:
+            body = "40\x1e" + event
+        else:  # EIO3 payload: <length>:<packet>; `/` is connected at open already
+            body = "%d:%s" % (len(event), event)
+        r = requests.post(base_url + "/socket.io/?EIO=%d&transport=polling&sid=%s" % (version, sid), data=body,
+                          headers={"Content-Type": "text/plain;charset=UTF-8"}, timeout=TIMEOUT)
+        assert (r.status_code, r.text) == (200, "ok")
+        seen = []
+        deadline = time.time() + TIMEOUT
+        def saw_all():
+            return (any('"newChatMessage"' in m and "posted late" in m for m in seen) and
+                    any('"userConnectUpdate"' in m and name in m for m in seen))
+        while not saw_all():
+            assert time.time() < deadline, "no newChatMessage and userConnectUpdate over the WebSocket; got %r" % seen
+            seen.append(ws.recv())
+        if version == 4:
+            assert seen[0].startswith('40{"sid":'), seen
+        # A GET after the upgrade is still refused: the grace is for a POST that carries packets.
+        r = requests.get(base_url + "/socket.io/?EIO=%d&transport=polling&sid=%s" % (version, sid), timeout=TIMEOUT)
+        assert r.status_code == 400
+    finally:
+        ws.close()

@@ -13,8 +13,8 @@ import requests
 import socketio
 from websockets.asyncio.client import connect
 
-from sio_support import (TIMEOUT, ChatClient, check_user_list, nicknames, parley_server, run_reconnect_sequence,
-                         run_socketchat_sequence)
+from sio_support import (TIMEOUT, ChatClient, check_user_list, nicknames, parley_server, run_late_post_after_upgrade,
+                         run_reconnect_sequence, run_socketchat_sequence)
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +188,8 @@ def test_a_reconnected_app_that_only_sends_chat_message_is_a_member_for_scaledro
             left = await recv_until(lambda m: m.get("type") == "observable_member_leave")
             assert left["data"]["clientData"]["name"] == "rex"
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_post_that_arrives_just_after_the_upgrade_is_answered_and_handled(server):
+    for _ in range(5):
+        run_late_post_after_upgrade(base(server), 4)

@@ -12,7 +12,8 @@ import requests
 import socketio
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sio_support import TIMEOUT, parley_server, run_reconnect_sequence, run_socketchat_sequence  # noqa: E402
+from sio_support import (TIMEOUT, parley_server, run_late_post_after_upgrade, run_reconnect_sequence,  # noqa: E402
+                         run_socketchat_sequence)
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,11 @@ def test_socketchat_polling_only(server):
 @pytest.mark.parametrize("transports", [["polling", "websocket"], ["polling"]])
 def test_an_app_that_reconnects_without_connect_user_keeps_chatting(server, transports):
     run_reconnect_sequence(socketio, base(server), transports)
+
+
+def test_a_post_that_arrives_just_after_the_upgrade_is_answered_and_handled(server):
+    for _ in range(5):
+        run_late_post_after_upgrade(base(server), 3)
 
 
 def test_eio3_open_packet_has_no_max_payload_and_connects_at_once(server):

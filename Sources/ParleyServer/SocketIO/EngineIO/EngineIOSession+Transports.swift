@@ -23,13 +23,17 @@ extension EngineIOSession {
         }
         heldPoll = target
         pollArrived()
-        if probeAnswered && outbox.isEmpty { outbox.append([EngineIOPacket(.noop)]) }
-        if !outbox.isEmpty { scheduleFlush() }
+        if !outbox.isEmpty {
+            scheduleFlush()
+        } else if probeAnswered {
+            releaseHeldPollForUpgrade()
+        }
     }
 
-    /// A polling POST: packets from the client.
+    /// A polling POST: packets from the client. One that comes just after the upgrade (see
+    /// ``latePostGraceMillis``) is still taken.
     func post(_ body: [UInt8], _ target: HTTPReplyTarget) {
-        guard !isClosed, webSocket == nil else {
+        guard !isClosed, webSocket == nil || isWithinLatePostGrace else {
             return target.send(EngineIODoor.errorResponse(400, code: 3, "Bad request: this session is not polling"))
         }
         let packets: [EngineIOPacket]
@@ -44,6 +48,9 @@ extension EngineIOSession {
         handlingPost = true
         for packet in packets where !isClosed { receive(packet) }
         handlingPost = false
+        // A POST that was in flight during the upgrade: its packets went first, now those
+        // the WebSocket brought meanwhile.
+        if webSocket != nil { endSettling() }
         // Publisher back-pressure: a client sends its next POST only after this one's answer,
         // so holding the answer until the room it published to has caught up slows it down
         // (its messages wait on its side) while other rooms go on.
@@ -110,6 +117,54 @@ extension EngineIOSession {
     /// How long a probe WebSocket may take to send `5`.
     static let upgradeTimeoutMillis: UInt64 = 10_000
 
+    // The upgrade race. A client's polling requests and its WebSocket are separate
+    // connections, perhaps on separate loops, so what the client sent in one order can be
+    // handled here in another. Two clients' habits make that matter:
+    // - Socket.IO-Client-Swift POSTs its first packets (`40`, its first emits) while it
+    //   probes, and sends `5` without waiting for that POST's answer: the POST can arrive
+    //   after the `5`, and the client ignores its failure, so the packets were lost (one
+    //   connect in ten hung). Such a POST is taken for ``latePostGraceMillis`` after the `5`,
+    //   and what the WebSocket brings in the first ``upgradeSettleMillis`` waits for it (a
+    //   late POST ends the wait at once).
+    // - A GET sent after `5` (the protocol's suite does this) can be handled before the
+    //   `5`: a GET released by the probe waits ``probeNoopDelayMillis`` for a `5` and gets
+    //   400 when one comes (a client that waits for its GET before sending `5`, as
+    //   compliant ones do, still gets the noop, just that much later).
+
+    /// How long after `5` a POST that carries packets is still taken.
+    static let latePostGraceMillis: Int64 = 1_000
+    /// How long, after `5`, the WebSocket's packets wait for a POST still in flight.
+    static let upgradeSettleMillis: UInt64 = 250
+    /// How long a GET released by the probe waits for a `5` handled out of order.
+    static let probeNoopDelayMillis: UInt64 = 50
+    /// Most WebSocket packets held while settling; past it they are handled at once.
+    static let maxSettlingPackets = 256
+
+    var isWithinLatePostGrace: Bool {
+        guard let upgradedAtMillis else { return false }
+        return core.hub.clock.nowMillis() - upgradedAtMillis <= Self.latePostGraceMillis
+    }
+
+    /// The held GET gets a noop after the settle time, unless the upgrade completes first.
+    private func releaseHeldPollForUpgrade() {
+        let timer = upgradeNoopTimer ?? LoopTimer(loop: loop)
+        upgradeNoopTimer = timer
+        timer.start(after: Self.probeNoopDelayMillis) { [weak self] in
+            guard let self, !self.isClosed, self.webSocket == nil, self.heldPoll != nil else { return }
+            self.queueAndFlush([EngineIOPacket(.noop)])
+        }
+    }
+
+    /// Handles what the WebSocket brought while settling, in order; from now on its packets
+    /// are handled as they come.
+    private func endSettling() {
+        settleTimer?.stop()
+        guard let held = settling else { return }
+        settling = nil
+        for packet in held where !isClosed { receive(packet) }
+        sendPingDueAfterSettling()
+    }
+
     func webSocketReceived(_ message: EngineIOWebSocketHandler.Inbound, from link: WebSocketLink) {
         guard !isClosed else { return }
         if let probe, probe.same(as: link) {
@@ -117,9 +172,16 @@ extension EngineIOSession {
         }
         guard let webSocket, webSocket.same(as: link) else { return }
         do {
+            let packet: EngineIOPacket
             switch message {
-            case .text(let text): receive(try EngineIOPacket.decode(text: text))
-            case .binary(let bytes): receive(try EngineIOPacket.decode(webSocketBinary: bytes, version: version))
+            case .text(let text): packet = try EngineIOPacket.decode(text: text)
+            case .binary(let bytes): packet = try EngineIOPacket.decode(webSocketBinary: bytes, version: version)
+            }
+            if settling != nil {
+                settling!.append(packet)
+                if settling!.count >= Self.maxSettlingPackets { endSettling() }
+            } else {
+                receive(packet)
             }
         } catch {
             webSocket.close(.protocolError, reason: "invalid Engine.IO packet: \(error.message)")
@@ -135,18 +197,26 @@ extension EngineIOSession {
             probeAnswered = true
             link.write(EngineIOFrames.webSocket([EngineIOPacket(.pong, "probe")], version: version))
             // Make the held poll return so the client can pause polling.
-            if heldPoll != nil { queueAndFlush([EngineIOPacket(.noop)]) }
+            if heldPoll != nil { releaseHeldPollForUpgrade() }
         } else if text == "5" {
             probe = nil
             probeAnswered = false
             probeTimer?.stop()
+            upgradeNoopTimer?.stop()
             webSocket = link
             // The WebSocket connection has a place at the gate of its own now.
             leavePolling()
+            // A GET still held was sent after this `5` (a client waits for the probe's noop
+            // before it sends `5`), so it is refused like any GET after the upgrade.
             if let heldPoll {
                 self.heldPoll = nil
-                heldPoll.send(EngineIODoor.payloadResponse(EngineIOPayload.encode([EngineIOPacket(.noop)], version: version)))
+                heldPoll.send(EngineIODoor.errorResponse(400, code: 3, "Bad request: this session is not polling"))
             }
+            upgradedAtMillis = core.hub.clock.nowMillis()
+            settling = []
+            let timer = settleTimer ?? LoopTimer(loop: loop)
+            settleTimer = timer
+            timer.start(after: Self.upgradeSettleMillis) { [weak self] in self?.endSettling() }
             let pending = outbox.takeAll()
             if !pending.isEmpty { link.write(EngineIOFrames.webSocket(pending, version: version)) }
         } else {

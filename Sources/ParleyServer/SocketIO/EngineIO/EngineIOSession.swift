@@ -57,9 +57,19 @@ final class EngineIOSession: EngineIOMessageChannel {
         if EngineIOLoop.of(loop).sessions[sid] === self { EngineIOLoop.of(loop).sessions.removeValue(forKey: sid) }
     }
 
-    /// The probe has answered `3probe`: the client is switching, so a GET is released at once
-    /// with a noop (as engine.io does while an upgrade is under way).
+    /// The probe has answered `3probe`: the client is switching, so a GET is released with a
+    /// noop (as engine.io does while an upgrade is under way), after the upgrade settle time.
     var probeAnswered = false
+    /// Releases a held GET with a noop once the upgrade has had its settle time.
+    var upgradeNoopTimer: LoopTimer?
+    /// When the session moved to its WebSocket (`5`): a POST still in flight then is
+    /// accepted for ``EngineIOSession/latePostGraceMillis``.
+    var upgradedAtMillis: Int64?
+    /// WebSocket packets that came during the settle time after `5`, held so that a POST
+    /// still in flight is handled first (nil when not settling).
+    var settling: [EngineIOPacket]?
+    var settleTimer: LoopTimer?
+    var pingDueAfterSettling = false
     /// Set while a POST's packets are handled: the room the last publish went to, when it
     /// asks its publishers to slow down (see ``throttle(by:)``).
     var postBacklog: RoomBacklog?
@@ -141,10 +151,20 @@ final class EngineIOSession: EngineIOMessageChannel {
             self.pingTimer = pingTimer
             pingTimer.start(after: period, repeating: period) { [weak self] in
                 guard let self, !self.isClosed else { return }
+                // While the upgrade settles, the ping waits with the client's packets, so it
+                // follows the answers to what the client sent before it.
+                if self.settling != nil { self.pingDueAfterSettling = true; return }
                 self.apply(self.heartbeat.pingDue())
             }
         }
         apply(heartbeat.start())
+    }
+
+    /// A ping that came due while the upgrade settled.
+    func sendPingDueAfterSettling() {
+        guard pingDueAfterSettling, !isClosed else { return }
+        pingDueAfterSettling = false
+        apply(heartbeat.pingDue())
     }
 
     private func apply(_ actions: [EngineIOHeartbeat.Action]) {
@@ -273,6 +293,9 @@ final class EngineIOSession: EngineIOMessageChannel {
             forget()
         }
         outbox = EngineIOOutbox()
+        settling = nil
+        settleTimer?.stop()
+        upgradeNoopTimer?.stop()
         webSocket?.close(.normal, reason: reason)
         probe?.close(.normal, reason: reason)
         webSocket = nil
