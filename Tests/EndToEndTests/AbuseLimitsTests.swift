@@ -259,7 +259,7 @@ import Glibc
         let silent = try TestSocket(port: server.httpPort)
         #expect(await silent.closed(within: 3))
         let loris = try TestSocket(port: server.httpPort)
-        try loris.send("GET /v3/websocket HTTP/1.1\r\nHost: x\r\n")
+        try loris.send("GET /v3/websocket HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         #expect(await loris.closed(within: 3))
         #expect(String(decoding: loris.buffered, as: UTF8.self).hasPrefix("HTTP/1.1 408"))
         // The silent ones were closed after quick's timer would have fired: quick still chats,
@@ -321,7 +321,7 @@ import Glibc
         #expect(try await httpRequest(port: server.httpPort, "GET", "/demo/stats").status == 200)
         #expect(try await httpRequest(port: server.httpPort, "GET", "/demo/stats").status == 200)
         let socket = try TestSocket(port: server.httpPort)
-        try socket.send("GET /demo/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        try socket.send("GET /demo/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         _ = await socket.closed(within: 3)
         let text = String(decoding: socket.buffered, as: UTF8.self)
         #expect(text.hasPrefix("HTTP/1.1 429"))

@@ -13,7 +13,7 @@ import Testing
         let server = try startTestServer()
         defer { server.shutdown() }
         #expect(server.configuration.webSocketEchoPath == nil)
-        let upgrade = try httpRequest(port: server.httpPort, "", "", raw: "GET /echo HTTP/1.1\r\nHost: x\r\n" + Self.upgrade)
+        let upgrade = try httpRequest(port: server.httpPort, "", "", raw: "GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\n" + Self.upgrade)
         #expect(upgrade.status == 404)
         #expect(try httpRequest(port: server.httpPort, "GET", "/echo").status == 404)
     }

@@ -136,14 +136,14 @@ import Testing
         // instead of closing (a close with unread bytes resets the connection, and the client
         // would lose the answer).
         let eager = try TestSocket(port: server.httpPort)
-        try eager.send("POST /demo/files?name=e.txt HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nContent-Length: 3000000\r\n\r\n")
+        try eager.send("POST /demo/files?name=e.txt HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 3000000\r\n\r\n")
         for _ in 0..<8 { try eager.send(text(64_000)) }
         Thread.sleep(forTimeInterval: 0.3)   // what the server does next is the point: no condition to wait for
         let eagerAnswer = try readResponse(eager, timeout: 10)
         #expect(eagerAnswer.status == 413, "\(eagerAnswer)")
         // Too large without a declared length (chunked): refused when it passes the limit.
         let socket = try TestSocket(port: server.httpPort)
-        try socket.send("POST /demo/files?name=c.txt HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try socket.send("POST /demo/files?name=c.txt HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n")
         for _ in 0..<30 { try? socket.send("1000\r\n" + String(repeating: "b", count: 4096) + "\r\n") }
         try? socket.send("0\r\n\r\n")
         let chunked = try readResponse(socket, timeout: 10)
@@ -172,7 +172,7 @@ import Testing
         let server = try startTestServer()
         defer { server.shutdown() }
         let socket = try TestSocket(port: server.httpPort)
-        try socket.send("POST /demo/files?name=half.txt HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nContent-Length: 2000000\r\n\r\n")
+        try socket.send("POST /demo/files?name=half.txt HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 2000000\r\n\r\n")
         try socket.send([UInt8](repeating: 0x61, count: 1_000_000))
         let files = server.core.files
         // The bytes reached the disk (a temporary file)...
@@ -282,7 +282,7 @@ extension FileStore {
         let url = try #require(file["url"]?.stringValue)
         let path = String(url[try #require(url.range(of: "/demo/files/")).lowerBound...])
         let socket = try TestSocket(port: server.httpPort, receiveBuffer: 8192)
-        try socket.send("GET \(path) HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        try socket.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         // The download has begun and is waiting for the reader: what the server holds for
         // it stays near one chunk plus the drain mark, not the 8 MiB file.
         try eventuallyBlocking("the download is under way", timeout: 10) { largestQueue(server) > 0 }

@@ -251,7 +251,7 @@ import Testing
         #expect(garbage.status == 400)
         #expect(!garbage.body.isEmpty)
         let wrongUpgrade = try await httpRequest(port: server.httpPort, "", "", raw:
-            "GET /elsewhere HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+            "GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
         #expect(wrongUpgrade.status == 404)
     }
 
@@ -259,7 +259,7 @@ import Testing
         let server = try startTestServer()
         defer { server.shutdown() }
         let socket = try TestSocket(port: server.httpPort)
-        try socket.send("GET /demo/stats HTTP/1.1\r\nHost: x\r\n\r\nGET /demo/rooms HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        try socket.send("GET /demo/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /demo/rooms HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         #expect(await socket.closed(within: 5))
         let text = String(decoding: socket.buffered, as: UTF8.self)
         #expect(text.components(separatedBy: "HTTP/1.1 200").count == 3)

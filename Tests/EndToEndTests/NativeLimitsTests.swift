@@ -66,7 +66,7 @@ import Testing
         let server = try startTestServer { $0.httpRequestTimeoutMillis = 200; $0.httpIdleTimeoutMillis = 300 }
         defer { server.shutdown() }
         let trickle = try TestSocket(port: server.httpPort)
-        try trickle.send("GET /demo/stats HTTP/1.1\r\nHost: x\r\n")
+        try trickle.send("GET /demo/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         #expect(try await trickle.nextLine().hasPrefix("HTTP/1.1 408"))
         #expect(await trickle.closed(within: 3))
         let idle = try TestSocket(port: server.httpPort)

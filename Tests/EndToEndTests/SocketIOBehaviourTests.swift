@@ -281,7 +281,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         // Keep-alive connections made now (the listener may live on the loop about to be
         // held); the one on a loop that is not held answers a preflight at once.
         func preflight(_ socket: TestSocket, timeout: Double) -> Bool {
-            guard (try? socket.send("OPTIONS /socket.io/?EIO=4&transport=polling HTTP/1.1\r\nHost: x\r\n\r\n")) != nil,
+            guard (try? socket.send("OPTIONS /socket.io/?EIO=4&transport=polling HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")) != nil,
                   (try? socket.readLine(timeout: timeout))?.hasPrefix("HTTP/1.1 204") == true else { return false }
             while let line = try? socket.readLine(timeout: 1), line != "\r" {}
             socket.clearBuffer()
@@ -294,7 +294,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         let body = (0..<20).map { "42[\"chatMessage\",\"pub\",\"p\($0)\"]" }.joined(separator: "\u{1e}")
         let live = candidates.first { preflight($0, timeout: 0.5) }
         let post = try #require(live)
-        try post.send("POST /socket.io/?\(client.query) HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        try post.send("POST /socket.io/?\(client.query) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
         try eventuallyBlocking("the publisher throttled") { server.core.limits.count(.publisherThrottled) >= 1 }
         // (The held loop would block `settle`; a short look must do.)
         #expect(try post.fill(timeout: 0.3) && post.buffered.isEmpty, "no answer while the room is behind")

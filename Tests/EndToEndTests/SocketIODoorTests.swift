@@ -211,9 +211,9 @@ import Testing
     }
 
     @Test func corsPreflightAndOriginEcho() throws {
-        let server = try startTestServer()
-        defer { server.shutdown() }
         let origin = "http://chat.example:3000"
+        let server = try startTestServer { $0.allowedOrigins = [origin] }
+        defer { server.shutdown() }
         let preflight = try rawHTTP(port: server.httpPort, "OPTIONS", "/socket.io/?EIO=4&transport=polling",
                                     headers: [("Origin", origin), ("Access-Control-Request-Method", "POST"),
                                               ("Access-Control-Request-Headers", "content-type")])
@@ -232,6 +232,38 @@ import Testing
         #expect(post.header("Access-Control-Allow-Origin") == origin)
         let plain = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
         #expect(plain.header("Access-Control-Allow-Origin") == nil)
+        // A page of an origin nobody allowed gets no session and no CORS answer.
+        for method in ["GET", "OPTIONS"] {
+            let other = try rawHTTP(port: server.httpPort, method, "/socket.io/?EIO=4&transport=polling",
+                                    headers: [("Origin", "https://evil.example"), ("Access-Control-Request-Method", "POST")])
+            #expect(other.status == 403 && other.body.contains("--allowed-origins"))
+            #expect(other.header("Access-Control-Allow-Origin") == nil)
+        }
+    }
+
+    /// Any web page the user opens could otherwise drive a server on the user's machine:
+    /// every door behind the HTTP port refuses other origins, and on loopback a name that
+    /// was rebound to 127.0.0.1 (DNS rebinding).
+    @Test func otherWebPagesAndReboundNamesAreRefusedOnEveryHTTPDoor() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let port = server.httpPort
+        let evil = [("Origin", "https://evil.example")]
+        #expect(try rawHTTP(port: port, "POST", "/demo/observable-room/publish", body: Array("\"x\"".utf8), headers: evil).status == 403)
+        #expect(try rawHTTP(port: port, "GET", "/demo/stats", headers: evil).status == 403)
+        let upgrade = [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                       ("Sec-WebSocket-Version", "13")]
+        #expect(try rawHTTP(port: port, "GET", "/v3/websocket", headers: upgrade + evil).status == 403)
+        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=4&transport=websocket", headers: upgrade + evil).status == 403)
+        // The server's own pages, and clients that are not browsers, are served.
+        let own = try httpRequest(port: port, "", "", raw: "GET /demo/stats HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
+        #expect(own.status == 200, "\(own.body)")
+        #expect(try rawHTTP(port: port, "GET", "/demo/stats").status == 200)
+        #expect(try rawHTTP(port: port, "GET", "/v3/websocket", headers: upgrade, timeout: 0.5).status == 101)
+        // DNS rebinding: evil.example resolves to 127.0.0.1 now, so its page is "same origin".
+        let rebound = try httpRequest(port: port, "", "", raw: "GET /demo/stats HTTP/1.1\r\nHost: evil.example:\(port)\r\nOrigin: http://evil.example:\(port)\r\nConnection: close\r\n\r\n")
+        #expect(rebound.status == 421, "\(rebound.body)")
+        #expect(server.core.limits.count(.webOrigin) == 5)
     }
 
     /// An oversized message ends its session on every transport and version (as engine.io
@@ -246,7 +278,7 @@ import Testing
             // 10 MB: the HTTP parser refuses it before reading it all; the session ends.
             let victim = try PollingClient.open(port: server.httpPort, version: version)
             let socket = try TestSocket(port: server.httpPort)
-            try socket.send("POST /socket.io/?EIO=\(version)&transport=polling&sid=\(victim.sid) HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n")
+            try socket.send("POST /socket.io/?EIO=\(version)&transport=polling&sid=\(victim.sid) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10000000\r\n\r\n")
             _ = try? socket.send([UInt8](repeating: 0x34, count: 1 << 20))
             if version == 4 {
                 #expect(try socket.readLine().hasPrefix("HTTP/1.1 413"))
@@ -269,7 +301,7 @@ import Testing
             } else {
                 let post = try TestSocket(port: server.httpPort)
                 let body = "2001:4" + String(repeating: "x", count: 2000)
-                try post.send("POST /socket.io/?\(second.query) HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+                try post.send("POST /socket.io/?\(second.query) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
                 #expect(try bytesUntilClosed(post).isEmpty)
                 #expect(try held.response().status == 400)
             }

@@ -69,7 +69,7 @@ import Testing
         let server = try startTestServer()
         defer { server.shutdown() }
         let socket = try TestSocket(port: server.httpPort)
-        try socket.send("GET /app.js HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br, gzip;q=0.8\r\nConnection: close\r\n\r\n")
+        try socket.send("GET /app.js HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: br, gzip;q=0.8\r\nConnection: close\r\n\r\n")
         let deadline = Date().addingTimeInterval(5)
         while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: 0.2) {}
         let raw = socket.buffered

@@ -19,7 +19,7 @@ from sio_support import (TIMEOUT, ChatClient, check_user_list, nicknames, parley
 
 @pytest.fixture(scope="module")
 def server():
-    yield from parley_server()
+    yield from parley_server(extra_args=("--allowed-origins", "http://elsewhere.example"))
 
 
 def base(server):
@@ -39,7 +39,11 @@ def test_socketchat_polling_only(server):
 
 
 def test_open_packet_and_cors_with_requests(server):
+    # The fixture's server allows this origin (--allowed-origins); others are refused.
     origin = "http://elsewhere.example"
+    r = requests.get(base(server) + "/socket.io/", params={"EIO": "4", "transport": "polling"},
+                     headers={"Origin": "http://not-allowed.example"}, timeout=TIMEOUT)
+    assert r.status_code == 403 and "Access-Control-Allow-Origin" not in r.headers
     r = requests.get(base(server) + "/socket.io/", params={"EIO": "4", "transport": "polling"},
                      headers={"Origin": origin}, timeout=TIMEOUT)
     assert r.status_code == 200

@@ -211,7 +211,17 @@ public enum ConfigFile {
         }
 
         mutating func apply(_ root: JSONValue, to configuration: inout ServerConfiguration) throws(Failure) {
-            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files", "redis"])
+            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files", "redis", "allowedOrigins"])
+            if let value = top["allowedOrigins"] {
+                guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
+                    throw Failure(message: "allowedOrigins must be an array of strings")
+                }
+                do throws(ServerConfiguration.UsageError) {
+                    configuration.allowedOrigins = try ServerConfiguration.allowedOrigins(list.compactMap(\.stringValue), "allowedOrigins")
+                } catch {
+                    throw Failure(message: error.description)
+                }
+            }
             if let value = top["log"] {
                 let log = try object(value, "log", allowed: ["level", "format"])
                 if let v = log["level"] {

@@ -120,6 +120,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `scheme://host[:port]` that attachment URLs start with; nil: the address bound, or the
     /// upload request's `Host` when bound to every interface.
     public var publicURL: String?
+    /// Web origins (`scheme://host[:port]`, or `*` for any) whose pages may use this server
+    /// besides its own (see ``WebOriginPolicy``); empty: only its own pages.
+    public var allowedOrigins: [String] = []
     /// Largest uploaded file, in bytes.
     public var uploadMaxBytes = 10 << 20
     /// MIME types (or `type/*` families) an upload may be; nil: the built-in list.
@@ -303,6 +306,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--public-url", env: "PARLEY_PUBLIC_URL", value: "URL", help: "http(s)://host[:port] that attachment links start with") { c, v throws(UsageError) in
             c.publicURL = try publicURL(v, "--public-url")
         },
+        Option(flag: "--allowed-origins", env: "PARLEY_ALLOWED_ORIGINS", value: "LIST", help: "web origins besides this server's own whose pages may use it, e.g. https://app.example.com (* for any; default none)") { c, v throws(UsageError) in
+            c.allowedOrigins = try allowedOrigins(v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, "--allowed-origins")
+        },
         Option(flag: "--max-upload-size", env: "PARLEY_MAX_UPLOAD_SIZE", value: "BYTES", help: "largest uploaded file (default 10485760; 413 above)") { c, v throws(UsageError) in
             c.uploadMaxBytes = try integer(v, "--max-upload-size", 1...(16 << 30))
         },
@@ -399,6 +405,14 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     /// `http://host[:port]` or `https://...`, without a path (a trailing `/` is dropped).
+    static func allowedOrigins(_ list: [String], _ flag: String) throws(UsageError) -> [String] {
+        guard list.count <= 1_000 else { throw UsageError(description: "\(flag): at most 1000 origins") }
+        for origin in list where origin != "*" && WebOriginPolicy.normalize(origin) == nil {
+            throw UsageError(description: "\(flag): \"\(origin)\" is not an origin like https://app.example.com or http://localhost:3000, or *")
+        }
+        return list.filter { !$0.isEmpty }
+    }
+
     static func publicURL(_ text: String, _ flag: String) throws(UsageError) -> String {
         var url = text
         while url.hasSuffix("/") { url.removeLast() }

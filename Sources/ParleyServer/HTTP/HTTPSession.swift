@@ -205,6 +205,9 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             return
         }
         switch pending {
+        case .request(let head, _) where refuseByOrigin(head),
+             .upgrade(let head, _) where refuseByOrigin(head):
+            return
         case .request(let head, let body): respond(to: head, body: body)
         case .upgrade(let head, let leftover): upgrade(head, leftover: leftover)
         case .error(let response):
@@ -220,6 +223,16 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 self?.answered(response, head: head, keepAlive: keepAlive && !close)
             }
         }
+    }
+
+    /// Answers a request from a page that may not use this server, or for a host it does
+    /// not serve (``WebOriginPolicy``), and closes; true when it did.
+    private func refuseByOrigin(_ head: HTTPRequestHead) -> Bool {
+        guard let (status, text) = WebOriginPolicy(core.configuration).refusal(head) else { return false }
+        core.limits.breached(.webOrigin, remote: connection.remoteAddress)
+        connection.write(HTTPResponse.text(status, text).encoded(keepAlive: false))
+        connection.close()
+        return true
     }
 
     /// An answer produced off the loop is ready: send it, then serve what waited.

@@ -13,6 +13,9 @@ enum Limit: String, CaseIterable, Sendable {
     case roomsPerConnection = "rooms_per_connection"
     case membersListed = "members_listed"
     case restRate = "rest_rate"
+    /// A request from a web page that may not use this server, or for a host it does not
+    /// serve while bound to loopback (``WebOriginPolicy``).
+    case webOrigin = "web_origin"
     /// Socket.IO long-polling requests over the per-IP rate (429), or sessions over the cap.
     case pollingRate = "socketio_polling_rate"
     case pollingSessions = "socketio_polling_sessions"
