@@ -177,6 +177,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 sendJSON(NativeEncoding.reply(callback: callback, error: refusal, clientID: clientID))
                 return
             }
+            if let clientData, let problem = MemberName.problem(withClientData: clientData, maxBytes: .max) {
+                sendJSON(NativeEncoding.reply(callback: callback, error: problem.message, clientID: clientID))
+                return
+            }
             let name = clientData?["name"]?.stringValue
             if let ban = core.bans.ban(ip: connection.remoteIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
                 core.logThrottle.log("banned", to: core.logger, .info, "banned client refused",

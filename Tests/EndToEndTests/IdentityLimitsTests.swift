@@ -1,0 +1,42 @@
+import Foundation
+import ParleyCore
+import ParleyServer
+import ParleyTestSupport
+import Testing
+
+/// Names, `client_data` and what reaches terminals (docs/security.md, "Identity and history").
+@Suite(.serialized) struct IdentityLimitsTests {
+    // MARK: one name rule for every door
+
+    @Test func nativeNameWithControlCharactersIsRefusedAndTheReplyStillCarriesAClientID() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let client = try NativeClient(port: server.httpPort)
+        for name in ["\u{1B}[2Jboss", "admin\u{202E}gpj.exe", "   "] {
+            try client.send(NativeClient.handshake(channel: "demo", clientData: ["name": .string(name)]))
+            let reply = try await client.next()
+            #expect(reply["error"]?.stringValue?.hasPrefix("client_data.name:") == true, "\(name.debugDescription): \(reply)")
+            // The Scaledrone Swift SDK force-casts client_id, error or not.
+            #expect(reply["client_id"]?.stringValue?.isEmpty == false)
+            #expect(reply["callback"] == 0)
+        }
+        // The connection stays usable: a good handshake goes through.
+        try client.send(NativeClient.handshake(channel: "demo", clientData: ["name": "boss", "color": "#112233"]))
+        try client.accept(handshakeReply: try await client.next())
+        #expect(try await client.subscribe("observable-room")["error"] == nil)
+    }
+
+    @Test func lineNameWithBidiOverrideIsRefused() throws {
+        let server = try TestServer.start()
+        defer { server.stop() }
+        let socket = try TestSocket(port: server.server.linePort)
+        try socket.send("iam:admin\u{202E}gpj.exe\n")
+        #expect(try socket.readLine().hasPrefix("error: a name must not contain"))
+        try socket.send("iam:" + String(repeating: "x", count: 65) + "\n")
+        #expect(try socket.readLine().hasPrefix("error: name too long"))
+        try socket.send([UInt8]("iam:bad".utf8) + [0xFF, 0xFE] + [10])
+        #expect(try socket.readLine() == "error: a name must be valid UTF-8")
+        try socket.send("iam:dan\n")
+        #expect(try socket.readLine() == "dan has joined")
+    }
+}
