@@ -39,4 +39,19 @@ import Testing
         try socket.send("iam:dan\n")
         #expect(try socket.readLine() == "dan has joined")
     }
+
+    // MARK: what reaches terminals
+
+    @Test func controlSequencesFromANativeSenderReachLineUsersDefused() async throws {
+        let server = try TestServer.start()
+        defer { server.stop() }
+        let line = try server.lineClient(name: "carol")
+        let native = try await NativeClient.connect(server.server, clientData: ["name": "alice"])
+        try native.publish("\u{1B}[2J\u{1B}]0;pwned\u{7}hi\u{9B}31m \u{202E}txt.exe\u{2028}x\ny", to: server.lobby.room)
+        #expect(try line.readLine(until: { $0.hasPrefix("alice:") })
+                == "alice:\u{FFFD}[2J\u{FFFD}]0;pwned\u{FFFD}hi\u{FFFD}31m \u{FFFD}txt.exe\u{FFFD}x y")
+        // JSON bodies too: JSON escapes controls, but leaves bidi overrides raw.
+        try native.publish(["note": "a\u{202E}b"], to: server.lobby.room)
+        #expect(try line.readLine(until: { $0.hasPrefix("alice:") }) == "alice:{\"note\":\"a\u{FFFD}b\"}")
+    }
 }

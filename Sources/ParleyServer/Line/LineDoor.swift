@@ -192,8 +192,9 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
     }
 
+    /// Replies may quote what the client or an operator wrote (a command, a reason).
     private func reply(_ line: String) {
-        connection.write(line + "\n")
+        connection.write(LineEncoding.singleLine(line) + "\n")
     }
 
     // MARK: room events
