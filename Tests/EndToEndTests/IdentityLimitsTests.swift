@@ -40,6 +40,45 @@ import Testing
         #expect(try socket.readLine() == "dan has joined")
     }
 
+    // MARK: client_data and member lists
+
+    @Test func oversizedClientDataIsRefusedWithAClientID() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let client = try NativeClient(port: server.httpPort)
+        let blob = String(repeating: "x", count: 5_000)
+        try client.send(NativeClient.handshake(channel: "demo", clientData: ["name": "big", "avatar": .string(blob)]))
+        let reply = try await client.next()
+        #expect(reply["error"]?.stringValue?.hasPrefix("client_data too large") == true, "\(reply["error"] ?? .null)")
+        #expect(reply["client_id"]?.stringValue?.isEmpty == false)
+        #expect(reply["callback"] == 0)
+        // Refused, not cut off: the same connection handshakes with something smaller.
+        try client.send(NativeClient.handshake(channel: "demo", clientData: ["name": "big", "avatar": .string(String(blob.prefix(3_000)))]))
+        try client.accept(handshakeReply: try await client.next())
+    }
+
+    @Test func memberListForAJoinerIsCutAtItsByteBudget() async throws {
+        let server = try startTestServer { $0.maxMembersListedBytes = 2_048 }
+        defer { server.shutdown() }
+        var clients: [NativeClient] = []
+        for n in 0..<20 {
+            let client = try await NativeClient.connect(server, clientData: ["name": .string("member\(n)"),
+                                                                             "bio": .string(String(repeating: "b", count: 300))])
+            _ = try await client.subscribe("observable-crowd")
+            clients.append(client)
+        }
+        let late = try await NativeClient.connect(server, clientData: ["name": "late"])
+        _ = try await late.subscribe("observable-crowd")
+        let members = try await late.next { $0["type"] == "observable_members" }
+        let listed = try #require(members["data"]?.arrayValue)
+        #expect(!listed.isEmpty && listed.count < 21)
+        #expect(JSONValue.array(listed).jsonString.utf8.count <= 2_048)
+        #expect(members["truncated"] == true)
+        #expect(members["count"] == 21)
+        // Listed members keep their clientData: apps identify people by it.
+        #expect(listed.allSatisfy { $0["clientData"]?["name"] != nil })
+    }
+
     // MARK: what reaches terminals
 
     @Test func controlSequencesFromANativeSenderReachLineUsersDefused() async throws {

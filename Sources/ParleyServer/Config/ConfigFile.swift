@@ -188,6 +188,8 @@ public enum ConfigFile {
             ("uploadsPerMinute", \.uploadsPerMinute, 1...1_000_000),
             ("filesQuotaBytes", \.filesQuotaBytes, 0...(1 << 50)),
             ("socketIOMaxPollingSessions", \.socketIOMaxPollingSessions, 1...10_000_000),
+            ("maxClientDataBytes", \.maxClientDataBytes, 2...(1 << 20)),
+            ("maxMembersListedBytes", \.maxMembersListedBytes, 1024...(1 << 30)),
         ] }
         static var rateLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>, burst: WritableKeyPath<ServerConfiguration, Double>)] { [
             ("nativeRatePerSecond", \.nativeRatePerSecond, \.nativeBurst),

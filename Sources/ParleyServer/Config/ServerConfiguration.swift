@@ -109,6 +109,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Most members listed in one `observable_members` push; the push carries `count`
     /// with the real total when the list is cut.
     public var maxMembersListed = 1_000
+    /// Most bytes of members (their JSON) in one `observable_members` push; the list is cut
+    /// there and says `truncated: true` and `count`.
+    public var maxMembersListedBytes = 256 << 10
+    /// Largest native `client_data`, in bytes of JSON: it is copied into every member list
+    /// and join event of every room the client joins.
+    public var maxClientDataBytes = 4096
     /// REST requests per second one IP address may make (token bucket rate) and burst.
     public var restRatePerSecond = 20.0
     public var restBurst = 40.0
@@ -290,6 +296,12 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--max-members-listed", env: "PARLEY_MAX_MEMBERS_LISTED", value: "N", help: "members listed in one observable_members (default 1000)") { c, v throws(UsageError) in
             c.maxMembersListed = try integer(v, "--max-members-listed", 1...10_000_000)
+        },
+        Option(flag: "--max-members-list-bytes", env: "PARLEY_MAX_MEMBERS_LIST_BYTES", value: "BYTES", help: "bytes of members in one observable_members (default 262144)") { c, v throws(UsageError) in
+            c.maxMembersListedBytes = try integer(v, "--max-members-list-bytes", 1024...(1 << 30))
+        },
+        Option(flag: "--max-client-data", env: "PARLEY_MAX_CLIENT_DATA", value: "BYTES", help: "largest native client_data, as JSON (default 4096)") { c, v throws(UsageError) in
+            c.maxClientDataBytes = try integer(v, "--max-client-data", 2...(1 << 20))
         },
         Option(flag: "--rest-rate", env: "PARLEY_REST_RATE", value: "N", help: "REST requests per second per IP (default 20, burst 2x; 429 above)") { c, v throws(UsageError) in
             let rate = try integer(v, "--rest-rate", 1...10_000_000)

@@ -177,7 +177,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 sendJSON(NativeEncoding.reply(callback: callback, error: refusal, clientID: clientID))
                 return
             }
-            if let clientData, let problem = MemberName.problem(withClientData: clientData, maxBytes: .max) {
+            if let clientData, let problem = MemberName.problem(withClientData: clientData, maxBytes: core.configuration.maxClientDataBytes) {
                 sendJSON(NativeEncoding.reply(callback: callback, error: problem.message, clientID: clientID))
                 return
             }
@@ -441,7 +441,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         if snapshot.room.isObservable {
             let limit = core.configuration.maxMembersListed
             if snapshot.members.count > limit { core.limits.breached(.membersListed) }
-            sendJSON(NativeEncoding.observableMembers(room: snapshot.room, members: snapshot.members, limit: limit))
+            let members = NativeEncoding.observableMembers(room: snapshot.room, members: snapshot.members, limit: limit,
+                                                           maxBytes: core.configuration.maxMembersListedBytes)
+            if members.truncated && snapshot.members.count <= limit { core.limits.breached(.membersListed) }
+            sendJSON(members.json)
         }
         for (index, message) in snapshot.history.enumerated() {
             sendJSON(NativeEncoding.historyMessage(message, index: index))
