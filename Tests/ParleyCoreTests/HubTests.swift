@@ -140,6 +140,27 @@ private let carol = Member(id: "c3")
         #expect(live == [6])
     }
 
+    /// Every page of history has a byte budget: `history` pages, and a subscribe's history
+    /// whether the room's memory holds it (capacity 1000) or the store does (capacity 1).
+    @Test(arguments: [1_000, 1])
+    func historyPagesAndSnapshotsAreBoundedInBytes(capacity: Int) throws {
+        var configuration = HubConfiguration()
+        configuration.historyPageBytes = 25_000
+        configuration.historyCapacity = capacity
+        let hub = Hub(configuration: configuration, store: InMemoryMessageStore())
+        let big = JSONValue.string(String(repeating: "x", count: 10_000))
+        for _ in 1...10 { try hub.publish(big, to: lobby, from: alice) }
+        let page = try hub.historyNow(of: lobby, limit: 100)
+        #expect(page.messages.map(\.offset) == [9, 10] && page.hasMore)
+        let inbox = RecordingInbox()
+        try hub.subscribe(9, as: carol, to: lobby, inbox: inbox, historyCount: 10)
+        let snapshot = try #require(inbox.snapshots.first)
+        #expect(snapshot.history.map(\.offset) == [9, 10])
+        // Subscribing again (already in) answers from memory, bounded the same way.
+        try hub.subscribe(9, as: carol, to: lobby, inbox: inbox, historyCount: 10)
+        #expect(inbox.snapshots.last?.history.count ?? 0 <= 2)
+    }
+
     @Test func typingExpiresAndIsAnnounced() throws {
         let clock = ManualClock()
         var configuration = HubConfiguration()

@@ -146,6 +146,11 @@ public final class FaultInjectingMessageStore: MessageStore {
         wrapped.messages(in: room, before: before, limit: limit, completion: completion)
     }
 
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        wrapped.messages(in: room, before: before, limit: limit, maxBytes: maxBytes, completion: completion)
+    }
+
     public func deleteMessage(in room: RoomKey, offset: Int64,
                               completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         wrapped.deleteMessage(in: room, offset: offset, completion: completion)

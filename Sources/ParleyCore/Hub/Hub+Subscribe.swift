@@ -28,7 +28,9 @@ extension Hub {
             if let existing = state.sessions[session], case .live = existing.stage {
                 // Already in: a fresh snapshot from memory, and no join for anybody.
                 let snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? state.members.list() : [],
-                                                 history: state.history.latest(entry.historyCount), lastOffset: state.deliveredOffset)
+                                                 history: state.history.before(.max, limit: entry.historyCount,
+                                                                                        maxBytes: configuration.historyPageBytes),
+                                                 lastOffset: state.deliveredOffset)
                 inbox.post(.subscribed(session, snapshot))
                 return .done
             }
@@ -142,7 +144,8 @@ extension Hub {
             return { [self] in readHistory(room: room, session: id, token: token, historyCount: session.historyCount,
                                            endingAt: historyEnd, from: from, upTo: delivered) }
         }
-        goLive(id, in: room, state: &state, history: state.history.before(historyEnd + 1, limit: session.historyCount),
+        goLive(id, in: room, state: &state,
+               history: state.history.before(historyEnd + 1, limit: session.historyCount, maxBytes: configuration.historyPageBytes),
                replay: state.tail(after: from))
         return nil
     }
@@ -167,9 +170,10 @@ extension Hub {
         let store = self.store
         let key = room.key
         let page = configuration.replayPageSize
+        let maxBytes = configuration.historyPageBytes
         func history(_ done: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
             if historyCount == 0 { done(.success(MessagePage(messages: [], hasMore: false))); return }
-            store.messages(in: key, before: historyEnd + 1, limit: historyCount, completion: done)
+            store.messages(in: key, before: historyEnd + 1, limit: historyCount, maxBytes: maxBytes, completion: done)
         }
         history { historyResult in
             let replay: (@escaping @Sendable (Result<[Message], ParleyError>) -> Void) -> Void = { done in

@@ -36,6 +36,14 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var joinHistory = 20
     /// Most messages one `history` request returns (`limit` is capped to it).
     public var historyPageLimit = 1_000
+    /// Most bytes of messages in one page of history (a `history` reply, a subscribe's
+    /// `history_count`, an admin listing); a page always holds one message and says
+    /// `has_more` when it ends early.
+    public var historyPageBytes = 1 << 20
+    /// `history` requests per second one native connection may make (token bucket rate)...
+    public var historyRatePerSecond = 5.0
+    /// ...and the burst it may make at once.
+    public var historyBurst = 10.0
     /// Fsync the store at every group commit (true) or let the OS write it back (false:
     /// acknowledged messages survive a killed process, not a power loss).
     public var syncFull = true
@@ -272,6 +280,14 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--max-history-count", env: "PARLEY_MAX_HISTORY_COUNT", value: "N", help: "most history_count one subscribe may ask for (default 1000)") { c, v throws(UsageError) in
             c.nativeMaxHistoryCount = try integer(v, "--max-history-count", 0...1_000_000)
+        },
+        Option(flag: "--history-page-bytes", env: "PARLEY_HISTORY_PAGE_BYTES", value: "BYTES", help: "most bytes of messages in one history page (default 1048576)") { c, v throws(UsageError) in
+            c.historyPageBytes = try integer(v, "--history-page-bytes", 1024...(1 << 30))
+        },
+        Option(flag: "--history-rate", env: "PARLEY_HISTORY_RATE", value: "N", help: "native history requests per second per connection (default 5, burst 2x)") { c, v throws(UsageError) in
+            let rate = try integer(v, "--history-rate", 1...1_000_000)
+            c.historyRatePerSecond = Double(rate)
+            c.historyBurst = Double(rate * 2)
         },
         Option(flag: "--max-body-size", env: "PARLEY_MAX_BODY_SIZE", value: "BYTES", help: "largest HTTP request body (default 1048576; 413 above)") { c, v throws(UsageError) in
             c.httpMaxBodyBytes = try integer(v, "--max-body-size", 1024...(1 << 30))

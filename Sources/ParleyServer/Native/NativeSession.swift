@@ -83,6 +83,8 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     func start() {
+        let configuration = core.configuration
+        sessionGuard.limitHistoryRate(perSecond: configuration.historyRatePerSecond, burst: configuration.historyBurst)
         let timer = LoopTimer(loop: connection.loop)
         pingTimer = timer
         let interval = core.configuration.webSocketPingIntervalMillis
@@ -269,6 +271,12 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             let check = checkAuth(.history, room: room)
             if let error = check.error {
                 sendJSON(NativeEncoding.reply(callback: callback, error: error))
+                return
+            }
+            // Each request reads a page (up to --history-page-bytes) from the store.
+            guard sessionGuard.admitHistoryRequest() else {
+                sendJSON(NativeEncoding.reply(callback: callback,
+                                              error: "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly"))
                 return
             }
             let me = LoopBound(self, on: connection.loop)
@@ -519,6 +527,7 @@ extension NativeSession: AdministeredSession {
         }
         auth = fresh
         let configuration = core.configuration
+        sessionGuard.limitHistoryRate(perSecond: configuration.historyRatePerSecond, burst: configuration.historyBurst)
         if let rate = configuration.settings(ofChannel: channel)?.publishRate {
             sessionGuard.limitRate(perSecond: rate, burst: max(1, rate * 2))
         } else {

@@ -79,6 +79,11 @@ final class ObservedMessageStore: MessageStore {
         wrapped.messages(in: room, before: before, limit: limit, completion: completion)
     }
 
+    func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        wrapped.messages(in: room, before: before, limit: limit, maxBytes: maxBytes, completion: completion)
+    }
+
     func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         wrapped.deleteMessage(in: room, offset: offset) { [logger] result in
             if case .failure(let error) = result {

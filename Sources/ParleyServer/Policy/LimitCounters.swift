@@ -12,6 +12,8 @@ enum Limit: String, CaseIterable, Sendable {
     case rateAbuseDisconnect = "rate_abuse_disconnect"
     case roomsPerConnection = "rooms_per_connection"
     case membersListed = "members_listed"
+    /// Native `history` requests over the per-connection rate.
+    case historyRate = "history_rate"
     case restRate = "rest_rate"
     /// Socket.IO long-polling requests over the per-IP rate (429), or sessions over the cap.
     case pollingRate = "socketio_polling_rate"
