@@ -197,6 +197,12 @@ public final class SQLiteMessageStore: MessageStore {
 
     public func messages(in room: RoomKey, after offset: Int64, limit: Int,
                          completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        messages(in: room, after: offset, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    /// As the `before` page: each row's size is looked at before it is decoded.
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> [Message] in
                 let statement = try connection.statement("""
@@ -208,7 +214,7 @@ public final class SQLiteMessageStore: MessageStore {
                 statement.bind(2, room.room)
                 statement.bind(3, offset)
                 statement.bind(4, Int64(max(0, limit)))
-                return try self.rows(statement, room: room)
+                return try self.rows(statement, room: room, maxBytes: maxBytes).messages
             })
         }
     }

@@ -119,6 +119,25 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         #expect(try await store.messages(in: other, before: nil, limit: 100, maxBytes: 25_000) == MessagePage(messages: [], hasMore: false))
     }
 
+    /// Reading forward (a resume) also stops at a byte budget, after at least one message.
+    @Test(arguments: StoreKind.allCases)
+    func readsForwardWithinAByteBudget(kind: StoreKind) async throws {
+        let store = try kind.make()
+        let big = JSONValue.string(String(repeating: "x", count: 10_000))
+        let huge = JSONValue.string(String(repeating: "y", count: 50_000))
+        for offset in Int64(1)...10 {
+            try await store.append(message(offset, body: offset <= 5 ? nil : offset == 6 ? huge : big))
+        }
+        #expect(try await store.messages(in: room, after: 0, limit: 100, maxBytes: 25_000).map(\.offset) == Array(1...5))
+        #expect(try await store.messages(in: room, after: 5, limit: 100, maxBytes: 25_000).map(\.offset) == [6])
+        let two = try await store.messages(in: room, after: 6, limit: 100, maxBytes: 25_000)
+        #expect(two == [message(7, body: big), message(8, body: big)])
+        #expect(try await store.messages(in: room, after: 8, limit: 100, maxBytes: 1).map(\.offset) == [9])
+        #expect(try await store.messages(in: room, after: 0, limit: 3, maxBytes: 1 << 30).map(\.offset) == [1, 2, 3])
+        #expect(try await store.messages(in: room, after: 0, limit: 100, maxBytes: .max).map(\.offset) == Array(1...10))
+        #expect(try await store.messages(in: other, after: 0, limit: 100, maxBytes: 25_000).isEmpty)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func remembersClientMessageIDs(kind: StoreKind) async throws {
         let store = try kind.make()

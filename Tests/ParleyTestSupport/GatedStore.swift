@@ -22,6 +22,11 @@ public final class GatedStore: MessageStore {
     public func messages(in room: RoomKey, after offset: Int64, limit: Int, completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         inner.messages(in: room, after: offset, limit: limit, completion: completion)
     }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        inner.messages(in: room, after: offset, limit: limit, maxBytes: maxBytes, completion: completion)
+    }
     public func messages(in room: RoomKey, before: Int64?, limit: Int, completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         inner.messages(in: room, before: before, limit: limit, completion: completion)
     }

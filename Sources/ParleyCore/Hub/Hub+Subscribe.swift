@@ -178,7 +178,7 @@ extension Hub {
         history { historyResult in
             let replay: (@escaping @Sendable (Result<[Message], ParleyError>) -> Void) -> Void = { done in
                 if stored <= from { done(.success([])); return }
-                store.messages(in: key, after: from, limit: min(page, Int(stored - from)), completion: done)
+                store.messages(in: key, after: from, limit: min(page, Int(stored - from)), maxBytes: maxBytes, completion: done)
             }
             replay { replayResult in
                 switch (historyResult, replayResult) {
@@ -193,11 +193,14 @@ extension Hub {
     }
 
     /// The session has `replay` up to offset `read` ready: when memory covers the rest it
-    /// goes live with it; when less than a page is missing, that is read and it tries again;
-    /// otherwise `replay` goes out as a page and the rest follows page by page.
+    /// goes live with it; when less than a page is missing (``HubConfiguration/replayPageSize``
+    /// messages, ``HubConfiguration/historyPageBytes`` bytes), that is read and it tries
+    /// again; otherwise `replay` goes out as a page and the rest follows page by page.
     private func catchUp(room: LocalRoom, session: SessionID, token: UInt64, history: [Message]?, replay: [Message], upTo read: Int64) {
-        enum Next { case done, readMore(after: Int64, limit: Int) }
+        enum Next { case done, readMore(after: Int64, limit: Int, maxBytes: Int) }
         let page = configuration.replayPageSize
+        let budget = configuration.historyPageBytes
+        let replayBytes = replay.reduce(0) { $0 + $1.approximateSize }
         let next = room.lock.withLock { state -> Next in
             guard let entry = state.sessions[session], entry.token == token else { return .done }
             switch entry.stage {
@@ -216,8 +219,8 @@ extension Hub {
                     entry.inbox.post(.replay(session, room.key, replay + rest, complete: true))
                 }
                 return .done
-            } else if replay.count < page {
-                return .readMore(after: read, limit: min(page - replay.count, Int(delivered - read)))
+            } else if replay.count < page && replayBytes < budget {
+                return .readMore(after: read, limit: min(page - replay.count, Int(delivered - read)), maxBytes: budget - replayBytes)
             }
             // A full page: send it and wait until the session asks for the next.
             state.sessions[session]!.stage = .replaying(after: read, requested: false)
@@ -232,8 +235,8 @@ extension Hub {
             }
             return .done
         }
-        guard case .readMore(let after, let limit) = next else { return }
-        store.messages(in: room.key, after: after, limit: limit) { result in
+        guard case .readMore(let after, let limit, let maxBytes) = next else { return }
+        store.messages(in: room.key, after: after, limit: limit, maxBytes: maxBytes) { result in
             switch result {
             case .success(let more):
                 self.catchUp(room: room, session: session, token: token, history: history, replay: replay + more,
@@ -255,7 +258,7 @@ extension Hub {
         }
         guard let position else { return }
         let limit = max(1, min(configuration.replayPageSize, Int(position.upTo - position.after)))
-        store.messages(in: key, after: position.after, limit: limit) { result in
+        store.messages(in: key, after: position.after, limit: limit, maxBytes: configuration.historyPageBytes) { result in
             switch result {
             case .success(let page):
                 self.catchUp(room: room, session: session, token: position.token, history: nil, replay: page,

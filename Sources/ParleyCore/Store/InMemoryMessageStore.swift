@@ -37,10 +37,15 @@ public final class InMemoryMessageStore: MessageStore {
 
     public func messages(in room: RoomKey, after offset: Int64, limit: Int,
                          completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        messages(in: room, after: offset, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         let page = rooms.withLock { rooms -> [Message] in
             guard let log = rooms[room], limit > 0 else { return [] }
             let start = log.messages.partitionPoint { $0.offset <= offset }
-            return Array(log.messages[start...].prefix(limit))
+            return MessagePage.prefixFitting(Array(log.messages[start...].prefix(limit)), maxBytes: maxBytes)
         }
         completion(.success(page))
     }

@@ -15,6 +15,17 @@ public struct MessagePage: Sendable, Equatable {
         return MessagePage(messages: Array(messages[start...]), hasMore: true)
     }
 
+    /// The oldest of `messages` (oldest first) that fit in `maxBytes` together, at least one.
+    public static func prefixFitting(_ messages: [Message], maxBytes: Int) -> [Message] {
+        guard maxBytes != .max else { return messages }
+        var bytes = 0
+        for (index, message) in messages.enumerated() {
+            bytes += message.approximateSize
+            if index > 0 && bytes > maxBytes { return Array(messages[..<index]) }
+        }
+        return messages
+    }
+
     /// Where the newest-first walk over `messages` (oldest first) stops: the index of the
     /// oldest message that still fits in `maxBytes` with every newer one. A page always holds
     /// the newest message, however large.
@@ -126,6 +137,13 @@ public protocol MessageStore: AnyObject, Sendable {
     func messages(in room: RoomKey, after offset: Int64, limit: Int,
                   completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void)
 
+    /// As ``messages(in:after:limit:completion:)``, and only the oldest of them that fit in
+    /// `maxBytes` together (counted as in ``messages(in:before:limit:maxBytes:completion:)``),
+    /// at least one: a resume replays a page at a time. Stores bound the read itself; the
+    /// default reads by count and cuts.
+    func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void)
+
     /// The newest `limit` messages with an offset below `before` (the newest of all when
     /// nil), oldest first, and whether older ones are kept.
     func messages(in room: RoomKey, before: Int64?, limit: Int,
@@ -164,6 +182,20 @@ public protocol MessageStore: AnyObject, Sendable {
 }
 
 extension MessageStore {
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        messages(in: room, after: offset, limit: limit) { result in
+            completion(result.map { MessagePage.prefixFitting($0, maxBytes: maxBytes) })
+        }
+    }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int) async throws(ParleyError) -> [Message] {
+        let result = await withCheckedContinuation { continuation in
+            messages(in: room, after: offset, limit: limit, maxBytes: maxBytes) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
     public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
                          completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         messages(in: room, before: before, limit: limit) { result in completion(result.map { $0.cut(toBytes: maxBytes) }) }

@@ -123,9 +123,14 @@ public final class RedisMessageStore: MessageStore {
 
     public func messages(in room: RoomKey, after offset: Int64, limit: Int,
                          completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        messages(in: room, after: offset, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         guard limit > 0 else { return completion(.success([])) }
         let keys = rooms.use(room, nowMillis: clock.nowMillis()).keys
-        readRange(keys, room: room, "XRANGE", .integer(max(0, offset) + 1), "+", count: limit) { result in
+        readRange(keys, room: room, "XRANGE", .integer(max(0, offset) + 1), "+", count: limit, maxBytes: maxBytes) { result in
             completion(Self.decodeRange(result, room: room, reversed: false))
         }
     }
