@@ -107,6 +107,8 @@ struct Statement {
 
     func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    /// Bytes of a column's value (0 for NULL), without copying it out.
+    func byteCount(_ column: Int32) -> Int { Int(sqlite3_column_bytes(handle, column)) }
     func string(_ column: Int32) -> String? {
         guard let text = sqlite3_column_text(handle, column) else { return nil }
         let count = Int(sqlite3_column_bytes(handle, column))

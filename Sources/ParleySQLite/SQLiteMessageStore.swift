@@ -197,6 +197,12 @@ public final class SQLiteMessageStore: MessageStore {
 
     public func messages(in room: RoomKey, after offset: Int64, limit: Int,
                          completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        messages(in: room, after: offset, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    /// As the `before` page: each row's size is looked at before it is decoded.
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> [Message] in
                 let statement = try connection.statement("""
@@ -208,12 +214,20 @@ public final class SQLiteMessageStore: MessageStore {
                 statement.bind(2, room.room)
                 statement.bind(3, offset)
                 statement.bind(4, Int64(max(0, limit)))
-                return try self.rows(statement, room: room)
+                return try self.rows(statement, room: room, maxBytes: maxBytes).messages
             })
         }
     }
 
     public func messages(in room: RoomKey, before: Int64?, limit: Int,
+                         completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        messages(in: room, before: before, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    /// Rows are read newest first and each one's size is looked at before it is decoded: the
+    /// page ends at the first that does not fit, so at most one message past the budget is
+    /// ever read (by SQLite, not decoded).
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
                          completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> MessagePage in
@@ -226,8 +240,10 @@ public final class SQLiteMessageStore: MessageStore {
                 statement.bind(2, room.room)
                 statement.bind(3, before ?? Int64.max)
                 statement.bind(4, Int64(max(0, limit)))
-                let page = Array(try self.rows(statement, room: room).reversed())
+                let (newestFirst, cut) = try self.rows(statement, room: room, maxBytes: maxBytes)
+                let page = Array(newestFirst.reversed())
                 guard let first = page.first else { return MessagePage(messages: [], hasMore: false) }
+                if cut { return MessagePage(messages: page, hasMore: true) }
                 let older = try connection.statement("""
                     SELECT EXISTS (SELECT 1 FROM messages m JOIN rooms r ON r.id = m.room_id
                     WHERE r.channel = ?1 AND r.name = ?2 AND m.offset < ?3)
@@ -306,8 +322,33 @@ public final class SQLiteMessageStore: MessageStore {
     }
 
     func rows(_ statement: Statement, room: RoomKey) throws(ParleyError) -> [Message] {
+        try rows(statement, room: room, maxBytes: .max).messages
+    }
+
+    /// How many bytes the current row's message counts for in a page's budget: about what
+    /// ``Message/approximateSize`` says of it once decoded.
+    private static func rowSize(_ statement: Statement) -> Int {
+        var size = 96 + statement.byteCount(0) + statement.byteCount(6)
+        if !statement.isNull(3) { size += 32 + statement.byteCount(3) + statement.byteCount(4) + statement.byteCount(5) }
+        return size
+    }
+
+    /// The rows up to the first one that would take them past `maxBytes` (the first row is
+    /// always taken); `cut` when one was left, and then the statement is reset.
+    func rows(_ statement: Statement, room: RoomKey, maxBytes: Int) throws(ParleyError) -> (messages: [Message], cut: Bool) {
         var messages: [Message] = []
+        var bytes = 0
+        var rowsRead = 0
         while try statement.step() {
+            if maxBytes != .max {
+                let size = Self.rowSize(statement)
+                if rowsRead > 0 && bytes + size > maxBytes {
+                    statement.reset()
+                    return (messages, true)
+                }
+                bytes += size
+            }
+            rowsRead += 1
             do throws(JSONParseError) {
                 var sender: Member?
                 if let id = statement.string(3) {
@@ -323,7 +364,7 @@ public final class SQLiteMessageStore: MessageStore {
                 unreadableHandler.withLock { $0 }?(room, statement.int64(1))
             }
         }
-        return messages
+        return (messages, false)
     }
 }
 

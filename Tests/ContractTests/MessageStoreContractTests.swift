@@ -88,6 +88,56 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         #expect(try await store.messages(in: room, before: 1, limit: 10) == MessagePage(messages: [], hasMore: false))
     }
 
+    /// A page also ends at its byte budget, newest first, and says there is more; one message
+    /// larger than the budget is a page of its own.
+    @Test(arguments: StoreKind.allCases)
+    func pagesBackwardsWithinAByteBudget(kind: StoreKind) async throws {
+        let store = try kind.make()
+        let big = JSONValue.string(String(repeating: "x", count: 10_000))
+        let huge = JSONValue.string(String(repeating: "y", count: 50_000))
+        // 1-5 small, 6 huge, 7-10 big.
+        for offset in Int64(1)...10 {
+            try await store.append(message(offset, body: offset <= 5 ? nil : offset == 6 ? huge : big))
+        }
+        let newest = try await store.messages(in: room, before: nil, limit: 100, maxBytes: 25_000)
+        #expect(newest.messages.map(\.offset) == [9, 10])
+        #expect(newest.hasMore)
+        #expect(newest.messages == [message(9, body: big), message(10, body: big)])
+        let next = try await store.messages(in: room, before: 9, limit: 100, maxBytes: 25_000)
+        #expect(next.messages.map(\.offset) == [7, 8] && next.hasMore)
+        let alone = try await store.messages(in: room, before: 7, limit: 100, maxBytes: 25_000)
+        #expect(alone.messages.map(\.offset) == [6] && alone.hasMore)
+        let rest = try await store.messages(in: room, before: 6, limit: 100, maxBytes: 25_000)
+        #expect(rest.messages.map(\.offset) == Array(1...5) && !rest.hasMore)
+        // The count still applies, and a budget below one message still gives one.
+        let counted = try await store.messages(in: room, before: nil, limit: 1, maxBytes: 1 << 30)
+        #expect(counted.messages.map(\.offset) == [10] && counted.hasMore)
+        let tiny = try await store.messages(in: room, before: nil, limit: 100, maxBytes: 1)
+        #expect(tiny.messages.map(\.offset) == [10] && tiny.hasMore)
+        let everything = try await store.messages(in: room, before: nil, limit: 100, maxBytes: .max)
+        #expect(everything.messages.map(\.offset) == Array(1...10) && !everything.hasMore)
+        #expect(try await store.messages(in: other, before: nil, limit: 100, maxBytes: 25_000) == MessagePage(messages: [], hasMore: false))
+    }
+
+    /// Reading forward (a resume) also stops at a byte budget, after at least one message.
+    @Test(arguments: StoreKind.allCases)
+    func readsForwardWithinAByteBudget(kind: StoreKind) async throws {
+        let store = try kind.make()
+        let big = JSONValue.string(String(repeating: "x", count: 10_000))
+        let huge = JSONValue.string(String(repeating: "y", count: 50_000))
+        for offset in Int64(1)...10 {
+            try await store.append(message(offset, body: offset <= 5 ? nil : offset == 6 ? huge : big))
+        }
+        #expect(try await store.messages(in: room, after: 0, limit: 100, maxBytes: 25_000).map(\.offset) == Array(1...5))
+        #expect(try await store.messages(in: room, after: 5, limit: 100, maxBytes: 25_000).map(\.offset) == [6])
+        let two = try await store.messages(in: room, after: 6, limit: 100, maxBytes: 25_000)
+        #expect(two == [message(7, body: big), message(8, body: big)])
+        #expect(try await store.messages(in: room, after: 8, limit: 100, maxBytes: 1).map(\.offset) == [9])
+        #expect(try await store.messages(in: room, after: 0, limit: 3, maxBytes: 1 << 30).map(\.offset) == [1, 2, 3])
+        #expect(try await store.messages(in: room, after: 0, limit: 100, maxBytes: .max).map(\.offset) == Array(1...10))
+        #expect(try await store.messages(in: other, after: 0, limit: 100, maxBytes: 25_000).isEmpty)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func remembersClientMessageIDs(kind: StoreKind) async throws {
         let store = try kind.make()

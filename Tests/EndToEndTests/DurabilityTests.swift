@@ -99,7 +99,8 @@ extension NativeClient {
     }
 
     @Test func pagingThroughTenThousandMessagesReturnsEachOnce() throws {
-        let server = try startTestServer()
+        // Twelve history requests at once: more than the default burst of ten.
+        let server = try startTestServer { $0.historyRatePerSecond = 1_000; $0.historyBurst = 1_000 }
         defer { server.shutdown() }
         let key = RoomKey(channel: "demo", room: "paging")
         let done = DispatchSemaphore(value: 0)

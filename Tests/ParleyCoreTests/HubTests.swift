@@ -140,6 +140,52 @@ private let carol = Member(id: "c3")
         #expect(live == [6])
     }
 
+    /// Every page of history has a byte budget: `history` pages, and a subscribe's history
+    /// whether the room's memory holds it (capacity 1000) or the store does (capacity 1).
+    @Test(arguments: [1_000, 1])
+    func historyPagesAndSnapshotsAreBoundedInBytes(capacity: Int) throws {
+        var configuration = HubConfiguration()
+        configuration.historyPageBytes = 25_000
+        configuration.historyCapacity = capacity
+        let hub = Hub(configuration: configuration, store: InMemoryMessageStore())
+        let big = JSONValue.string(String(repeating: "x", count: 10_000))
+        for _ in 1...10 { try hub.publish(big, to: lobby, from: alice) }
+        let page = try hub.historyNow(of: lobby, limit: 100)
+        #expect(page.messages.map(\.offset) == [9, 10] && page.hasMore)
+        let inbox = RecordingInbox()
+        try hub.subscribe(9, as: carol, to: lobby, inbox: inbox, historyCount: 10)
+        let snapshot = try #require(inbox.snapshots.first)
+        #expect(snapshot.history.map(\.offset) == [9, 10])
+        // Subscribing again (already in) answers from memory, bounded the same way.
+        try hub.subscribe(9, as: carol, to: lobby, inbox: inbox, historyCount: 10)
+        #expect(inbox.snapshots.last?.history.count ?? 0 <= 2)
+    }
+
+    /// A resume (`since`) from the store goes page by page, each page also bounded in bytes.
+    @Test func replayPagesAreBoundedInBytes() throws {
+        var configuration = HubConfiguration()
+        configuration.historyPageBytes = 25_000
+        configuration.historyCapacity = 1
+        let hub = Hub(configuration: configuration, store: InMemoryMessageStore())
+        let big = JSONValue.string(String(repeating: "x", count: 10_000))
+        for _ in 1...6 { try hub.publish(big, to: lobby, from: alice) }
+        let inbox = RecordingInbox()
+        try hub.subscribe(9, as: carol, to: lobby, inbox: inbox, since: 0)
+        let snapshot = try #require(inbox.snapshots.first)
+        // Two fit in 25,000 bytes; a page may pass its budget by the one message that ends it.
+        #expect(snapshot.replay.map(\.offset) == [1, 2, 3])
+        #expect(!snapshot.replayComplete)
+        var offsets = snapshot.replay.map(\.offset)
+        for _ in 0..<5 {
+            hub.continueReplay(9, in: lobby)
+            guard case .replay(_, _, let page, let complete) = inbox.deliveries.last else { break }
+            #expect(page.count <= 3)
+            offsets += page.map(\.offset)
+            if complete { break }
+        }
+        #expect(offsets == Array(1...6))
+    }
+
     @Test func typingExpiresAndIsAnnounced() throws {
         let clock = ManualClock()
         var configuration = HubConfiguration()

@@ -65,7 +65,7 @@ extension Result {
         #expect(text(NativeEncoding.eventJSON(.memberLeft(alice), in: room)!)
             == ##"{"type":"observable_member_leave","room":"observable-room","data":{"id":"a1","clientData":{"name":"alice","color":"#FF0000"}}}"##)
         #expect(NativeEncoding.eventJSON(.memberJoined(alice), in: RoomKey(channel: "demo", room: "plain")) == nil)
-        #expect(text(NativeEncoding.observableMembers(room: room, members: [Member(id: "b")]))
+        #expect(text(NativeEncoding.observableMembers(room: room, members: [Member(id: "b")]).json)
             == #"{"type":"observable_members","room":"observable-room","data":[{"id":"b"}]}"#)
     }
 

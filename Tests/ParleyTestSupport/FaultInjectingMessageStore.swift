@@ -141,9 +141,19 @@ public final class FaultInjectingMessageStore: MessageStore {
         wrapped.messages(in: room, after: offset, limit: limit, completion: completion)
     }
 
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        wrapped.messages(in: room, after: offset, limit: limit, maxBytes: maxBytes, completion: completion)
+    }
+
     public func messages(in room: RoomKey, before: Int64?, limit: Int,
                          completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         wrapped.messages(in: room, before: before, limit: limit, completion: completion)
+    }
+
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        wrapped.messages(in: room, before: before, limit: limit, maxBytes: maxBytes, completion: completion)
     }
 
     public func deleteMessage(in room: RoomKey, offset: Int64,

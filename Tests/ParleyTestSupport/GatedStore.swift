@@ -22,8 +22,18 @@ public final class GatedStore: MessageStore {
     public func messages(in room: RoomKey, after offset: Int64, limit: Int, completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         inner.messages(in: room, after: offset, limit: limit, completion: completion)
     }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        inner.messages(in: room, after: offset, limit: limit, maxBytes: maxBytes, completion: completion)
+    }
     public func messages(in room: RoomKey, before: Int64?, limit: Int, completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         inner.messages(in: room, before: before, limit: limit, completion: completion)
+    }
+
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        inner.messages(in: room, before: before, limit: limit, maxBytes: maxBytes, completion: completion)
     }
     public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         inner.deleteMessage(in: room, offset: offset, completion: completion)

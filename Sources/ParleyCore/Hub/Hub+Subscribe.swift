@@ -47,7 +47,9 @@ extension Hub {
             if let existing = state.sessions[session], case .live = existing.stage {
                 // Already in: a fresh snapshot from memory, and no join for anybody.
                 let snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? state.members.list() : [],
-                                                 history: state.history.latest(entry.historyCount), lastOffset: state.deliveredOffset)
+                                                 history: state.history.before(.max, limit: entry.historyCount,
+                                                                                        maxBytes: configuration.historyPageBytes),
+                                                 lastOffset: state.deliveredOffset)
                 entry.inbox.post(.subscribed(session, snapshot))
                 return .done
             }
@@ -178,7 +180,8 @@ extension Hub {
             return { [self] in readHistory(room: room, session: id, token: token, historyCount: session.historyCount,
                                            endingAt: historyEnd, from: from, upTo: delivered) }
         }
-        goLive(id, in: room, state: &state, history: state.history.before(historyEnd + 1, limit: session.historyCount),
+        goLive(id, in: room, state: &state,
+               history: state.history.before(historyEnd + 1, limit: session.historyCount, maxBytes: configuration.historyPageBytes),
                replay: state.tail(after: from))
         return nil
     }
@@ -203,14 +206,15 @@ extension Hub {
         let store = self.store
         let key = room.key
         let page = configuration.replayPageSize
+        let maxBytes = configuration.historyPageBytes
         func history(_ done: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
             if historyCount == 0 { done(.success(MessagePage(messages: [], hasMore: false))); return }
-            store.messages(in: key, before: historyEnd + 1, limit: historyCount, completion: done)
+            store.messages(in: key, before: historyEnd + 1, limit: historyCount, maxBytes: maxBytes, completion: done)
         }
         history { historyResult in
             let replay: (@escaping @Sendable (Result<[Message], ParleyError>) -> Void) -> Void = { done in
                 if stored <= from { done(.success([])); return }
-                store.messages(in: key, after: from, limit: min(page, Int(stored - from)), completion: done)
+                store.messages(in: key, after: from, limit: min(page, Int(stored - from)), maxBytes: maxBytes, completion: done)
             }
             replay { replayResult in
                 switch (historyResult, replayResult) {
@@ -225,11 +229,14 @@ extension Hub {
     }
 
     /// The session has `replay` up to offset `read` ready: when memory covers the rest it
-    /// goes live with it; when less than a page is missing, that is read and it tries again;
-    /// otherwise `replay` goes out as a page and the rest follows page by page.
+    /// goes live with it; when less than a page is missing (``HubConfiguration/replayPageSize``
+    /// messages, ``HubConfiguration/historyPageBytes`` bytes), that is read and it tries
+    /// again; otherwise `replay` goes out as a page and the rest follows page by page.
     private func catchUp(room: LocalRoom, session: SessionID, token: UInt64, history: [Message]?, replay: [Message], upTo read: Int64) {
-        enum Next { case done, readMore(after: Int64, limit: Int) }
+        enum Next { case done, readMore(after: Int64, limit: Int, maxBytes: Int) }
         let page = configuration.replayPageSize
+        let budget = configuration.historyPageBytes
+        let replayBytes = replay.reduce(0) { $0 + $1.approximateSize }
         let next = room.lock.withLock { state -> Next in
             guard let entry = state.sessions[session], entry.token == token else { return .done }
             switch entry.stage {
@@ -248,8 +255,8 @@ extension Hub {
                     entry.inbox.post(.replay(session, room.key, replay + rest, complete: true))
                 }
                 return .done
-            } else if replay.count < page {
-                return .readMore(after: read, limit: min(page - replay.count, Int(delivered - read)))
+            } else if replay.count < page && replayBytes < budget {
+                return .readMore(after: read, limit: min(page - replay.count, Int(delivered - read)), maxBytes: budget - replayBytes)
             }
             // A full page: send it and wait until the session asks for the next.
             state.sessions[session]!.stage = .replaying(after: read, requested: false)
@@ -264,8 +271,8 @@ extension Hub {
             }
             return .done
         }
-        guard case .readMore(let after, let limit) = next else { return }
-        store.messages(in: room.key, after: after, limit: limit) { result in
+        guard case .readMore(let after, let limit, let maxBytes) = next else { return }
+        store.messages(in: room.key, after: after, limit: limit, maxBytes: maxBytes) { result in
             switch result {
             case .success(let more):
                 self.catchUp(room: room, session: session, token: token, history: history, replay: replay + more,
@@ -287,7 +294,7 @@ extension Hub {
         }
         guard let position else { return }
         let limit = max(1, min(configuration.replayPageSize, Int(position.upTo - position.after)))
-        store.messages(in: key, after: position.after, limit: limit) { result in
+        store.messages(in: key, after: position.after, limit: limit, maxBytes: configuration.historyPageBytes) { result in
             switch result {
             case .success(let page):
                 self.catchUp(room: room, session: session, token: position.token, history: nil, replay: page,

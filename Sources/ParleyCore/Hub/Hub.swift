@@ -27,6 +27,10 @@ public struct HubConfiguration: Sendable {
     /// Most messages one replay page holds (a resume from far back goes page by page, each
     /// read when the session has written the one before).
     public var replayPageSize: Int = 1_000
+    /// Most bytes (``Message/approximateSize``) of messages in one page of history: a
+    /// `history` reply, a subscribe's `history_count`, an admin listing. A page always holds
+    /// one message, however large, and says there is more when it ends early.
+    public var historyPageBytes: Int = 1 << 20
 
     public init() {}
 }
@@ -185,11 +189,13 @@ public final class Hub: Sendable {
     }
 
     /// Up to `limit` stored messages before `offset` (the newest when nil), oldest first,
-    /// read from the store: any amount of history, page by page. `completion` runs on a
-    /// store thread. This is the call for every door (native `history`, Socket.IO, REST).
+    /// and at most ``HubConfiguration/historyPageBytes`` of them (`hasMore` when the page
+    /// ended early), read from the store: any amount of history, page by page. `completion`
+    /// runs on a store thread. This is the call for every door (native `history`, Socket.IO,
+    /// REST, admin).
     public func storedHistory(of key: RoomKey, before offset: Int64? = nil, limit: Int,
                               completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
-        store.messages(in: key, before: offset, limit: limit, completion: completion)
+        store.messages(in: key, before: offset, limit: limit, maxBytes: configuration.historyPageBytes, completion: completion)
     }
 
     /// Stored messages after `offset`, oldest first (at most `limit`), from the store.

@@ -89,10 +89,23 @@ public struct MessageHistory: Sendable {
         return Array(messages[index...].prefix(limit))
     }
 
-    /// Up to `limit` messages with an offset below `offset` (newest `limit` of them), oldest first.
-    public func before(_ offset: Int64, limit: Int) -> [Message] {
+    /// Up to `limit` messages with an offset below `offset` (newest `limit` of them), oldest
+    /// first, and of those the newest that fit in `maxBytes` (at least one; see
+    /// ``MessagePage/firstFitting(_:maxBytes:size:)``).
+    public func before(_ offset: Int64, limit: Int, maxBytes: Int = .max) -> [Message] {
         let end = messages[start...].partitionPoint { $0.offset < offset }
-        return Array(messages[start..<end].suffix(max(0, limit)))
+        let counted = max(start, end - max(0, limit))
+        guard maxBytes != .max else { return Array(messages[counted..<end]) }
+        // The sizes kept beside the messages: nothing is measured again.
+        var first = end
+        var bytes = 0
+        while first > counted {
+            let grown = bytes + sizes[first - 1]
+            if first != end && grown > maxBytes { break }
+            bytes = grown
+            first -= 1
+        }
+        return Array(messages[first..<end])
     }
 }
 

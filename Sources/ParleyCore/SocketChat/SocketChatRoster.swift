@@ -108,9 +108,6 @@ public final class SocketChatRoster: Sendable {
         return .object(object)
     }
 
-    /// Whether `name` is acceptable as a nickname: 1–64 characters, no control characters.
-    public static func isValidNickname(_ name: String) -> Bool {
-        !name.isEmpty && name.count <= 64
-            && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
-    }
+    /// Whether `name` is acceptable as a nickname: the rule of every door, ``MemberName``.
+    public static func isValidNickname(_ name: String) -> Bool { MemberName.isValid(name) }
 }

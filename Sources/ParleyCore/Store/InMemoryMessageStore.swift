@@ -37,20 +37,31 @@ public final class InMemoryMessageStore: MessageStore {
 
     public func messages(in room: RoomKey, after offset: Int64, limit: Int,
                          completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        messages(in: room, after: offset, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         let page = rooms.withLock { rooms -> [Message] in
             guard let log = rooms[room], limit > 0 else { return [] }
             let start = log.messages.partitionPoint { $0.offset <= offset }
-            return Array(log.messages[start...].prefix(limit))
+            return MessagePage.prefixFitting(Array(log.messages[start...].prefix(limit)), maxBytes: maxBytes)
         }
         completion(.success(page))
     }
 
     public func messages(in room: RoomKey, before: Int64?, limit: Int,
                          completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        messages(in: room, before: before, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         let page = rooms.withLock { rooms -> MessagePage in
             guard let log = rooms[room], limit > 0 else { return MessagePage(messages: [], hasMore: false) }
             let end = before.map { bound in log.messages.partitionPoint { $0.offset < bound } } ?? log.messages.count
-            let start = max(0, end - limit)
+            let counted = max(0, end - limit)
+            let start = MessagePage.firstFitting(log.messages[counted..<end], maxBytes: maxBytes, size: \.approximateSize)
             return MessagePage(messages: Array(log.messages[start..<end]), hasMore: start > 0)
         }
         completion(.success(page))

@@ -6,6 +6,42 @@ public struct MessagePage: Sendable, Equatable {
         self.messages = messages
         self.hasMore = hasMore
     }
+
+    /// The newest messages of this page that fit in `maxBytes` (``Message/approximateSize``),
+    /// at least one; `hasMore` when any were left out.
+    public func cut(toBytes maxBytes: Int) -> MessagePage {
+        let start = MessagePage.firstFitting(messages, maxBytes: maxBytes, size: \.approximateSize)
+        guard start > 0 else { return self }
+        return MessagePage(messages: Array(messages[start...]), hasMore: true)
+    }
+
+    /// The oldest of `messages` (oldest first) that fit in `maxBytes` together, at least one.
+    public static func prefixFitting(_ messages: [Message], maxBytes: Int) -> [Message] {
+        guard maxBytes != .max else { return messages }
+        var bytes = 0
+        for (index, message) in messages.enumerated() {
+            bytes += message.approximateSize
+            if index > 0 && bytes > maxBytes { return Array(messages[..<index]) }
+        }
+        return messages
+    }
+
+    /// Where the newest-first walk over `messages` (oldest first) stops: the index of the
+    /// oldest message that still fits in `maxBytes` with every newer one. A page always holds
+    /// the newest message, however large.
+    public static func firstFitting<C: RandomAccessCollection>(_ messages: C, maxBytes: Int, size: (Message) -> Int) -> C.Index
+        where C.Element == Message {
+        var start = messages.endIndex
+        var bytes = 0
+        while start > messages.startIndex {
+            let next = messages.index(before: start)
+            let grown = bytes + size(messages[next])
+            if start != messages.endIndex && grown > maxBytes { break }
+            bytes = grown
+            start = next
+        }
+        return start
+    }
 }
 
 /// A client-chosen message id (`message_id`) remembered for idempotent retries.
@@ -101,9 +137,25 @@ public protocol MessageStore: AnyObject, Sendable {
     func messages(in room: RoomKey, after offset: Int64, limit: Int,
                   completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void)
 
+    /// As ``messages(in:after:limit:completion:)``, and only the oldest of them that fit in
+    /// `maxBytes` together (counted as in ``messages(in:before:limit:maxBytes:completion:)``),
+    /// at least one: a resume replays a page at a time. Stores bound the read itself; the
+    /// default reads by count and cuts.
+    func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void)
+
     /// The newest `limit` messages with an offset below `before` (the newest of all when
     /// nil), oldest first, and whether older ones are kept.
     func messages(in room: RoomKey, before: Int64?, limit: Int,
+                  completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void)
+
+    /// As ``messages(in:before:limit:completion:)``, and also at most `maxBytes` of messages:
+    /// the page walks back from the newest and ends before the first message that would take
+    /// it past `maxBytes` (each counted as the store holds it: about its id, body and
+    /// sender's data), with `hasMore`. It always holds at least one message when there is
+    /// one, however large. Stores bound the read itself, so a page of huge messages is never
+    /// loaded whole; the default reads the page by count and cuts it.
+    func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
                   completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void)
 
     /// Replaces the stored message at `offset` by its tombstone (``Message/tombstone``: same
@@ -130,6 +182,32 @@ public protocol MessageStore: AnyObject, Sendable {
 }
 
 extension MessageStore {
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        messages(in: room, after: offset, limit: limit) { result in
+            completion(result.map { MessagePage.prefixFitting($0, maxBytes: maxBytes) })
+        }
+    }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int) async throws(ParleyError) -> [Message] {
+        let result = await withCheckedContinuation { continuation in
+            messages(in: room, after: offset, limit: limit, maxBytes: maxBytes) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        messages(in: room, before: before, limit: limit) { result in completion(result.map { $0.cut(toBytes: maxBytes) }) }
+    }
+
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int) async throws(ParleyError) -> MessagePage {
+        let result = await withCheckedContinuation { continuation in
+            messages(in: room, before: before, limit: limit, maxBytes: maxBytes) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
     /// A slow but correct ``loadRoom(_:clientMessageIDsSince:completion:)`` for stores that
     /// only implement ``recover(clientMessageIDsSince:)`` (test doubles).
     public func loadRoomByRecovering(_ room: RoomKey, clientMessageIDsSince: Int64,

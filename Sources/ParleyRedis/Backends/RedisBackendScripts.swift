@@ -22,12 +22,30 @@ public enum RedisBackendScripts {
         return 1
         """)
 
-    /// A range of the stream with the deleted offsets among it.
+    /// A range of the stream with the deleted offsets among it, at most `max bytes` of it.
     ///
-    /// KEYS: stream, deleted offsets. ARGV: `XRANGE` or `XREVRANGE`, start, end, count.
-    /// Returns `{entries, deleted offsets among them}`.
+    /// KEYS: stream, deleted offsets. ARGV: `XRANGE` or `XREVRANGE`, start, end, count, max
+    /// bytes (0: no limit; the first entry is always kept, each counts 96 plus its fields'
+    /// bytes).
+    /// Returns `{entries, deleted offsets among them, 1 when entries were left out for bytes}`.
     public static let readRange = RedisScript("""
         local entries = redis.call(ARGV[1], KEYS[1], ARGV[2], ARGV[3], 'COUNT', ARGV[4])
+        local budget = tonumber(ARGV[5] or '0')
+        local cut = 0
+        if budget > 0 then
+            local used = 0
+            for i, entry in ipairs(entries) do
+                local size = 96
+                local fields = entry[2]
+                for j = 1, #fields do size = size + #fields[j] end
+                if i > 1 and used + size > budget then
+                    for k = #entries, i, -1 do entries[k] = nil end
+                    cut = 1
+                    break
+                end
+                used = used + size
+            end
+        end
         local deleted = {}
         if #entries > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
             for _, entry in ipairs(entries) do
@@ -35,7 +53,7 @@ public enum RedisBackendScripts {
                 if redis.call('SISMEMBER', KEYS[2], offset) == 1 then deleted[#deleted + 1] = offset end
             end
         end
-        return {entries, deleted}
+        return {entries, deleted, cut}
         """)
 
     /// Appends a message to a room: the publish of ``RedisBroker`` and the `append` of

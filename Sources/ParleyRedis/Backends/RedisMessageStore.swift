@@ -123,35 +123,49 @@ public final class RedisMessageStore: MessageStore {
 
     public func messages(in room: RoomKey, after offset: Int64, limit: Int,
                          completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        messages(in: room, after: offset, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    public func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         guard limit > 0 else { return completion(.success([])) }
         let keys = rooms.use(room, nowMillis: clock.nowMillis()).keys
-        readRange(keys, room: room, "XRANGE", .integer(max(0, offset) + 1), "+", count: limit) { result in
+        readRange(keys, room: room, "XRANGE", .integer(max(0, offset) + 1), "+", count: limit, maxBytes: maxBytes) { result in
             completion(Self.decodeRange(result, room: room, reversed: false))
         }
     }
 
     public func messages(in room: RoomKey, before: Int64?, limit: Int,
                          completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        messages(in: room, before: before, limit: limit, maxBytes: .max, completion: completion)
+    }
+
+    /// The script stops at the byte budget, so what is left out never leaves Redis.
+    public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
+                         completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         if limit <= 0 || (before.map { $0 <= 1 } ?? false) {
             return completion(.success(MessagePage(messages: [], hasMore: false)))
         }
         let keys = rooms.use(room, nowMillis: clock.nowMillis()).keys
         let end: RedisArgument = before.map { .integer($0 - 1) } ?? "+"
-        readRange(keys, room: room, "XREVRANGE", end, "-", count: limit + 1) { result in
+        readRange(keys, room: room, "XREVRANGE", end, "-", count: limit + 1, maxBytes: maxBytes) { result in
+            let cut = (try? result.get()).map(RedisRecords.isCutForBytes) ?? false
             completion(Self.decodeRange(result, room: room, reversed: true).map { messages in
                 // Newest first, one more than asked for: it says whether older ones exist.
                 let page = Array(messages.prefix(limit).reversed())
-                return MessagePage(messages: page, hasMore: messages.count > limit)
+                return MessagePage(messages: page, hasMore: messages.count > limit || cut)
             })
         }
     }
 
     /// A range of the room's stream with its deleted messages as tombstones, in one script.
     private func readRange(_ keys: RoomKeys, room: RoomKey, _ command: String, _ start: RedisArgument, _ end: RedisArgument,
-                           count: Int, completion: @escaping @Sendable (Result<RedisValue, RedisError>) -> Void) {
+                           count: Int, maxBytes: Int = .max,
+                           completion: @escaping @Sendable (Result<RedisValue, RedisError>) -> Void) {
+        let budget = maxBytes == .max ? 0 : Int64(max(1, maxBytes))
         routing.onLoop(for: room) { [routing] in
             routing.evaluate(RedisBackendScripts.readRange, keys: [keys.stream, keys.deleted],
-                                      arguments: [.string(command), start, end, .integer(Int64(count))],
+                                      arguments: [.string(command), start, end, .integer(Int64(count)), .integer(budget)],
                                       completion: completion)
         }
     }

@@ -160,8 +160,14 @@ enum RedisRecords {
     }
 
     /// The messages of a ``RedisBackendScripts/readRange`` reply, deleted ones as tombstones.
+    /// Whether a range read left entries out for its byte budget.
+    static func isCutForBytes(_ reply: RedisValue) -> Bool {
+        guard let parts = reply.array, parts.count >= 3 else { return false }
+        return parts[2].int == 1
+    }
+
     static func messages(fromReadRange reply: RedisValue, room: RoomKey) throws(RedisError) -> [Message] {
-        guard let parts = reply.array, parts.count == 2 else {
+        guard let parts = reply.array, parts.count == 2 || parts.count == 3 else {
             throw RedisError(.unexpectedReply, "a range read reply is not a pair: \(reply)")
         }
         let messages = try range(parts[0], room: room).messages

@@ -182,20 +182,25 @@ public enum ConfigFile {
             ("lineMaxLength", \.lineMaxLength, 16...(16 << 20)),
             ("httpMaxBodyBytes", \.httpMaxBodyBytes, 1...(1 << 30)),
             ("historyPageLimit", \.historyPageLimit, 1...1_000_000),
+            ("historyPageBytes", \.historyPageBytes, 1024...(1 << 30)),
             ("socketIOMaxPayload", \.socketIOMaxPayload, 1024...(64 << 20)),
             ("joinHistory", \.joinHistory, 0...1_000),
             ("maxUploadBytes", \.uploadMaxBytes, 1...(16 << 30)),
             ("uploadsPerMinute", \.uploadsPerMinute, 1...1_000_000),
             ("filesQuotaBytes", \.filesQuotaBytes, 0...(1 << 50)),
             ("socketIOMaxPollingSessions", \.socketIOMaxPollingSessions, 1...10_000_000),
+            ("maxClientDataBytes", \.maxClientDataBytes, 2...(1 << 20)),
+            ("maxMembersListedBytes", \.maxMembersListedBytes, 1024...(1 << 30)),
         ] }
         static var rateLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>, burst: WritableKeyPath<ServerConfiguration, Double>)] { [
             ("nativeRatePerSecond", \.nativeRatePerSecond, \.nativeBurst),
             ("lineRatePerSecond", \.lineRatePerSecond, \.lineBurst),
+            ("historyRatePerSecond", \.historyRatePerSecond, \.historyBurst),
         ] }
         static var burstLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>)] { [
             ("nativeBurst", \.nativeBurst),
             ("lineBurst", \.lineBurst),
+            ("historyBurst", \.historyBurst),
         ] }
         static var millisLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, UInt64>)] { [
             ("httpRequestTimeoutMillis", \.httpRequestTimeoutMillis),

@@ -13,6 +13,7 @@ extension ServerConfiguration {
             field("--data", \.dataDirectory), field("--loops", \.loops), field("--lobby", \.lobby),
             field("--history", \.historyCapacity), field("--history-room-memory", \.historyBytesPerRoom),
             field("--history-memory", \.historyBytesTotal), field("--room-backlog", \.roomBacklog),
+            field("--history-page-bytes", \.historyPageBytes),
             field("--retention-count", \.retentionCount), field("--retention-days", \.retentionDays),
             field("--sync", \.syncFull), field("--tls-cert", \.tlsCertificateFile), field("--tls-key", \.tlsKeyFile),
             field("--line-tls", \.lineTLS), field("--ws-echo-path", \.webSocketEchoPath), field("--log-format", \.logFormat),

@@ -36,6 +36,14 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var joinHistory = 20
     /// Most messages one `history` request returns (`limit` is capped to it).
     public var historyPageLimit = 1_000
+    /// Most bytes of messages in one page of history (a `history` reply, a subscribe's
+    /// `history_count`, an admin listing); a page always holds one message and says
+    /// `has_more` when it ends early.
+    public var historyPageBytes = 1 << 20
+    /// `history` requests per second one native connection may make (token bucket rate)...
+    public var historyRatePerSecond = 5.0
+    /// ...and the burst it may make at once.
+    public var historyBurst = 10.0
     /// Fsync the store at every group commit (true) or let the OS write it back (false:
     /// acknowledged messages survive a killed process, not a power loss).
     public var syncFull = true
@@ -109,6 +117,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Most members listed in one `observable_members` push; the push carries `count`
     /// with the real total when the list is cut.
     public var maxMembersListed = 1_000
+    /// Most bytes of members (their JSON) in one `observable_members` push; the list is cut
+    /// there and says `truncated: true` and `count`.
+    public var maxMembersListedBytes = 256 << 10
+    /// Largest native `client_data`, in bytes of JSON: it is copied into every member list
+    /// and join event of every room the client joins.
+    public var maxClientDataBytes = 4096
     /// REST requests per second one IP address may make (token bucket rate) and burst.
     public var restRatePerSecond = 20.0
     public var restBurst = 40.0
@@ -270,6 +284,14 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--max-history-count", env: "PARLEY_MAX_HISTORY_COUNT", value: "N", help: "most history_count one subscribe may ask for (default 1000)") { c, v throws(UsageError) in
             c.nativeMaxHistoryCount = try integer(v, "--max-history-count", 0...1_000_000)
         },
+        Option(flag: "--history-page-bytes", env: "PARLEY_HISTORY_PAGE_BYTES", value: "BYTES", help: "most bytes of messages in one history page (default 1048576)") { c, v throws(UsageError) in
+            c.historyPageBytes = try integer(v, "--history-page-bytes", 1024...(1 << 30))
+        },
+        Option(flag: "--history-rate", env: "PARLEY_HISTORY_RATE", value: "N", help: "native history requests per second per connection (default 5, burst 2x)") { c, v throws(UsageError) in
+            let rate = try integer(v, "--history-rate", 1...1_000_000)
+            c.historyRatePerSecond = Double(rate)
+            c.historyBurst = Double(rate * 2)
+        },
         Option(flag: "--max-body-size", env: "PARLEY_MAX_BODY_SIZE", value: "BYTES", help: "largest HTTP request body (default 1048576; 413 above)") { c, v throws(UsageError) in
             c.httpMaxBodyBytes = try integer(v, "--max-body-size", 1024...(1 << 30))
         },
@@ -293,6 +315,12 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--max-members-listed", env: "PARLEY_MAX_MEMBERS_LISTED", value: "N", help: "members listed in one observable_members (default 1000)") { c, v throws(UsageError) in
             c.maxMembersListed = try integer(v, "--max-members-listed", 1...10_000_000)
+        },
+        Option(flag: "--max-members-list-bytes", env: "PARLEY_MAX_MEMBERS_LIST_BYTES", value: "BYTES", help: "bytes of members in one observable_members (default 262144)") { c, v throws(UsageError) in
+            c.maxMembersListedBytes = try integer(v, "--max-members-list-bytes", 1024...(1 << 30))
+        },
+        Option(flag: "--max-client-data", env: "PARLEY_MAX_CLIENT_DATA", value: "BYTES", help: "largest native client_data, as JSON (default 4096)") { c, v throws(UsageError) in
+            c.maxClientDataBytes = try integer(v, "--max-client-data", 2...(1 << 20))
         },
         Option(flag: "--rest-rate", env: "PARLEY_REST_RATE", value: "N", help: "REST requests per second per IP (default 20, burst 2x; 429 above)") { c, v throws(UsageError) in
             let rate = try integer(v, "--rest-rate", 1...10_000_000)

@@ -27,8 +27,6 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// The door policy's share of this connection: its place, the `iam:` deadline, the idle
     /// watch and the message rate.
     private let sessionGuard: SessionGuard
-    /// Longest accepted name, in characters.
-    static let maxNameLength = 64
     /// The token sent with `auth:`, kept to verify it again after a reload (never logged).
     private var token: String?
     /// This loop's count of line deliveries.
@@ -165,12 +163,8 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
         guard !name.isEmpty else { reply("error: iam needs a name, e.g. iam:alice"); return }
         if let error = authError(.subscribe) { reply("error: \(error)"); return }
-        guard name.count <= Self.maxNameLength else {
-            reply("error: name too long (limit \(Self.maxNameLength) characters)")
-            return
-        }
-        guard !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            reply("error: name contains control characters")
+        if let problem = MemberName.problem(with: name) {
+            reply("error: \(problem.message)")
             return
         }
         if let ban = core.bans.ban(ip: connection.remoteIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
@@ -198,8 +192,9 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
     }
 
+    /// Replies may quote what the client or an operator wrote (a command, a reason).
     private func reply(_ line: String) {
-        connection.write(line + "\n")
+        connection.write(LineEncoding.singleLine(line) + "\n")
     }
 
     // MARK: room events

@@ -31,16 +31,16 @@ enum LineEncoding {
         }
     }
 
-    /// A string body as it is; any other JSON as compact JSON text.
+    /// A string body as it is; any other JSON as compact JSON text. Made safe for a terminal
+    /// either way (JSON strings may hold bidi overrides raw).
     static func text(of body: JSONValue) -> String {
         if case .string(let text) = body { return singleLine(text) }
-        return body.jsonString
+        return singleLine(body.jsonString)
     }
 
-    /// Line breaks inside a message would let one user forge lines from another: they become
-    /// spaces on this door.
-    static func singleLine(_ text: String) -> String {
-        guard text.utf8.contains(where: { $0 == 10 || $0 == 13 }) else { return text }
-        return String(text.map { $0 == "\n" || $0 == "\r" || $0 == "\r\n" ? " " : $0 })
-    }
+    /// What other people wrote, as this door shows it: nc and telnet put it straight on a
+    /// terminal, so control characters, bidi overrides and separators become U+FFFD, and a
+    /// line break (which would let one user forge lines from another) a space
+    /// (``TerminalText/sanitized(_:)``).
+    @inline(__always) static func singleLine(_ text: String) -> String { TerminalText.sanitized(text) }
 }

@@ -92,20 +92,37 @@ enum NativeEncoding {
         w.endObject()
     }
 
-    /// At most `limit` members are listed; when the list is cut, `count` carries the real
-    /// total (a Parley extension: Scaledrone clients ignore unknown fields).
-    static func observableMembers(room: RoomKey, members: [Member], limit: Int = .max) -> [UInt8] {
+    /// At most `limit` members and `maxBytes` of them (their JSON) are listed, in join
+    /// order; when the list is cut it says `truncated: true` and `count` carries the real
+    /// total (Parley extensions: Scaledrone clients ignore unknown fields). Every member's
+    /// `client_data` is bounded (`--max-client-data`), but a thousand of them are not.
+    static func observableMembers(room: RoomKey, members: [Member], limit: Int = .max,
+                                  maxBytes: Int = .max) -> (json: [UInt8], truncated: Bool) {
         var w = JSONWriter()
         w.beginObject()
         w.key("type"); w.writeString("observable_members")
         w.key("room"); w.writeString(room.room)
         w.key("data")
         w.beginArray()
-        for member in members.prefix(limit) { writeMember(member, into: &w) }
+        let start = w.bytes.count
+        var truncated = members.count > limit
+        for member in members.prefix(limit) {
+            var one = JSONWriter(capacity: 128)
+            writeMember(member, into: &one)
+            // +1: the comma.
+            guard w.bytes.count - start + one.bytes.count + 1 <= maxBytes else {
+                truncated = true
+                break
+            }
+            w.writeRawValue(one.bytes)
+        }
         w.endArray()
-        if members.count > limit { w.key("count"); w.writeInt(members.count) }
+        if truncated {
+            w.key("truncated"); w.writeBool(true)
+            w.key("count"); w.writeInt(members.count)
+        }
         w.endObject()
-        return w.bytes
+        return (w.bytes, truncated)
     }
 
     /// A reply: `{"callback":N}` plus extra fields, and `error` on failure. With no callback

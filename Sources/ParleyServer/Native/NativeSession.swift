@@ -83,6 +83,8 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     func start() {
+        let configuration = core.configuration
+        sessionGuard.limitHistoryRate(perSecond: configuration.historyRatePerSecond, burst: configuration.historyBurst)
         let timer = LoopTimer(loop: connection.loop)
         pingTimer = timer
         let interval = core.configuration.webSocketPingIntervalMillis
@@ -177,6 +179,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 sendJSON(NativeEncoding.reply(callback: callback, error: refusal, clientID: clientID))
                 return
             }
+            if let clientData, let problem = MemberName.problem(withClientData: clientData, maxBytes: core.configuration.maxClientDataBytes) {
+                sendJSON(NativeEncoding.reply(callback: callback, error: problem.message, clientID: clientID))
+                return
+            }
             let name = clientData?["name"]?.stringValue
             if let ban = core.bans.ban(ip: connection.remoteIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
                 core.logThrottle.log("banned", to: core.logger, .info, "banned client refused",
@@ -265,6 +271,12 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             let check = checkAuth(.history, room: room)
             if let error = check.error {
                 sendJSON(NativeEncoding.reply(callback: callback, error: error))
+                return
+            }
+            // Each request reads a page (up to --history-page-bytes) from the store.
+            guard sessionGuard.admitHistoryRequest() else {
+                sendJSON(NativeEncoding.reply(callback: callback,
+                                              error: "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly"))
                 return
             }
             let me = LoopBound(self, on: connection.loop)
@@ -437,7 +449,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         if snapshot.room.isObservable {
             let limit = core.configuration.maxMembersListed
             if snapshot.members.count > limit { core.limits.breached(.membersListed) }
-            sendJSON(NativeEncoding.observableMembers(room: snapshot.room, members: snapshot.members, limit: limit))
+            let members = NativeEncoding.observableMembers(room: snapshot.room, members: snapshot.members, limit: limit,
+                                                           maxBytes: core.configuration.maxMembersListedBytes)
+            if members.truncated && snapshot.members.count <= limit { core.limits.breached(.membersListed) }
+            sendJSON(members.json)
         }
         for (index, message) in snapshot.history.enumerated() {
             sendJSON(NativeEncoding.historyMessage(message, index: index))
@@ -512,6 +527,7 @@ extension NativeSession: AdministeredSession {
         }
         auth = fresh
         let configuration = core.configuration
+        sessionGuard.limitHistoryRate(perSecond: configuration.historyRatePerSecond, burst: configuration.historyBurst)
         if let rate = configuration.settings(ofChannel: channel)?.publishRate {
             sessionGuard.limitRate(perSecond: rate, burst: max(1, rate * 2))
         } else {

@@ -169,6 +169,7 @@ public final class ParleyServer: Sendable {
         hubConfiguration.historyBytesPerRoom = configuration.historyBytesPerRoom
         hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
         hubConfiguration.backlogHighMark = configuration.roomBacklog
+        hubConfiguration.historyPageBytes = configuration.historyPageBytes
         if let problem = configuration.clusterProblem { throw StartupError(description: problem) }
         let metrics = ServerMetrics(loopCount: loopCount)
         let throttle = LogThrottle()

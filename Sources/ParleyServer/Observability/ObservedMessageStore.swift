@@ -74,9 +74,19 @@ final class ObservedMessageStore: MessageStore {
         wrapped.messages(in: room, after: offset, limit: limit, completion: completion)
     }
 
+    func messages(in room: RoomKey, after offset: Int64, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
+        wrapped.messages(in: room, after: offset, limit: limit, maxBytes: maxBytes, completion: completion)
+    }
+
     func messages(in room: RoomKey, before: Int64?, limit: Int,
                   completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         wrapped.messages(in: room, before: before, limit: limit, completion: completion)
+    }
+
+    func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
+                  completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
+        wrapped.messages(in: room, before: before, limit: limit, maxBytes: maxBytes, completion: completion)
     }
 
     func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {

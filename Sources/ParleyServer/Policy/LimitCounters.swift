@@ -12,6 +12,8 @@ enum Limit: String, CaseIterable, Sendable {
     case rateAbuseDisconnect = "rate_abuse_disconnect"
     case roomsPerConnection = "rooms_per_connection"
     case membersListed = "members_listed"
+    /// Native `history` requests over the per-connection rate.
+    case historyRate = "history_rate"
     case restRate = "rest_rate"
     /// A request from a web page that may not use this server, or for a host it does not
     /// serve while bound to loopback (``WebOriginPolicy``).

@@ -21,6 +21,9 @@ final class SessionGuard {
     private var idleWatch: IdleWatch?
     private var rate: TokenBucket?
     private var abuse: RateAbuseDetector?
+    /// `history` requests (each reads a page from the store): a bucket of their own, so
+    /// paging back through history never costs a publish.
+    private var historyRate: TokenBucket?
 
     init(_ policy: DoorPolicy, loop: EventLoop, core: ServerCore, ticket: AdmissionTicket?) {
         self.policy = policy
@@ -112,6 +115,23 @@ final class SessionGuard {
         core.limits.breached(.rateAbuseDisconnect, remote: remote)
         return .abusive
     }
+
+    /// Replaces the history request rate.
+    func limitHistoryRate(perSecond: Double, burst: Double) {
+        historyRate = TokenBucket(ratePerSecond: perSecond, burst: burst)
+    }
+
+    /// Takes a token for one history request; a refusal is counted (`history_rate`).
+    func admitHistoryRequest() -> Bool {
+        guard var bucket = historyRate else { return true }
+        let allowed = bucket.take(nowMillis: core.hub.clock.nowMillis())
+        historyRate = bucket
+        if !allowed { core.limits.breached(.historyRate, remote: remote) }
+        return allowed
+    }
+
+    /// The history rate in force, for the refusal's text.
+    var historyRatePerSecond: Double { historyRate?.ratePerSecond ?? 0 }
 
     /// The rate in force, for the refusal's text.
     var ratePerSecond: Double { rate?.ratePerSecond ?? 0 }

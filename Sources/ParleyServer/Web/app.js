@@ -1074,6 +1074,10 @@
       state.loadingHistory = false;
       if (room !== state.room) return;
       ui.historyTop.textContent = "";
+      if (typeof reply.error === "string" && reply.error.startsWith("history rate limit")) {
+        setTimeout(maybeLoadMore, 1000); // paging too fast: the server asks us to slow down
+        return;
+      }
       if (reply.error || !Array.isArray(reply.messages)) {
         state.historySupported = false; // an older server: no paging, no fuss
         return;

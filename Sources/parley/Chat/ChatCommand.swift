@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Observation
 import ParleyClient
+import ParleyCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -132,15 +133,17 @@ func standardInputChunks() -> AsyncStream<[UInt8]> {
             case .message(isMine: false):
                 // A message with files: its caption (if any), then a line per file.
                 let parts = (line.text.isEmpty && !line.attachments.isEmpty ? [] : [line.text]) + line.attachmentLines
-                for part in parts { FileHandle.standardOutput.write(Data("\(line.name): \(part)\n".utf8)) }
+                // Names and text come from other people: nothing in them may reach the terminal raw.
+                let name = TerminalText.sanitized(line.name)
+                for part in parts { FileHandle.standardOutput.write(Data("\(name): \(TerminalText.sanitized(part))\n".utf8)) }
             case .notice:
-                FileHandle.standardError.write(Data("* \(line.text)\n".utf8))
+                FileHandle.standardError.write(Data("* \(TerminalText.sanitized(line.text))\n".utf8))
             case .message(isMine: true), .history:
                 break
             }
         }
         if case .disconnected(.rejected(let why)) = model.connection {
-            FileHandle.standardError.write(Data("parley chat: rejected: \(why)\n".utf8))
+            FileHandle.standardError.write(Data("parley chat: rejected: \(TerminalText.sanitized(why))\n".utf8))
             exit(1)
         }
     }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import ParleyClient
+import ParleyCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -168,6 +169,7 @@ import Glibc
 
     /// `text` cut (and padded) to `columns` display cells.
     private func fit(_ text: String, _ columns: Int, pad: Bool = true) -> String {
+        let text = TerminalText.sanitized(text)
         var out = ""
         var width = 0
         for character in text {
@@ -184,14 +186,16 @@ import Glibc
     private func format(_ line: ChatLine, columns: Int) -> [String] {
         let time = Self.timeFormatter.string(from: line.date)
         if line.kind == .notice {
-            return wrap("\(time) * \(line.text)", columns: columns).map { "\u{1B}[2;3m\($0)\u{1B}[0m" }
+            return wrap("\(time) * \(TerminalText.sanitized(line.text))", columns: columns).map { "\u{1B}[2;3m\($0)\u{1B}[0m" }
         }
         let marker = line.isMine ? "›" : " "
         let head = "\(time)\(marker)"
-        let name = line.name
+        // What other people wrote, names included, must not move our cursor or reorder the text.
+        let name = TerminalText.sanitized(line.name)
         // A message with files: the caption (if any), then `[image cat.jpg 1.2 MB] URL` each.
-        let parts = (line.text.isEmpty && !line.attachments.isEmpty ? [] : [line.text]) + line.attachmentLines
-        let rows = wrap("\(head)\(name): \(Self.printable(parts.first ?? ""))", columns: columns)
+        let parts = ((line.text.isEmpty && !line.attachments.isEmpty ? [] : [line.text]) + line.attachmentLines)
+            .map(TerminalText.sanitized)
+        let rows = wrap("\(head)\(name): \(parts.first ?? "")", columns: columns)
         var colored = rows
         let (r, g, b) = RandomIdentity.rgb(line.color) ?? (200, 200, 200)
         let nameStyle = "\u{1B}[\(line.isMine ? "1;" : "")38;2;\(r);\(g);\(b)m"
@@ -202,14 +206,9 @@ import Glibc
         }
         if !dim.isEmpty { for i in colored.indices.dropFirst() { colored[i] = dim + colored[i] + "\u{1B}[0m" } }
         for part in parts.dropFirst() {
-            colored += wrap("      " + Self.printable(part), columns: columns).map { dim + $0 + "\u{1B}[0m" }
+            colored += wrap("      " + part, columns: columns).map { dim + $0 + "\u{1B}[0m" }
         }
         return colored
-    }
-
-    /// Control characters from other people must not move our cursor.
-    private static func printable(_ text: String) -> String {
-        String(text.unicodeScalars.map { $0.value < 0x20 || (0x7F..<0xA0).contains($0.value) ? " " : Character($0) })
     }
 
     private func wrap(_ text: String, columns: Int) -> [String] {

@@ -32,8 +32,9 @@ enum SocketChatCommand: Equatable {
         func string(_ index: Int) -> String? { index < args.count ? args[index].stringValue : nil }
         switch name {
         case "connectUser":
-            guard let nickname = string(0), SocketChatRoster.isValidNickname(nickname) else {
-                return .failure(SocketIOError("connectUser needs a nickname: 1-64 characters, no control characters"))
+            guard let nickname = string(0) else { return .failure(SocketIOError("connectUser needs a nickname")) }
+            if let problem = MemberName.problem(with: nickname) {
+                return .failure(SocketIOError("connectUser needs a nickname: \(problem.message)"))
             }
             return .success(.connectUser(nickname: nickname))
         case "chatMessage":
