@@ -216,6 +216,10 @@ import Testing
         #expect(message["client_id"] == nil)
         #expect(try await carol.nextLine() == "parley:from rest")
 
+        // Body × rooms is bounded: each room stores the body once.
+        let big = "\"" + String(repeating: "x", count: 600_000) + "\""
+        let amplified = try await httpRequest(port: server.httpPort, "POST", "/demo/publish/rooms?" + (1...8).map { "r=a\($0)" }.joined(separator: "&"), body: big)
+        #expect(amplified.status == 413 && amplified.body.contains("--max-multi-publish-bytes"), "\(amplified.body)")
         let many = try await httpRequest(port: server.httpPort, "POST", "/demo/publish/rooms?r=other&r=observable-room", body: #"{"a":1}"#)
         #expect(many.status == 200)
         let firstRoom = try await alice.next { $0["type"] == "publish" }["room"]?.stringValue

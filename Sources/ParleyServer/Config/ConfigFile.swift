@@ -181,6 +181,7 @@ public enum ConfigFile {
             ("nativeMaxHistoryCount", \.nativeMaxHistoryCount, 0...1_000_000),
             ("lineMaxLength", \.lineMaxLength, 16...(16 << 20)),
             ("httpMaxBodyBytes", \.httpMaxBodyBytes, 1...(1 << 30)),
+            ("multiPublishMaxBytes", \.multiPublishMaxBytes, 1024...(1 << 34)),
             ("historyPageLimit", \.historyPageLimit, 1...1_000_000),
             ("historyPageBytes", \.historyPageBytes, 1024...(1 << 30)),
             ("socketIOMaxPayload", \.socketIOMaxPayload, 1024...(64 << 20)),

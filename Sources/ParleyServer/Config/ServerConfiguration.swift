@@ -51,6 +51,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var lineQuietMillis: UInt64 = 50
     /// Largest HTTP request body (REST publish), in bytes.
     public var httpMaxBodyBytes = 1 << 20
+    /// Most bytes one multi-room REST publish may store: its body's bytes times its rooms
+    /// (each room stores the body once).
+    public var multiPublishMaxBytes = 4 << 20
     /// A request that has started must be complete within this long, in milliseconds.
     public var httpRequestTimeoutMillis: UInt64 = 10_000
     /// A keep-alive connection with no request in progress is closed after this long.
@@ -294,6 +297,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--max-body-size", env: "PARLEY_MAX_BODY_SIZE", value: "BYTES", help: "largest HTTP request body (default 1048576; 413 above)") { c, v throws(UsageError) in
             c.httpMaxBodyBytes = try integer(v, "--max-body-size", 1024...(1 << 30))
+        },
+        Option(flag: "--max-multi-publish-bytes", env: "PARLEY_MAX_MULTI_PUBLISH_BYTES", value: "BYTES", help: "body bytes x rooms one REST publish to several rooms may store (default 4194304; 413 above)") { c, v throws(UsageError) in
+            c.multiPublishMaxBytes = try integer(v, "--max-multi-publish-bytes", 1024...(1 << 34))
         },
         Option(flag: "--socketio-max-payload", env: "PARLEY_SOCKETIO_MAX_PAYLOAD", value: "BYTES", help: "largest Socket.IO polling body or message (default 1000000)") { c, v throws(UsageError) in
             c.socketIOMaxPayload = try integer(v, "--socketio-max-payload", 1024...(64 << 20))

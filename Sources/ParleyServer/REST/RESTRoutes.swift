@@ -95,6 +95,12 @@ enum RESTRoutes {
         guard !names.isEmpty else { return .text(400, "name at least one room with ?r=ROOM\n") }
         guard names.count <= maxRoomsPerPublish else { return .text(400, "at most \(maxRoomsPerPublish) rooms per publish\n") }
         guard names.allSatisfy(RoomKey.isValidName) else { return .text(400, "invalid room name\n") }
+        // Each room stores the body once: a 1 MiB body to 100 rooms would be 100 MiB on disk
+        // for one request.
+        let limit = core.configuration.multiPublishMaxBytes
+        guard request.body.count * names.count <= limit else {
+            return .text(413, "a body of \(request.body.count) bytes to \(names.count) rooms would store \(request.body.count * names.count) bytes (limit \(limit) per request, --max-multi-publish-bytes); publish to fewer rooms or send less\n")
+        }
         let parsed: JSONValue
         switch parseBody(request.body) {
         case .success(let value): parsed = value
