@@ -19,6 +19,10 @@ public struct SQLiteStoreOptions: Sendable {
     public var maxQueuedReads = 100_000
     /// Test hook: caps the database size (SQLite's `max_page_count`) to simulate a full disk.
     public var maxPageCount: Int?
+    /// The most bytes the database file may grow to (nil: as the disk allows). A commit that
+    /// would pass it fails with ``SQLiteMessageStore/budgetReachedMessage(_:)``; retention's
+    /// deletions free pages that later messages reuse.
+    public var maxBytes: Int?
     public init() {}
 }
 
@@ -27,6 +31,11 @@ public struct SQLiteStoreOptions: Sendable {
 /// transaction (group commit); a reader thread with its own connection serves reads, which
 /// WAL lets run while the writer commits. Nothing here ever runs on an event loop.
 public final class SQLiteMessageStore: MessageStore {
+    /// The error text of a commit refused because the database reached its size budget.
+    public static func budgetReachedMessage(_ maxBytes: Int) -> String {
+        "the message store is full: it reached its size budget of \(maxBytes) bytes; nothing more is stored until retention frees space or the budget is raised"
+    }
+
     /// The current schema version (`PRAGMA user_version`).
     public static let schemaVersion: Int64 = 2
     public let path: String
@@ -77,8 +86,12 @@ public final class SQLiteMessageStore: MessageStore {
             try write.exec("PRAGMA cache_size = -32768")
             openedAt = try Self.migrate(write)
             if let pages = options.maxPageCount { try write.exec("PRAGMA max_page_count = \(pages)") }
+            if let maxBytes = options.maxBytes {
+                let pageSize = max(512, try write.integer("PRAGMA page_size"))
+                try write.exec("PRAGMA max_page_count = \(max(1, Int64(maxBytes) / pageSize))")
+            }
             state = try WriterState(connection: write, retention: options.retention,
-                                    retentionIntervalMillis: Int64(options.retentionIntervalMillis))
+                                    retentionIntervalMillis: Int64(options.retentionIntervalMillis), maxBytes: options.maxBytes)
             // Retention runs when the store opens (then in the background), before any read.
             state.enforceRetention(nowMillis: clockMillis())
         } catch {
@@ -381,11 +394,15 @@ private final class WriterState: @unchecked Sendable {
     let retentionIntervalMillis: Int64
     /// When retention runs next (also under constant load, when the thread is never idle).
     var nextRetentionMillis: Int64 = 0
+    /// ``SQLiteStoreOptions/maxBytes``.
+    let maxBytes: Int?
 
-    init(connection: SQLiteConnection, retention: StoreRetention, retentionIntervalMillis: Int64) throws(ParleyError) {
+    init(connection: SQLiteConnection, retention: StoreRetention, retentionIntervalMillis: Int64,
+         maxBytes: Int? = nil) throws(ParleyError) {
         self.connection = connection
         self.retention = retention
         self.retentionIntervalMillis = retentionIntervalMillis
+        self.maxBytes = maxBytes
         let statement = try connection.statement("SELECT id, channel, name, last_offset FROM rooms")
         while try statement.step() {
             rooms[RoomKey(channel: statement.string(1) ?? "", room: statement.string(2) ?? "")] = (statement.int64(0), statement.int64(3))
@@ -472,6 +489,15 @@ private final class WriterState: @unchecked Sendable {
         return recovery
     }
 
+    /// A full database that is full because it reached ``SQLiteStoreOptions/maxBytes``, said
+    /// so (rather than "disk full", which sends an operator to the wrong place).
+    private func budgetError(_ error: ParleyError) -> ParleyError? {
+        guard let maxBytes, error.code == .unavailable,
+              let pages = try? connection.integer("PRAGMA page_count"),
+              let limit = try? connection.integer("PRAGMA max_page_count"), pages >= limit else { return nil }
+        return ParleyError(.unavailable, SQLiteMessageStore.budgetReachedMessage(maxBytes))
+    }
+
     /// One transaction for the whole batch: all of it is durable, or none of it.
     private func commit(_ batch: [(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)]) {
         var results = [Result<Void, ParleyError>](repeating: .success(()), count: batch.count)
@@ -521,6 +547,7 @@ private final class WriterState: @unchecked Sendable {
             try connection.exec("COMMIT")
         } catch {
             try? connection.exec("ROLLBACK")
+            let error = budgetError(error) ?? error
             for (_, _, completion) in batch { completion(.failure(error)) }
             return
         }

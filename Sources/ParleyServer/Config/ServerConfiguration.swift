@@ -54,6 +54,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Most bytes one multi-room REST publish may store: its body's bytes times its rooms
     /// (each room stores the body once).
     public var multiPublishMaxBytes = 4 << 20
+    /// The size budget of the embedded store's database file (history of every channel);
+    /// nil: as the disk allows. Past it a publish is refused with a clear error.
+    public var storeMaxBytes: Int? = 10 << 30
     /// A request that has started must be complete within this long, in milliseconds.
     public var httpRequestTimeoutMillis: UInt64 = 10_000
     /// A keep-alive connection with no request in progress is closed after this long.
@@ -297,6 +300,11 @@ public struct ServerConfiguration: Sendable, Equatable {
         },
         Option(flag: "--max-body-size", env: "PARLEY_MAX_BODY_SIZE", value: "BYTES", help: "largest HTTP request body (default 1048576; 413 above)") { c, v throws(UsageError) in
             c.httpMaxBodyBytes = try integer(v, "--max-body-size", 1024...(1 << 30))
+        },
+        Option(flag: "--max-store-bytes", env: "PARLEY_MAX_STORE_BYTES", value: "BYTES", help: "size budget of the embedded store (all history; default 10737418240, 0: as the disk allows)") { c, v throws(UsageError) in
+            let bytes = try integer(v, "--max-store-bytes", 0...(1 << 50))
+            guard bytes == 0 || bytes >= 1 << 20 else { throw UsageError(description: "--max-store-bytes must be 0 (no budget) or at least 1048576") }
+            c.storeMaxBytes = bytes == 0 ? nil : bytes
         },
         Option(flag: "--max-multi-publish-bytes", env: "PARLEY_MAX_MULTI_PUBLISH_BYTES", value: "BYTES", help: "body bytes x rooms one REST publish to several rooms may store (default 4194304; 413 above)") { c, v throws(UsageError) in
             c.multiPublishMaxBytes = try integer(v, "--max-multi-publish-bytes", 1024...(1 << 34))

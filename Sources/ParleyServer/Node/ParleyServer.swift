@@ -350,6 +350,7 @@ public final class ParleyServer: Sendable {
         var options = SQLiteStoreOptions()
         options.synchronousFull = configuration.syncFull
         options.retention = storeRetention(configuration)
+        options.maxBytes = configuration.storeMaxBytes
         do {
             return try SQLiteMessageStore(path: directory + "/parley.sqlite3", options: options)
         } catch {
