@@ -89,6 +89,22 @@ class LineClient:
         self.sock.close()
 
 
+async def join_lobby_natively(ws, name):
+    """Handshakes as `name` and subscribes to the lobby over the native door; returns a
+    `recv_until(predicate)` for that socket and the `observable_members` push."""
+    async def recv_until(predicate):
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            m = json.loads(await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic())))
+            if predicate(m):
+                return m
+    await ws.send(json.dumps({"type": "handshake", "channel": "demo", "callback": 0,
+                              "client_data": {"name": name, "color": "#00AA00"}}))
+    await recv_until(lambda m: m.get("callback") == 0)
+    await ws.send(json.dumps({"type": "subscribe", "room": "observable-room", "callback": 1}))
+    return recv_until, await recv_until(lambda m: m.get("type") == "observable_members")
+
+
 def test_cross_door_chat_typing_and_presence(server):
     async def go():
         sam = await asyncio.to_thread(ChatClient, socketio, base(server), ["polling", "websocket"])
@@ -97,17 +113,7 @@ def test_cross_door_chat_typing_and_presence(server):
             await asyncio.to_thread(sam.emit, "connectUser", "sam")
             await asyncio.to_thread(sam.wait_for, "userConnectUpdate", lambda a: a[0]["nickname"] == "sam")
             async with connect("ws://127.0.0.1:%d/v3/websocket" % server["http"]) as ws:
-                async def recv_until(predicate):
-                    deadline = time.monotonic() + TIMEOUT
-                    while True:
-                        m = json.loads(await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic())))
-                        if predicate(m):
-                            return m
-                await ws.send(json.dumps({"type": "handshake", "channel": "demo", "callback": 0,
-                                          "client_data": {"name": "nina", "color": "#00AA00"}}))
-                await recv_until(lambda m: m.get("callback") == 0)
-                await ws.send(json.dumps({"type": "subscribe", "room": "observable-room", "callback": 1}))
-                members = await recv_until(lambda m: m.get("type") == "observable_members")
+                recv_until, members = await join_lobby_natively(ws, "nina")
                 assert "sam" in [m.get("clientData", {}).get("name") for m in members["data"]]
                 # A native join shows up in userConnectUpdate and userList.
                 await asyncio.to_thread(sam.wait_for, "userConnectUpdate", lambda a: a[0]["nickname"] == "nina")
@@ -169,17 +175,7 @@ def test_a_reconnected_app_that_only_sends_chat_message_is_a_member_for_scaledro
     async def go():
         app = await asyncio.to_thread(ChatClient, socketio, base(server), ["polling", "websocket"])
         async with connect("ws://127.0.0.1:%d/v3/websocket" % server["http"]) as ws:
-            async def recv_until(predicate):
-                deadline = time.monotonic() + TIMEOUT
-                while True:
-                    m = json.loads(await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic())))
-                    if predicate(m):
-                        return m
-            await ws.send(json.dumps({"type": "handshake", "channel": "demo", "callback": 0,
-                                      "client_data": {"name": "nora", "color": "#00AA00"}}))
-            await recv_until(lambda m: m.get("callback") == 0)
-            await ws.send(json.dumps({"type": "subscribe", "room": "observable-room", "callback": 1}))
-            members = await recv_until(lambda m: m.get("type") == "observable_members")
+            recv_until, members = await join_lobby_natively(ws, "nora")
             assert "rex" not in [m.get("clientData", {}).get("name") for m in members["data"]]
             try:
                 await asyncio.to_thread(app.emit, "chatMessage", "rex", "only a message")
