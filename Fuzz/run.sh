@@ -62,11 +62,28 @@ for target in $TARGETS; do
   esac
 done
 
+# The memory oracle: an input that makes a target allocate far more than its own size (an
+# amplification) must be a crash the fuzzer reports, not a slow run. Inputs are at most 8 KiB
+# (-max_len) and every target decodes under small limits (64 KiB WebSocket messages, 4 KiB
+# bodies, ...), so no honest input needs a 64 MiB allocation (-malloc_limit_mb: one malloc of
+# that size or more is a crash). -rss_limit_mb leaves room for ASan's shadow memory and its
+# 256 MiB quarantine of freed memory; above it the run is a crash too. (libFuzzer's defaults,
+# 2048 for both, let one input allocate 2 GiB unnoticed.)
+memory_limits() { # target
+  case $1 in
+    websocket|wsclient) echo "-malloc_limit_mb=64 -rss_limit_mb=2048" ;; # + zlib's inflate/deflate state
+    *) echo "-malloc_limit_mb=64 -rss_limit_mb=1536" ;;
+  esac
+}
+
 status=0
 for target in $TARGETS; do
   mkdir -p "Fuzz/corpus/$target" "Fuzz/crashes/$target" "$OUT/corpus-$target"
   echo "fuzz $target: ${SECONDS_PER_TARGET}s"
-  if ! "$OUT/fuzz-$target" -max_total_time="$SECONDS_PER_TARGET" -max_len=8192 -timeout=10 \
+  # A target's dictionary (Fuzz/dict/<target>.dict), if it has one: tokens mutations insert.
+  dict=(); [ -f "Fuzz/dict/$target.dict" ] && dict=(-dict="Fuzz/dict/$target.dict")
+  # shellcheck disable=SC2046 # memory_limits is a list of flags
+  if ! "$OUT/fuzz-$target" -max_total_time="$SECONDS_PER_TARGET" -max_len=8192 -timeout=10 $(memory_limits "$target") "${dict[@]}" \
        -artifact_prefix="Fuzz/crashes/$target/" -print_final_stats=1 \
        "$OUT/corpus-$target" "Fuzz/corpus/$target" 2>"$OUT/fuzz-$target.log"; then
     echo "fuzz $target: FAILED (see $OUT/fuzz-$target.log and Fuzz/crashes/$target/)"

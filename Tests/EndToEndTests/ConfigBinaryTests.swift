@@ -21,7 +21,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/parley.json"
-        try Data(#"{"channels": [{"id": "a"}, {"id": "b", "secret": "x", "requireAuth": "yes"}]}"#.utf8).write(to: URL(fileURLWithPath: path))
+        try Data(#"{"channels": [{"id": "a"}, {"id": "b", "secret": "4W1xq9cS0vZk8Yb2HnT5rEu7LpJ3mQ6d", "requireAuth": "yes"}]}"#.utf8).write(to: URL(fileURLWithPath: path))
         let bad = try run(["serve", "--config", path, "--http-port", "0", "--line-port", "0", "--data", directory + "/data"])
         #expect(bad.status == 2)
         #expect(bad.stderr.contains("config file \(path): channels[1].requireAuth must be true or false"))

@@ -116,6 +116,25 @@ import Testing
         #expect(try await alice.publishAcknowledged(["text": "hi", "attachmentsNote": "none"], to: "room")["error"] == nil)
     }
 
+    /// The server rewrites `attachments`; a body naming it twice would keep the first, forged
+    /// copy beside the server's (readers differ on which one counts). Both doors that rewrite
+    /// refuse it, saying why, and nothing is stored.
+    @Test func aRepeatedKeyInAnAttachmentMessageIsRefused() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let report = try server.uploaded(FileFixtures.pdf, name: "report.pdf", type: "application/pdf")
+        let id = try #require(report["id"]?.stringValue)
+        let forged: JSONValue = [["id": .string(id), "name": "evil.exe", "url": "http://evil.example/x", "size": 45,
+                                  "mime": "application/pdf", "kind": "file"]]
+        let alice = try await NativeClient.connect(server)
+        let reply = try await alice.publishAcknowledged(.object(JSONObject([("attachments", forged), ("attachments", [.string(id)])])), to: "room")
+        #expect(reply["error"]?.stringValue?.contains("\"attachments\" appears more than once") == true, "\(reply)")
+        let rest = try await httpRequest(port: server.httpPort, "POST", "/demo/room/publish",
+                                         body: #"{"attachments":[{"id":"\#(id)","url":"http://evil.example/x"}],"attachments":["\#(id)"]}"#)
+        #expect(rest.status == 400 && rest.body.contains("\"attachments\" appears more than once"), "\(rest)")
+        #expect(try await alice.history("room", limit: 10)["messages"] == [])
+    }
+
     @Test func publishesKeepTheirOrderBehindAnAttachmentCheck() throws {
         let server = try startTestServer()
         defer { server.shutdown() }

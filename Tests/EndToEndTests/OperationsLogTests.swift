@@ -17,6 +17,39 @@ import Testing
         }
     }
 
+    /// Open mode (any channel, no authentication, /metrics open) bound to an address other
+    /// than loopback starts, but never silently: a warning at start says what is open.
+    @Test func openModeOnAPublicAddressIsAWarningAtStart() throws {
+        let cases: [(host: String, open: Bool, metricsToken: String?, warns: Bool)] = [
+            ("0.0.0.0", true, nil, true), ("0.0.0.0", true, metricsToken, true),
+            ("127.0.0.1", true, nil, false), ("0.0.0.0", false, nil, false),
+        ]
+        for c in cases {
+            let (logger, memory) = memoryLogger(level: .info)
+            let server = try ParleyServer(configuration: .forTests {
+                $0.host = c.host
+                $0.openChannels = c.open
+                $0.metricsToken = c.metricsToken
+            }, logger: logger)
+            server.shutdown()
+            let warnings = memory.records.filter { $0.message == "open mode on a public address" }
+            #expect(warnings.count == (c.warns ? 1 : 0), "\(c)")
+            #expect(warnings.allSatisfy { $0.level == .warn })
+            guard c.warns else { continue }
+            let line = try #require(memory.lines.first { $0.contains("open mode on a public address") })
+            #expect(line.contains("address=0.0.0.0") && line.contains("any channel can be used by anyone, without authentication"), "\(line)")
+            #expect(line.contains("/metrics is open") == (c.metricsToken == nil), "\(line)")
+            #expect(line.contains("--config") && line.contains("127.0.0.1"), "it says what to do: \(line)")
+        }
+        // Loopback is any of these; everything else is public.
+        for host in ["127.0.0.1", "127.1.2.3", "localhost", "::1"] {
+            #expect(ServerConfiguration.forTests { $0.host = host }.openModeExposure == nil, "\(host)")
+        }
+        for host in ["0.0.0.0", "::", "192.168.1.5", "chat.example.com", "127.example.com"] {
+            #expect(ServerConfiguration.forTests { $0.host = host }.openModeExposure != nil, "\(host)")
+        }
+    }
+
     @Test func aRefusedTokenIsLoggedWithoutTheToken() async throws {
         let (logger, memory) = memoryLogger(level: .info)
         let server = try ParleyServer(configuration: Self.authConfiguration(), logger: logger)

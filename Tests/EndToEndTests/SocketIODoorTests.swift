@@ -268,6 +268,25 @@ import Testing
 
     /// An oversized message ends its session on every transport and version (as engine.io
     /// does), so the client sees the session end and reconnects; nobody else notices.
+    /// The placeholder amplification through the door, before any authentication: one 50 KB
+    /// attachment named by 2,000 placeholders (a 125 KB POST) was turned into 133 MB of
+    /// base64. Now the session gets CONNECT_ERROR saying why and ends; the next client chats.
+    @Test func aBinaryEventNamingOneAttachmentTwiceEndsItsSession() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let client = try PollingClient.open(port: server.httpPort, version: 4)
+        try client.post(["40"])
+        _ = try client.poll(until: { $0.hasPrefix("40") })
+        let placeholders = Array(repeating: #"{"_placeholder":true,"num":0}"#, count: 2_000).joined(separator: ",")
+        let attachment = "b" + Data(repeating: 7, count: 50_000).base64EncodedString()
+        #expect(try client.post(["451-[\"chatMessage\",\"bob\",\(placeholders)]", attachment]).status == 200)
+        let error = try client.poll(until: { $0.hasPrefix("44") })
+        #expect(error == #"44{"message":"invalid packet: placeholder 0 is used more than once"}"#)
+        let next = try PollingClient.open(port: server.httpPort, version: 4)
+        try next.post(["40", "42[\"connectUser\",\"carol\"]"])
+        #expect(eventArguments(try next.poll(until: { eventArguments($0, "userList") != nil }), "userList") != nil)
+    }
+
     @Test func hugePostsEndTheirSessionAndNobodyElseNotices() throws {
         let server = try startTestServer { $0.socketIOMaxPayload = 1000 }
         defer { server.shutdown() }

@@ -18,7 +18,7 @@ import ParleyCore
     {
       "openChannels": false,
       "channels": [
-        {"id": "acme", "secret": "s3cret", "requireAuth": true,
+        {"id": "acme", "secret": "4W1xq9cS0vZk8Yb2HnT5rEu7LpJ3mQ6d", "requireAuth": true,
          "history": {"retentionCount": 500, "retentionDays": 30}, "limits": {"publishRate": 10}},
         {"id": "public"}
       ],
@@ -33,7 +33,7 @@ import ParleyCore
         let c = try load(Self.full)
         #expect(!c.openChannels)
         #expect(c.channels.count == 2)
-        #expect(c.channels[0].id == "acme" && c.channels[0].secret == "s3cret" && c.channels[0].requireAuth)
+        #expect(c.channels[0].id == "acme" && c.channels[0].secret == "4W1xq9cS0vZk8Yb2HnT5rEu7LpJ3mQ6d" && c.channels[0].requireAuth)
         #expect(c.channels[0].retentionCount == 500 && c.channels[0].retentionDays == 30 && c.channels[0].publishRate == 10)
         #expect(c.channels[1].secret == nil && !c.channels[1].requireAuth)
         #expect(c.nativeRatePerSecond == 25 && c.nativeBurst == 50)
@@ -54,8 +54,19 @@ import ParleyCore
         #expect(try load(#"{"channels": [{"id": "a"}], "openChannels": true}"#).openChannels)
     }
 
+    /// A token is all it takes to test guesses of its secret offline (one HMAC each), so the
+    /// config file refuses a secret under 32 bytes, saying why.
+    @Test func secretsAreAtLeast32Bytes() throws {
+        #expect(message(#"{"channels": [{"id": "a", "secret": "s3cret"}]}"#)
+                == "config file parley.json: channels[0].secret must be at least 32 bytes (it is 6): tokens signed with a short secret can be brute-forced offline; use e.g. openssl rand -base64 32")
+        #expect(message(#"{"channels": [{"id": "a", "secret": "\#(String(repeating: "x", count: 31))", "requireAuth": true}]}"#)?
+                    .contains("channels[0].secret must be at least 32 bytes (it is 31)") == true)
+        #expect(try load(#"{"channels": [{"id": "a", "secret": "\#(String(repeating: "é", count: 16))"}]}"#).channels[0].secret?.utf8.count == 32,
+                "bytes, not characters")
+    }
+
     @Test func errorsNameTheKeyPath() {
-        #expect(message(#"{"channels": [{"id": "a"}, {"id": "b", "requireAuth": "yes", "secret": "x"}]}"#)
+        #expect(message(#"{"channels": [{"id": "a"}, {"id": "b", "requireAuth": "yes", "secret": "4W1xq9cS0vZk8Yb2HnT5rEu7LpJ3mQ6d"}]}"#)
                 == "config file parley.json: channels[1].requireAuth must be true or false")
         #expect(message(#"{"chanels": []}"#)?.hasPrefix("config file parley.json: unknown key chanels (allowed here:") == true)
         #expect(message(#"{"channels": [{"id": "a", "colour": 1}]}"#)?.hasPrefix("config file parley.json: unknown key channels[0].colour") == true)

@@ -59,6 +59,9 @@ import Testing
             ["attachments": ["../etc/passwd"]], ["attachments": [.string(id.uppercased())]],
             ["text": 1, "attachments": [.string(id)]],
             ["attachments": .array(Array(repeating: .string(id), count: 11))],
+            // A repeated key: a forged first `attachments` would stay beside the server's.
+            .object(JSONObject([("attachments", [["id": .string(id), "url": "http://evil.example/x"]]), ("attachments", [.string(id)])])),
+            .object(JSONObject([("text", "a"), ("attachments", [.string(id)]), ("text", "b")])),
         ] {
             guard case .invalid(let error) = AttachmentBody.inspect(bad) else {
                 Issue.record("accepted \(bad)")

@@ -141,7 +141,7 @@ import Testing
         defer { harness.shutdown() }
         try harness.receive("0")
         #expect(try harness.receive(.text("51-[\"up\",\"a\",{\"_placeholder\":true,\"num\":0}]"), .binary([1, 2, 255])).isEmpty)
-        let event = try #require(try harness.onLoop { $0.recording.events.last.map { [$0.arguments, $0.argumentsWithAttachmentsAsBase64] } })
+        let event = try #require(try harness.onLoop { $0.recording.events.last.map { [$0.arguments, $0.argumentsWithAttachmentsAsBase64()] } })
         #expect(event[0] == ["a", ["_placeholder": true, "num": 0]])
         #expect(event[1] == ["a", "AQL/"])
         #expect(try harness.onLoop { $0.recording.events.last?.attachments } == [[1, 2, 255]])
@@ -155,6 +155,28 @@ import Testing
         let ack = try #require(try harness.onLoop { $0.recording.events.last?.ack })
         try harness.onLoop { _ in ack.send([SocketIOBinaryAssembler.placeholder(0)], attachments: [[8]]) }
         #expect(try harness.onLoop { $0.channel.takeSent() } == ["61-3[{\"_placeholder\":true,\"num\":0}]", "<bin:8>"])
+    }
+
+    /// A binary packet that names an attachment twice, or is larger than `maxPayload` in its
+    /// base64 form, is an invalid packet: CONNECT_ERROR saying why, the connection is closed,
+    /// and the application never sees it.
+    @Test func binaryAmplificationClosesTheConnection() throws {
+        let placeholder = "{\"_placeholder\":true,\"num\":0}"
+        let cases: [(EngineIOMessage, EngineIOMessage, String)] = [
+            (.text("51-[\"chatMessage\",\(placeholder),\(placeholder)]"), .binary([1, 2, 3]),
+             "invalid packet: placeholder 0 is used more than once"),
+            (.text("51-[\"chatMessage\",\(placeholder)]"), .binary(Array(repeating: 1, count: 750_000)),
+             "invalid packet: binary packet too large"),
+        ]
+        for (header, attachment, error) in cases {
+            let harness = try SocketIOHarness()
+            defer { harness.shutdown() }
+            try harness.receive("0")
+            let sent = try harness.receive(header, attachment)
+            #expect(sent.count == 1 && sent[0].hasPrefix("4{\"message\":\"\(error)"), "\(sent)")
+            #expect(try harness.onLoop { $0.channel.closeReason } == "parse error")
+            #expect(try harness.onLoop { $0.recording.events.isEmpty })
+        }
     }
 
     @Test func emitWithAckGetsTheClientsAnswer() throws {

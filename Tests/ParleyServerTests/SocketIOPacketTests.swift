@@ -62,12 +62,73 @@ import Testing
         var assembler = SocketIOBinaryAssembler(maxAttachments: 2)
         #expect(throws: SocketIOError.self) { try assembler.feed(binary: [1]) }
         #expect(throws: SocketIOError.self) { try assembler.feed(text: "53-[\"a\"]") }
-        #expect(try assembler.feed(text: "51-[\"a\",{\"_placeholder\":true,\"num\":5}]") == .needMore)
-        #expect(throws: SocketIOError.self) { try assembler.feed(binary: [1]) }
+        // A placeholder that names no attachment is refused with its header.
+        #expect(throws: SocketIOError.self) { try assembler.feed(text: "51-[\"a\",{\"_placeholder\":true,\"num\":5}]") }
+        #expect(throws: SocketIOError.self) { try assembler.feed(text: "51-[\"a\",{\"_placeholder\":true,\"num\":\"0\"}]") }
+        #expect(!assembler.isWaiting)
         #expect(try assembler.feed(text: "51-[\"a\"]") == .needMore)
         // A text packet while attachments are due is an error, and the state resets.
         #expect(throws: SocketIOError.self) { try assembler.feed(text: "2[\"b\"]") }
         #expect(try assembler.feed(text: "2[\"b\"]") == .packet(SocketIOPacket(kind: .event, data: ["b"])))
+    }
+
+    /// Feeds a header and its attachments one Engine.IO message at a time, as a connection
+    /// does; the first refusal, at whichever message, is thrown.
+    private func assemble(_ assembler: inout SocketIOBinaryAssembler, _ header: String,
+                          _ attachments: [[UInt8]]) throws -> SocketIOBinaryAssembler.Output {
+        var output = try assembler.feed(text: header)
+        for attachment in attachments { output = try assembler.feed(binary: attachment) }
+        return output
+    }
+
+    private static func placeholders(_ nums: [Int]) -> String {
+        nums.map { "{\"_placeholder\":true,\"num\":\($0)}" }.joined(separator: ",")
+    }
+
+    /// One attachment named by many placeholders was turned into base64 once per placeholder:
+    /// 190 KB grew the server by 255 MB. A number may be named once; naming it again is an
+    /// invalid packet, however deep it sits, whichever way the attachments are handed on.
+    @Test func aPlaceholderNamesItsAttachmentOnlyOnce() throws {
+        let attack = "51-[\"up\"," + Self.placeholders(Array(repeating: 0, count: 2_000)) + "]"
+        let shapes: [(String, [[UInt8]])] = [
+            ("51-[\"up\"," + Self.placeholders([0, 0]) + "]", [[1, 2, 3]]),
+            ("52-[\"up\",{\"a\":[" + Self.placeholders([1]) + "]}," + Self.placeholders([0, 1]) + "]", [[1], [2]]),
+            ("61-3[" + Self.placeholders([0]) + ",[" + Self.placeholders([0]) + "]]", [[9]]),
+            (attack, [Array(repeating: 7, count: 1_000)]),
+        ]
+        for keepsAttachments in [false, true] {
+            for (header, attachments) in shapes {
+                var assembler = SocketIOBinaryAssembler(keepsAttachments: keepsAttachments)
+                #expect(throws: SocketIOError.self, "\(header.prefix(80))") { try assemble(&assembler, header, attachments) }
+                // The refusal leaves nothing waiting.
+                #expect(try assembler.feed(text: "2[\"b\"]") == .packet(SocketIOPacket(kind: .event, data: ["b"])))
+            }
+        }
+        // Each number once, in any order, is fine; an attachment no placeholder names is kept.
+        var assembler = SocketIOBinaryAssembler()
+        #expect(try assemble(&assembler, "53-[\"up\"," + Self.placeholders([2, 0]) + "]", [[1], [2], [3]])
+                == .packet(SocketIOPacket(kind: .event, data: ["up", "Aw==", "AQ=="])))
+    }
+
+    /// A packet with its attachments may take at most `maxPayload` bytes in its base64 form
+    /// (the form polling carries them in, and the one an application may ask for), counted
+    /// as the attachments arrive, so nothing more is held once it is over.
+    @Test func aBinaryPacketIsBoundedByMaxPayloadInItsBase64Form() throws {
+        let header = "51-[\"up\"," + Self.placeholders([0]) + "]"
+        // 750,000 bytes are 1,000,000 characters of base64: with the header, over the default.
+        for keepsAttachments in [false, true] {
+            var assembler = SocketIOBinaryAssembler(keepsAttachments: keepsAttachments)
+            #expect(throws: SocketIOError.self) { try assemble(&assembler, header, [Array(repeating: 1, count: 750_000)]) }
+            #expect(!assembler.isWaiting)
+            // Ten attachments that are each well under the limit but not together.
+            let ten = "510-[\"up\"," + Self.placeholders(Array(0..<10)) + "]"
+            #expect(throws: SocketIOError.self) { try assemble(&assembler, ten, Array(repeating: Array(repeating: 1, count: 80_000), count: 10)) }
+            #expect(!assembler.isWaiting)
+        }
+        // Exactly at the limit is fine (a smaller limit, to keep the test small).
+        var small = SocketIOBinaryAssembler(maxPayload: header.utf8.count + 8)
+        #expect(try assemble(&small, header, [[1, 2, 3, 4, 5, 6]]) == .packet(SocketIOPacket(kind: .event, data: ["up", "AQIDBAUG"])))
+        #expect(throws: SocketIOError.self) { try assemble(&small, header, [[1, 2, 3, 4, 5, 6, 7]]) }
     }
 
     @Test func socketChatCommands() throws {

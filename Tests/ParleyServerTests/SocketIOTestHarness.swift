@@ -101,12 +101,12 @@ final class SocketIOHarness: @unchecked Sendable {
 
     struct Timeout: Error {}
 
-    init(version: EngineIOVersion = .v4, connectTimeoutMillis: UInt64? = nil,
+    init(version: EngineIOVersion = .v4, connectTimeoutMillis: UInt64? = nil, maxPayload: Int = 1_000_000,
          application: @escaping @Sendable () -> any SocketIOApplication = { RecordingApplication() }) throws {
         try onLoop { harness in
             harness.channel = FakeEngineIOChannel(version: version, loop: harness.loop)
             harness.app = application()
-            harness.connection = SocketIOConnection(channel: harness.channel, application: harness.app,
+            harness.connection = SocketIOConnection(channel: harness.channel, application: harness.app, maxPayload: maxPayload,
                                                     connectTimeoutMillis: connectTimeoutMillis)
         }
     }

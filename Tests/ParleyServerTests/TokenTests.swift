@@ -32,6 +32,19 @@ import ParleyCore
         }
     }
 
+    /// Nested repeats multiply: `(){9999}{9999}{9999}` emitted no instruction and looped
+    /// 10^12 times while compiling (the instruction cap never fired). The work of compiling is
+    /// bounded, and such a pattern is refused, saying why.
+    @Test func nestedRepeatsOfNothingAreRefusedNotCompiledForever() throws {
+        for bad in ["(){9999}{9999}", "(?:){9999}{9999}", "(a{0}){9999}{9999}", "((){99}){99}{99}", "(){9999}{9999}{9999}"] {
+            let error = #expect(throws: RoomPattern.SyntaxError.self, "\(bad)") { try RoomPattern(bad) }
+            #expect(error?.message.hasPrefix("room pattern too complex (its repeats expand to more than") == true, "\(bad): \(String(describing: error))")
+        }
+        // Repeats that stay small still compile.
+        #expect(try RoomPattern("(){99}x{3}").matches("xxx"))
+        #expect(try RoomPattern("(ab{2}){10}").matches(String(repeating: "abb", count: 10)))
+    }
+
     @Test func pathologicalPatternsRunInLinearTime() throws {
         // Catastrophic for a backtracking engine; a pass over 10,000 characters here.
         let pattern = try RoomPattern("(a*)*(a|aa)*b")

@@ -18,7 +18,7 @@ from parley_process import parley_server
 from websockets.asyncio.client import connect
 
 TIMEOUT = 5
-SECRET = "interop-secret"
+SECRET = "interop-secret-0123456789abcdefghij"  # 32+ bytes, as the config file requires
 BINARY = os.path.abspath(os.environ.get("PARLEY_BIN", ".build/debug/parley"))
 
 

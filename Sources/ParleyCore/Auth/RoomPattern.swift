@@ -4,7 +4,8 @@
 ///
 /// Supported: literals, `.`, `[...]` / `[^...]` classes with ranges, `\d \w \s` and escaped
 /// characters, groups `(...)` and `(?:...)`, alternation `|`, quantifiers `* + ?` and `{m}`,
-/// `{m,}`, `{m,n}` (bounded repeats expand; the expanded program is capped). `^` at the start
+/// `{m,}`, `{m,n}` (bounded repeats expand; the expanded program and the work of compiling
+/// it are capped, so nested repeats cannot multiply into a hang). `^` at the start
 /// and `$` at the end are accepted and redundant (matching is always anchored).
 public struct RoomPattern: Sendable, Hashable {
     public let source: String
@@ -14,6 +15,10 @@ public struct RoomPattern: Sendable, Hashable {
     public static let maxLength = 256
     /// Largest compiled program (bounded repeats expand into copies).
     static let maxInstructions = 4096
+    /// Most steps (pattern parts visited) compiling may take. Nested repeats multiply their
+    /// counts, and a part can emit nothing (`()`, `a{0}`), so the program's size alone does
+    /// not bound the work: `(){9999}{9999}{9999}` emits no instruction in 10^12 steps.
+    static let maxCompileSteps = 4 * maxInstructions
 
     public struct SyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
         public let message: String
@@ -248,6 +253,7 @@ public struct RoomPattern: Sendable, Hashable {
 
     struct Compiler {
         var program: [Instruction] = []
+        private var steps = 0
 
         mutating func append(_ instruction: Instruction) throws(SyntaxError) {
             guard program.count < RoomPattern.maxInstructions else {
@@ -257,6 +263,10 @@ public struct RoomPattern: Sendable, Hashable {
         }
 
         mutating func emit(_ node: Node) throws(SyntaxError) {
+            steps += 1
+            guard steps <= RoomPattern.maxCompileSteps else {
+                throw SyntaxError(message: "room pattern too complex (its repeats expand to more than \(RoomPattern.maxCompileSteps) parts)")
+            }
             switch node {
             case .empty:
                 break

@@ -23,6 +23,11 @@ public struct ChannelSettings: Sendable, Equatable {
     public var uploadsPerMinute: Int?
     public var filesQuotaBytes: Int?
 
+    /// Shortest secret the config file accepts, in bytes. A token signed with the secret is
+    /// proof enough to test a guessed secret offline (HS256 is one HMAC per guess), so a short
+    /// one falls to brute force; 32 random bytes do not.
+    public static let minimumSecretBytes = 32
+
     public init(id: String, secret: String? = nil, requireAuth: Bool = false) {
         self.id = id
         self.secret = secret
@@ -70,7 +75,7 @@ extension ServerConfiguration {
 /// {
 ///   "openChannels": false,
 ///   "channels": [
-///     {"id": "acme", "secret": "s3cret", "requireAuth": true,
+///     {"id": "acme", "secret": "4W1xq9cS0vZk8Yb2HnT5rEu7LpJ3mQ6d", "requireAuth": true,
 ///      "history": {"retentionCount": 500, "retentionDays": 30},
 ///      "limits": {"publishRate": 10, "maxUploadBytes": 5242880, "uploadTypes": ["image/*"],
 ///                 "uploadsPerMinute": 10, "filesQuotaBytes": 104857600}}
@@ -380,7 +385,13 @@ public enum ConfigFile {
                 throw Failure(message: "\(path).id must be 1-\(RoomKey.maxNameLength) bytes with no '/' or control characters")
             }
             var channel = ChannelSettings(id: id)
-            if let v = fields["secret"] { channel.secret = try string(v, "\(path).secret") }
+            if let v = fields["secret"] {
+                let secret = try string(v, "\(path).secret")
+                guard secret.utf8.count >= ChannelSettings.minimumSecretBytes else {
+                    throw Failure(message: "\(path).secret must be at least \(ChannelSettings.minimumSecretBytes) bytes (it is \(secret.utf8.count)): tokens signed with a short secret can be brute-forced offline; use e.g. openssl rand -base64 32")
+                }
+                channel.secret = secret
+            }
             if let v = fields["requireAuth"] { channel.requireAuth = try bool(v, "\(path).requireAuth") }
             if channel.requireAuth && channel.secret == nil {
                 throw Failure(message: "\(path).secret is required when requireAuth is true (tokens are signed with it)")

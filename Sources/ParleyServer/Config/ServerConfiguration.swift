@@ -550,6 +550,25 @@ public struct ServerConfiguration: Sendable, Equatable {
         return configuration
     }
 
+    /// What open mode exposes when the server is bound to an address other than loopback, or
+    /// nil (closed mode, or loopback): any channel can then be used by anyone, without
+    /// authentication, and `/metrics` too unless it has a token. Legitimate (a trusted network,
+    /// a demo), but never silent: the server logs it as a warning at start.
+    public var openModeExposure: String? {
+        guard openChannels, !Self.isLoopback(host) else { return nil }
+        var exposed = "any channel can be used by anyone, without authentication"
+        if metricsToken == nil { exposed += "; /metrics is open (no metrics.token)" }
+        return "\(exposed); list the channels in a config file (--config) or bind to 127.0.0.1"
+    }
+
+    /// `localhost`, `127.x.x.x` or `::1`.
+    static func isLoopback(_ host: String) -> Bool {
+        let lower = host.lowercased()
+        if lower == "localhost" || lower == "::1" || lower == "[::1]" { return true }
+        let parts = lower.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
     /// Why the cluster settings cannot be used together, or nil.
     public var clusterProblem: String? {
         if redisURL != nil && redisClusterSeeds != nil {

@@ -17,6 +17,14 @@ enum AttachmentBody: Equatable {
 
     static func inspect(_ body: JSONValue) -> AttachmentBody {
         guard case .object(let object) = body, let list = object["attachments"] else { return .plain }
+        // The server rewrites this object (its `attachments`), and readers differ on which
+        // copy of a repeated key counts: a forged first `attachments` would stay beside the
+        // server's. So in a body with attachments every key may appear once.
+        var seen = Set<String>()
+        for key in object.keys where !seen.insert(key).inserted {
+            let shown = key.count > 40 ? String(key.prefix(40)) + "…" : key
+            return .invalid(ParleyError(.badRequest, "\"\(shown)\" appears more than once in the message; in a message with attachments each key may appear only once"))
+        }
         guard case .array(let items) = list, !items.isEmpty, items.count <= AttachmentMessage.maxAttachments else {
             return .invalid(ParleyError(.badRequest, "attachments must be an array of 1 to \(AttachmentMessage.maxAttachments) uploads"))
         }

@@ -285,6 +285,10 @@ public final class ParleyServer: Sendable {
             let interval = UInt64(core.statsHistory.intervalMillis)
             sampler.start(after: interval, repeating: interval, keepAlive: true) { core.sampleStats() }
         }
+        if let exposure = configuration.openModeExposure {
+            logger.warn("open mode on a public address", metadata: ["address": .string(configuration.host),
+                                                                    "detail": .string(exposure)])
+        }
         logger.info("ready", metadata: ["http": .int(httpPort), "line": .int(linePort)])
     }
 

@@ -96,7 +96,8 @@ enum SocketIODoor {
             let application: any SocketIOApplication = testApp
                 ? SocketIOTestApplication()
                 : SocketChatApplication(core: core, engineIO: session)
-            return SocketIOConnection(channel: session, application: application, connectTimeoutMillis: timeout) {
+            return SocketIOConnection(channel: session, application: application,
+                                      maxPayload: core.configuration.socketIOMaxPayload, connectTimeoutMillis: timeout) {
                 core.limits.breached(.handshakeTimeout)
             }
         }

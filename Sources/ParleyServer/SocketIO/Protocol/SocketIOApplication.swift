@@ -71,11 +71,13 @@ struct SocketIOEvent {
     let ack: SocketIOAck?
 
     /// The arguments with each attachment as a base64 string, for applications whose events
-    /// carry JSON only.
-    var argumentsWithAttachmentsAsBase64: [JSONValue] {
-        guard !attachments.isEmpty else { return arguments }
-        var error: SocketIOError?
-        return arguments.map { SocketIOBinaryAssembler.replacePlaceholders($0, attachments, &error) }
+    /// carry JSON only. Each call converts anew: ask once, and with `first`, for only the
+    /// arguments the application reads. (Each attachment is named at most once, so the
+    /// result is at most about the Engine.IO `maxPayload`; see ``SocketIOBinaryAssembler``.)
+    func argumentsWithAttachmentsAsBase64(first count: Int = .max) -> [JSONValue] {
+        let wanted = arguments.prefix(count)
+        guard !attachments.isEmpty else { return Array(wanted) }
+        return wanted.map { SocketIOBinaryAssembler.replacingPlaceholders($0, attachments) }
     }
 }
 

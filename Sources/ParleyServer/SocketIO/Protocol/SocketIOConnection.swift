@@ -13,7 +13,8 @@ final class SocketIOConnection: EngineIOSessionHandler {
     /// One per namespace that got a CONNECT, kept for the connection's life (so a socket's id
     /// stays the same across a DISCONNECT and a new CONNECT).
     private var sockets: [SocketIOSocket] = []
-    private var assembler = SocketIOBinaryAssembler(keepsAttachments: true)
+    /// Keeps attachments as bytes: an application that wants them as base64 asks for that.
+    private var assembler: SocketIOBinaryAssembler
     /// The protocol's connect timeout: a connection that has joined no namespace this long
     /// after it opened is closed. Nil: no timeout.
     private let connectTimeoutMillis: UInt64?
@@ -21,10 +22,12 @@ final class SocketIOConnection: EngineIOSessionHandler {
     private var connectTimer: LoopTimer?
 
     /// `onConnectTimeout` runs (to count it) before a connection is closed for sending no
-    /// CONNECT within `connectTimeoutMillis`.
-    init(channel: any EngineIOMessageChannel, application: any SocketIOApplication,
+    /// CONNECT within `connectTimeoutMillis`. `maxPayload` (the Engine.IO one) bounds a binary
+    /// packet with its attachments, counted in their base64 form (``SocketIOBinaryAssembler``).
+    init(channel: any EngineIOMessageChannel, application: any SocketIOApplication, maxPayload: Int,
          connectTimeoutMillis: UInt64? = nil, onConnectTimeout: @escaping () -> Void = {}) {
         self.channel = channel
+        assembler = SocketIOBinaryAssembler(maxPayload: maxPayload, keepsAttachments: true)
         self.application = application
         self.connectTimeoutMillis = connectTimeoutMillis
         self.onConnectTimeout = onConnectTimeout

@@ -14,11 +14,15 @@ enum SocketChatCommand: Equatable {
     static func knows(_ name: String) -> Bool { names.contains(name) }
 
     /// Parses an event (binary attachments as base64 text); the error text is what the client
-    /// is told.
+    /// is told. Only the arguments SocketChat reads (the nickname and the message) are
+    /// converted, once.
     static func parse(_ event: SocketIOEvent) -> Result<SocketChatCommand, SocketIOError> {
         guard !event.nameIsNumber else { return .failure(SocketIOError("an event needs a name")) }
-        return parse(name: event.name, arguments: event.argumentsWithAttachmentsAsBase64)
+        return parse(name: event.name, arguments: event.argumentsWithAttachmentsAsBase64(first: argumentsRead))
     }
+
+    /// How many arguments after the name any SocketChat event reads.
+    static let argumentsRead = 2
 
     /// Parses `["name", args...]`.
     static func parse(_ data: JSONValue?) -> Result<SocketChatCommand, SocketIOError> {
