@@ -77,7 +77,7 @@ public struct FanoutOptions: Sendable {
     public var window = 64
     /// Socket.IO: listening members send `connectUser` too (`--sio-identify all`, the
     /// default) or only publishers do (`--sio-identify publishers`, for servers that emit to
-    /// every socket, like the original SocketChat server).
+    /// every socket, like the original SocketChat server and Parley since its listeners).
     public var identifySocketIOMembers = true
     public var size = 100
     public var durationSeconds = 10.0
