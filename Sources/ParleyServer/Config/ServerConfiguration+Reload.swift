@@ -19,6 +19,7 @@ extension ServerConfiguration {
             field("--line-tls", \.lineTLS), field("--ws-echo-path", \.webSocketEchoPath), field("--log-format", \.logFormat),
             field("--max-connections", \.maxConnections), field("--max-connections-per-ip", \.maxConnectionsPerIP),
             field("--rest-rate", \.restRatePerSecond), field("--rest-rate", \.restBurst),
+            field("--trusted-proxies", \.trustedProxies), field("--line-proxy-protocol", \.lineProxyProtocol),
         ]
     }
 

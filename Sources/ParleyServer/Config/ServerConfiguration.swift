@@ -126,6 +126,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// REST requests per second one IP address may make (token bucket rate) and burst.
     public var restRatePerSecond = 20.0
     public var restBurst = 40.0
+    /// Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For` (HTTP) and PROXY
+    /// protocol header (line door) name the client; empty: nobody's (``TrustedProxies``).
+    public var trustedProxies: [IPNetwork] = []
+    /// The line door expects a PROXY protocol header (v1 or v2) first on every connection
+    /// from a trusted proxy; from others none is read.
+    public var lineProxyProtocol = false
 
     // Attachments (README.md, "Files and images").
     /// Where uploads are stored (in `DIR/files`); nil: the data directory. Cluster nodes
@@ -327,6 +333,12 @@ public struct ServerConfiguration: Sendable, Equatable {
             c.restRatePerSecond = Double(rate)
             c.restBurst = Double(rate * 2)
         },
+        Option(flag: "--trusted-proxies", env: "PARLEY_TRUSTED_PROXIES", value: "LIST", help: "reverse proxies (addresses or CIDRs, e.g. 10.0.0.0/8,::1) whose X-Forwarded-For / PROXY header names the client (default none)") { c, v throws(UsageError) in
+            c.trustedProxies = try trustedProxies(v, "--trusted-proxies")
+        },
+        Option(flag: "--line-proxy-protocol", env: "PARLEY_LINE_PROXY_PROTOCOL", value: "", help: "line connections from a trusted proxy start with a PROXY protocol v1/v2 header") { c, v throws(UsageError) in
+            c.lineProxyProtocol = try switchValue(v, "--line-proxy-protocol", env: "PARLEY_LINE_PROXY_PROTOCOL")
+        },
         Option(flag: "--files", env: "PARLEY_FILES", value: "DIR", help: "where uploads are stored (default: the data directory; share it between cluster nodes)") { c, v throws(UsageError) in
             guard !v.isEmpty else { throw UsageError(description: "--files needs a directory") }
             c.filesDirectory = v
@@ -430,6 +442,28 @@ public struct ServerConfiguration: Sendable, Equatable {
             throw UsageError(description: "\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
         }
         return value
+    }
+
+    /// Comma-separated addresses or CIDR ranges, IPv4 or IPv6 (at most 1,000).
+    static func trustedProxies(_ text: String, _ flag: String) throws(UsageError) -> [IPNetwork] {
+        let items = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard items.count <= 1_000 else { throw UsageError(description: "\(flag): at most 1000 addresses or ranges") }
+        var networks: [IPNetwork] = []
+        for item in items {
+            guard let network = IPNetwork(parsing: item) else {
+                throw UsageError(description: "\(flag): \"\(item)\" is not an address or range like 10.0.0.0/8, 192.0.2.7 or 2001:db8::/32")
+            }
+            networks.append(network)
+        }
+        return networks
+    }
+
+    static func switchValue(_ v: String, _ flag: String, env: String) throws(UsageError) -> Bool {
+        switch v {
+        case "", "1", "true", "yes": return true
+        case "0", "false", "no": return false
+        default: throw UsageError(description: "\(flag) takes no value (\(env)=1 or 0), got \"\(v)\"")
+        }
     }
 
     /// `http://host[:port]` or `https://...`, without a path (a trailing `/` is dropped).

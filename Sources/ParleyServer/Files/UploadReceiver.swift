@@ -80,7 +80,7 @@ final class UploadReceiver {
                       onEvent: @escaping (Event) -> Void) -> UploadReceiver? {
         guard let channel = FileRoutes.uploadChannel(head) else { return nil }
         let receiver = UploadReceiver(head, channel: channel, core: core, connection: connection, onEvent: onEvent)
-        receiver.begin(head, ip: connection.remoteIP)
+        receiver.begin(head, ip: connection.clientIP)
         return receiver
     }
 
