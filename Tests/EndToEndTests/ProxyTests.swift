@@ -35,6 +35,18 @@ import Testing
         #expect(try get(server, forwardedFor: "203.0.113.3") == 429)
     }
 
+    @Test func ipv6ClientsOfOneSlash64ShareTheirLimits() throws {
+        let server = try startTestServer {
+            $0.restRatePerSecond = 0.01; $0.restBurst = 2
+            $0.trustedProxies = [IPNetwork(parsing: "127.0.0.1")!]
+        }
+        defer { server.shutdown() }
+        #expect(try get(server, forwardedFor: "2001:db8:1:2::1") == 200)
+        #expect(try get(server, forwardedFor: "2001:db8:1:2:aaaa:bbbb:cccc:dddd") == 200)
+        #expect(try get(server, forwardedFor: "2001:db8:1:2::99") == 429)  // a fresh address of the same /64
+        #expect(try get(server, forwardedFor: "2001:db8:1:3::1") == 200)   // the next /64 is someone else
+    }
+
     @Test func lineConnectionsFromATrustedProxyCountTheirClientsFromThePROXYHeader() async throws {
         let server = try startTestServer {
             $0.maxConnectionsPerIP = 1

@@ -20,6 +20,15 @@ struct IPAddressTests {
         #expect(IPAddress(parsing: text) == nil)
     }
 
+    @Test func limitKeyGroupsIPv6ByItsSlash64() {
+        #expect(IPAddress.limitKey("203.0.113.9") == "203.0.113.9")
+        #expect(IPAddress.limitKey("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
+        #expect(IPAddress.limitKey("2001:db8:1:2:ffff:ffff:ffff:ffff") == "2001:db8:1:2::/64")
+        #expect(IPAddress.limitKey("2001:db8:1:3::1") == "2001:db8:1:3::/64")
+        #expect(IPAddress.limitKey("::ffff:203.0.113.9") == "203.0.113.9")
+        #expect(IPAddress.limitKey("not an address") == "not an address")
+    }
+
     @Test func networks() {
         let ten = IPNetwork(parsing: "10.0.0.0/8")!
         #expect(ten.contains(IPAddress(parsing: "10.255.1.2")!))

@@ -36,7 +36,8 @@ final class ConnectionGate: Sendable {
     }
 
     /// Counts one connection from `ip` in and returns its ticket, or says why not (then
-    /// nothing is counted). A nil `ip` (a trusted proxy's connection, whose client is not
+    /// nothing is counted). Per IP, addresses count under their ``IPAddress/limitKey`` (an
+    /// IPv6 client's /64). A nil `ip` (a trusted proxy's connection, whose client is not
     /// known yet) counts only in the total; ``AdmissionTicket/claim(ip:)`` counts its client
     /// once known.
     func admit(ip: String?) -> Result<AdmissionTicket, Refusal> {
@@ -46,7 +47,7 @@ final class ConnectionGate: Sendable {
             return .failure(.full(maxConnections))
         }
         guard let ip else { return .success(AdmissionTicket(gate: self, key: nil)) }
-        let key = ip
+        let key = IPAddress.limitKey(ip)
         guard countIn(key) else {
             open.subtract(1, ordering: .relaxed)
             return .failure(.tooManyFromIP(maxConnectionsPerIP))
@@ -114,7 +115,7 @@ final class AdmissionTicket: Sendable {
     /// or say why not (the caller refuses the connection). A ticket already counted under a
     /// key keeps it.
     func claim(ip: String) -> ConnectionGate.Refusal? {
-        let newKey = ip
+        let newKey = IPAddress.limitKey(ip)
         return key.withLock { key -> ConnectionGate.Refusal? in
             guard key == nil, !released.load(ordering: .relaxed) else { return nil }
             guard gate.countIn(newKey) else { return .tooManyFromIP(gate.maxConnectionsPerIP) }
