@@ -137,8 +137,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Where uploads are stored (in `DIR/files`); nil: the data directory. Cluster nodes
     /// share one.
     public var filesDirectory: String?
-    /// `scheme://host[:port]` that attachment URLs start with; nil: the address bound, or the
-    /// upload request's `Host` when bound to every interface.
+    /// `scheme://host[:port]` that attachment URLs start with; nil: the address bound, or
+    /// path-only links when bound to every interface (never the uploader's `Host`).
     public var publicURL: String?
     /// Web origins (`scheme://host[:port]`, or `*` for any) whose pages may use this server
     /// besides its own (see ``WebOriginPolicy``); empty: only its own pages.

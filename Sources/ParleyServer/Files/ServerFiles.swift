@@ -90,34 +90,22 @@ final class ServerFiles: Sendable {
     // MARK: links
 
     /// Called once the HTTP door is bound: links start with its address, unless it listens on
-    /// every interface (then the address a client used, from its `Host`, is the best guess).
+    /// every interface (then there is no address to give, see ``baseURL(for:tls:)``).
     func bound(host: String, port: Int, tls: Bool) {
         guard !["0.0.0.0", "::", "", "[::]"].contains(host) else { return }
         let shown = host.contains(":") ? "[\(host)]" : host
         boundURL.withLock { $0 = "\(tls ? "https" : "http")://\(shown):\(port)" }
     }
 
-    /// `scheme://host[:port]` for the links of an upload made with `head`.
+    /// `scheme://host[:port]` for the links of an upload made with `head`: `--public-url`,
+    /// else the one address the door is bound to, else nothing: the links are path-only
+    /// (`/demo/files/ID`). The uploader's `Host` is never used: it would let one client
+    /// point everybody's links at a host of its choosing. The browser client resolves a
+    /// path against its page, the line door and `parley chat` show it as it is, and any
+    /// HTTP client resolves it against the server it talks to.
     func baseURL(for head: HTTPRequestHead, tls: Bool) -> String {
         if let publicURL { return publicURL }
-        if let bound = boundURL.withLock({ $0 }) { return bound }
-        let scheme = tls ? "https://" : "http://"
-        if let host = head.headers["Host"], ServerFiles.isHostAndPort(host) { return scheme + host }
-        return scheme + "localhost"
-    }
-
-    /// `host[:port]` with nothing a URL could be bent with.
-    static func isHostAndPort(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 255 && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: ":"),
-                 UInt8(ascii: "["), UInt8(ascii: "]"):
-                true
-            default:
-                false
-            }
-        }
+        return boundURL.withLock { $0 } ?? ""
     }
 
     // MARK: limits
