@@ -147,8 +147,16 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var uploadMaxBytes = 10 << 20
     /// MIME types (or `type/*` families) an upload may be; nil: the built-in list.
     public var uploadTypes: [String]?
-    /// Uploads one client (IP address) may make per minute in one channel.
+    /// Uploads one client address (its ``IPAddress/limitKey``) may make per minute, across
+    /// all channels; a channel's own `uploadsPerMinute` limits it further there.
     public var uploadsPerMinute = 30
+    /// Uploads per minute the whole server takes, from everyone.
+    public var uploadsPerMinuteTotal = 600
+    /// Bytes of files one client address may upload per day, across all channels (a
+    /// budget refilling continuously: a day's worth at most at once).
+    public var uploadBytesPerIPPerDay = 1 << 30
+    /// Bytes of files the whole server takes per day, from everyone.
+    public var uploadBytesTotalPerDay = 10 << 30
     /// Bytes of uploads one channel may hold.
     public var filesQuotaBytes = 1 << 30
     /// An upload no message refers to is deleted this long after it was made, in seconds.
@@ -355,8 +363,17 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--upload-types", env: "PARLEY_UPLOAD_TYPES", value: "LIST", help: "allowed upload types, e.g. image/*,application/pdf (default: images, PDF, text, office)") { c, v throws(UsageError) in
             c.uploadTypes = try uploadTypes(v.split(separator: ",").map { String($0) }, "--upload-types")
         },
-        Option(flag: "--upload-rate", env: "PARLEY_UPLOAD_RATE", value: "N", help: "uploads per minute per client and channel (default 30; 429 above)") { c, v throws(UsageError) in
+        Option(flag: "--upload-rate", env: "PARLEY_UPLOAD_RATE", value: "N", help: "uploads per minute per client address, all channels together (default 30; 429 above)") { c, v throws(UsageError) in
             c.uploadsPerMinute = try integer(v, "--upload-rate", 1...1_000_000)
+        },
+        Option(flag: "--upload-rate-total", env: "PARLEY_UPLOAD_RATE_TOTAL", value: "N", help: "uploads per minute the whole server takes (default 600; 429 above)") { c, v throws(UsageError) in
+            c.uploadsPerMinuteTotal = try integer(v, "--upload-rate-total", 1...100_000_000)
+        },
+        Option(flag: "--upload-bytes-per-ip", env: "PARLEY_UPLOAD_BYTES_PER_IP", value: "BYTES", help: "bytes of files one client address may upload per day, all channels together (default 1073741824; 429 above)") { c, v throws(UsageError) in
+            c.uploadBytesPerIPPerDay = try integer(v, "--upload-bytes-per-ip", 1...(1 << 50))
+        },
+        Option(flag: "--upload-bytes-total", env: "PARLEY_UPLOAD_BYTES_TOTAL", value: "BYTES", help: "bytes of files the whole server takes per day (default 10737418240; 429 above)") { c, v throws(UsageError) in
+            c.uploadBytesTotalPerDay = try integer(v, "--upload-bytes-total", 1...(1 << 50))
         },
         Option(flag: "--files-quota", env: "PARLEY_FILES_QUOTA", value: "BYTES", help: "bytes of uploads one channel may hold (default 1073741824; 429 above)") { c, v throws(UsageError) in
             c.filesQuotaBytes = try integer(v, "--files-quota", 0...(1 << 50))
