@@ -73,6 +73,28 @@ import Testing
         #expect(await bare.closed(within: 3))
     }
 
+    @Test func aWebSocketUpgradeThroughAProxyCountsItsClientPerIP() async throws {
+        let server = try startTestServer {
+            $0.maxConnectionsPerIP = 1
+            $0.trustedProxies = [IPNetwork(parsing: "127.0.0.1")!]
+        }
+        defer { server.shutdown() }
+        func upgrade(from client: String) throws -> TestSocket {
+            let socket = try TestSocket(port: server.httpPort)
+            try socket.send("GET /v3/websocket HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Forwarded-For: \(client)\r\n\r\n")
+            return socket
+        }
+        let first = try upgrade(from: "203.0.113.1")
+        #expect(try await first.nextLine().hasPrefix("HTTP/1.1 101"))
+        let again = try upgrade(from: "203.0.113.1")
+        #expect(try await again.nextLine().hasPrefix("HTTP/1.1 503"))
+        #expect(await again.closed(within: 3))
+        let other = try upgrade(from: "203.0.113.2")
+        #expect(try await other.nextLine().hasPrefix("HTTP/1.1 101"))
+        _ = first
+    }
+
     @Test func withoutLineProxyProtocolAHeaderIsJustALine() async throws {
         let server = try startTestServer { $0.trustedProxies = [IPNetwork(parsing: "127.0.0.1")!] }
         defer { server.shutdown() }
