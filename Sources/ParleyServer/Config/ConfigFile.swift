@@ -219,7 +219,20 @@ public enum ConfigFile {
         }
 
         mutating func apply(_ root: JSONValue, to configuration: inout ServerConfiguration) throws(Failure) {
-            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files", "redis", "allowedOrigins"])
+            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files", "redis", "allowedOrigins",
+                                                      "trustedProxies", "lineProxyProtocol"])
+            if let value = top["trustedProxies"] {
+                guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
+                    throw Failure(message: "trustedProxies must be an array of strings")
+                }
+                do throws(ServerConfiguration.UsageError) {
+                    configuration.trustedProxies = try ServerConfiguration.trustedProxies(
+                        list.compactMap(\.stringValue).joined(separator: ","), "trustedProxies")
+                } catch {
+                    throw Failure(message: error.description)
+                }
+            }
+            if let value = top["lineProxyProtocol"] { configuration.lineProxyProtocol = try bool(value, "lineProxyProtocol") }
             if let value = top["allowedOrigins"] {
                 guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
                     throw Failure(message: "allowedOrigins must be an array of strings")
