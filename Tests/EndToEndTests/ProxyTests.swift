@@ -7,44 +7,47 @@ import Testing
 /// Per-IP limits behind a reverse proxy (`--trusted-proxies`, `--line-proxy-protocol`) and
 /// IPv6 clients grouped by their /64. The test process plays the proxy from 127.0.0.1.
 @Suite(.serialized) struct ProxyTests {
-    private func get(_ server: ParleyServer, forwardedFor: String?) throws -> Int {
-        let headers = forwardedFor.map { [("X-Forwarded-For", $0)] } ?? []
-        return try rawHTTP(port: server.httpPort, "GET", "/demo/stats", headers: headers).status
+    /// A REST request, awaited without blocking a thread of the test pool (the server answers
+    /// REST requests from a task, on that same pool).
+    private func get(_ server: ParleyServer, forwardedFor: String?) async throws -> Int {
+        let header = forwardedFor.map { "X-Forwarded-For: \($0)\r\n" } ?? ""
+        let raw = "GET /demo/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\(header)\r\n"
+        return try await httpRequest(port: server.httpPort, "GET", "/demo/stats", raw: raw).status
     }
 
-    @Test func restRateCountsEachForwardedClientBehindATrustedProxy() throws {
+    @Test func restRateCountsEachForwardedClientBehindATrustedProxy() async throws {
         let server = try startTestServer {
             $0.restRatePerSecond = 0.01; $0.restBurst = 2
             $0.trustedProxies = [IPNetwork(parsing: "127.0.0.0/8")!]
         }
         defer { server.shutdown() }
-        #expect(try get(server, forwardedFor: "203.0.113.1") == 200)
-        #expect(try get(server, forwardedFor: "198.51.100.9, 203.0.113.1") == 200)  // a client's own entry is not trusted
-        #expect(try get(server, forwardedFor: "203.0.113.1") == 429)
+        #expect(try await get(server, forwardedFor: "203.0.113.1") == 200)
+        #expect(try await get(server, forwardedFor: "198.51.100.9, 203.0.113.1") == 200)  // a client's own entry is not trusted
+        #expect(try await get(server, forwardedFor: "203.0.113.1") == 429)
         // Another client behind the same proxy has its own budget.
-        #expect(try get(server, forwardedFor: "203.0.113.2") == 200)
-        #expect(try get(server, forwardedFor: "203.0.113.2") == 200)
-        #expect(try get(server, forwardedFor: "203.0.113.2") == 429)
+        #expect(try await get(server, forwardedFor: "203.0.113.2") == 200)
+        #expect(try await get(server, forwardedFor: "203.0.113.2") == 200)
+        #expect(try await get(server, forwardedFor: "203.0.113.2") == 429)
     }
 
-    @Test func forwardedForFromAnUntrustedPeerIsIgnored() throws {
+    @Test func forwardedForFromAnUntrustedPeerIsIgnored() async throws {
         let server = try startTestServer { $0.restRatePerSecond = 0.01; $0.restBurst = 2 }
         defer { server.shutdown() }
-        #expect(try get(server, forwardedFor: "203.0.113.1") == 200)
-        #expect(try get(server, forwardedFor: "203.0.113.2") == 200)
-        #expect(try get(server, forwardedFor: "203.0.113.3") == 429)
+        #expect(try await get(server, forwardedFor: "203.0.113.1") == 200)
+        #expect(try await get(server, forwardedFor: "203.0.113.2") == 200)
+        #expect(try await get(server, forwardedFor: "203.0.113.3") == 429)
     }
 
-    @Test func ipv6ClientsOfOneSlash64ShareTheirLimits() throws {
+    @Test func ipv6ClientsOfOneSlash64ShareTheirLimits() async throws {
         let server = try startTestServer {
             $0.restRatePerSecond = 0.01; $0.restBurst = 2
             $0.trustedProxies = [IPNetwork(parsing: "127.0.0.1")!]
         }
         defer { server.shutdown() }
-        #expect(try get(server, forwardedFor: "2001:db8:1:2::1") == 200)
-        #expect(try get(server, forwardedFor: "2001:db8:1:2:aaaa:bbbb:cccc:dddd") == 200)
-        #expect(try get(server, forwardedFor: "2001:db8:1:2::99") == 429)  // a fresh address of the same /64
-        #expect(try get(server, forwardedFor: "2001:db8:1:3::1") == 200)   // the next /64 is someone else
+        #expect(try await get(server, forwardedFor: "2001:db8:1:2::1") == 200)
+        #expect(try await get(server, forwardedFor: "2001:db8:1:2:aaaa:bbbb:cccc:dddd") == 200)
+        #expect(try await get(server, forwardedFor: "2001:db8:1:2::99") == 429)  // a fresh address of the same /64
+        #expect(try await get(server, forwardedFor: "2001:db8:1:3::1") == 200)   // the next /64 is someone else
     }
 
     @Test func lineConnectionsFromATrustedProxyCountTheirClientsFromThePROXYHeader() async throws {
