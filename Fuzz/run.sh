@@ -14,6 +14,8 @@ TARGETS=${*:-"http websocket wsclient line json native socketio"}
 [ -z "$*" ] && TARGETS="$TARGETS redis"
 # multipart: the multipart/form-data parser of attachments (ParleyFiles), part of the default run.
 [ $# -eq 0 ] && TARGETS="$TARGETS multipart"
+# proxy: the line door's PROXY protocol header decoder (v1/v2), part of the default run.
+[ $# -eq 0 ] && TARGETS="$TARGETS proxy"
 OUT=.build/fuzz
 mkdir -p "$OUT"
 FLAGS=(-O -sanitize=fuzzer,address -parse-as-library -I "$OUT" -L "$OUT")
@@ -58,6 +60,7 @@ for target in $TARGETS; do
     redis) build redis Fuzz/FuzzRedis.swift Sources/ParleyRedis/RESP/*.swift ;;
     multipart) build multipart Fuzz/FuzzMultipart.swift Sources/ParleyFiles/Multipart/MultipartParser.swift \
       Sources/ParleyFiles/Multipart/MultipartHeaders.swift Sources/ParleyFiles/Download/ByteRange.swift ;;
+    proxy) build proxy Fuzz/FuzzProxyHeader.swift Sources/ParleyServer/Line/ProxyHeaderDecoder.swift -lParleyCore ;;
     *) echo "unknown fuzz target $target" >&2; exit 2 ;;
   esac
 done

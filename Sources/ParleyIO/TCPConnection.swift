@@ -36,6 +36,10 @@ public final class TCPConnection {
     public let remoteAddress: String
     /// The peer's IP address without the port.
     public let remoteIP: String
+    /// The client's IP address: ``remoteIP``, unless the peer is a trusted reverse proxy that
+    /// named the client (X-Forwarded-For, a PROXY protocol header); the server's doors set it.
+    /// Per-IP limits, bans and the admin API's client list use this one.
+    public var clientIP: String
     /// True for a connection this process opened (`EventLoop.connect`), false for one a
     /// listener accepted.
     public internal(set) var isOutbound = false
@@ -78,6 +82,7 @@ public final class TCPConnection {
         out.initialize(to: WriteState())
         let (ip, port) = TCPConnection.peerName(handle)
         self.remoteIP = ip
+        self.clientIP = ip
         self.remoteAddress = ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
         handle.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         loop.connections[id] = self

@@ -14,13 +14,28 @@ public struct TokenBucket: Sendable {
 
     /// Takes one token if available.
     public mutating func take(nowMillis: Int64) -> Bool {
+        take(1, nowMillis: nowMillis)
+    }
+
+    /// Takes `amount` tokens if that many are available (a budget of bytes, say).
+    public mutating func take(_ amount: Double, nowMillis: Int64) -> Bool {
+        refill(nowMillis: nowMillis)
+        guard tokens >= amount else { return false }
+        tokens -= amount
+        return true
+    }
+
+    /// Tokens available now.
+    public mutating func available(nowMillis: Int64) -> Double {
+        refill(nowMillis: nowMillis)
+        return tokens
+    }
+
+    private mutating func refill(nowMillis: Int64) {
         if let last = lastMillis {
             let elapsed = Double(max(0, nowMillis - last)) / 1000
             tokens = min(burst, tokens + elapsed * ratePerSecond)
         }
         lastMillis = nowMillis
-        guard tokens >= 1 else { return false }
-        tokens -= 1
-        return true
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ParleyCore
 import Synchronization
 
 /// An operator's ban: a name or an IP address kept out until a time.
@@ -7,10 +8,14 @@ struct Ban: Sendable, Equatable {
         case name(String)
         case ip(String)
 
-        /// Whether a client with this address and name is covered.
+        /// Whether a client with this address and name is covered. An address ban covers
+        /// what counts as one client for the per-IP limits (``IPAddress/limitKey``): the
+        /// address, and for IPv6 its whole /64, which one host can move around in.
         func covers(ip: String?, name: String?) -> Bool {
             switch self {
-            case .ip(let banned): return ip == banned
+            case .ip(let banned):
+                guard let ip else { return false }
+                return ip == banned || IPAddress.limitKey(ip) == IPAddress.limitKey(banned)
             case .name(let banned): return name.map { Ban.normalized($0) == banned } ?? false
             }
         }

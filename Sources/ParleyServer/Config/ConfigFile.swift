@@ -194,6 +194,9 @@ public enum ConfigFile {
             ("maxUploadBytes", \.uploadMaxBytes, 1...(16 << 30)),
             ("uploadsPerMinute", \.uploadsPerMinute, 1...1_000_000),
             ("filesQuotaBytes", \.filesQuotaBytes, 0...(1 << 50)),
+            ("uploadsPerMinuteTotal", \.uploadsPerMinuteTotal, 1...100_000_000),
+            ("uploadBytesPerIPPerDay", \.uploadBytesPerIPPerDay, 1...(1 << 50)),
+            ("uploadBytesTotalPerDay", \.uploadBytesTotalPerDay, 1...(1 << 50)),
             ("socketIOMaxPollingSessions", \.socketIOMaxPollingSessions, 1...10_000_000),
             ("maxClientDataBytes", \.maxClientDataBytes, 2...(1 << 20)),
             ("maxMembersListedBytes", \.maxMembersListedBytes, 1024...(1 << 30)),
@@ -222,7 +225,20 @@ public enum ConfigFile {
         }
 
         mutating func apply(_ root: JSONValue, to configuration: inout ServerConfiguration) throws(Failure) {
-            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files", "redis", "allowedOrigins"])
+            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files", "redis", "allowedOrigins",
+                                                      "trustedProxies", "lineProxyProtocol"])
+            if let value = top["trustedProxies"] {
+                guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
+                    throw Failure(message: "trustedProxies must be an array of strings")
+                }
+                do throws(ServerConfiguration.UsageError) {
+                    configuration.trustedProxies = try ServerConfiguration.trustedProxies(
+                        list.compactMap(\.stringValue).joined(separator: ","), "trustedProxies")
+                } catch {
+                    throw Failure(message: error.description)
+                }
+            }
+            if let value = top["lineProxyProtocol"] { configuration.lineProxyProtocol = try bool(value, "lineProxyProtocol") }
             if let value = top["allowedOrigins"] {
                 guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
                     throw Failure(message: "allowedOrigins must be an array of strings")

@@ -20,6 +20,7 @@ extension ServerConfiguration {
             field("--max-connections", \.maxConnections), field("--max-connections-per-ip", \.maxConnectionsPerIP),
             field("--rest-rate", \.restRatePerSecond), field("--rest-rate", \.restBurst),
             field("--max-store-bytes", \.storeMaxBytes),
+            field("--trusted-proxies", \.trustedProxies), field("--line-proxy-protocol", \.lineProxyProtocol),
         ]
     }
 

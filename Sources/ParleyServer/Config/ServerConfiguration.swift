@@ -132,13 +132,19 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// REST requests per second one IP address may make (token bucket rate) and burst.
     public var restRatePerSecond = 20.0
     public var restBurst = 40.0
+    /// Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For` (HTTP) and PROXY
+    /// protocol header (line door) name the client; empty: nobody's (``TrustedProxies``).
+    public var trustedProxies: [IPNetwork] = []
+    /// The line door expects a PROXY protocol header (v1 or v2) first on every connection
+    /// from a trusted proxy; from others none is read.
+    public var lineProxyProtocol = false
 
     // Attachments (README.md, "Files and images").
     /// Where uploads are stored (in `DIR/files`); nil: the data directory. Cluster nodes
     /// share one.
     public var filesDirectory: String?
-    /// `scheme://host[:port]` that attachment URLs start with; nil: the address bound, or the
-    /// upload request's `Host` when bound to every interface.
+    /// `scheme://host[:port]` that attachment URLs start with; nil: the address bound, or
+    /// path-only links when bound to every interface (never the uploader's `Host`).
     public var publicURL: String?
     /// Web origins (`scheme://host[:port]`, or `*` for any) whose pages may use this server
     /// besides its own (see ``WebOriginPolicy``); empty: only its own pages.
@@ -147,8 +153,16 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var uploadMaxBytes = 10 << 20
     /// MIME types (or `type/*` families) an upload may be; nil: the built-in list.
     public var uploadTypes: [String]?
-    /// Uploads one client (IP address) may make per minute in one channel.
+    /// Uploads one client address (its ``IPAddress/limitKey``) may make per minute, across
+    /// all channels; a channel's own `uploadsPerMinute` limits it further there.
     public var uploadsPerMinute = 30
+    /// Uploads per minute the whole server takes, from everyone.
+    public var uploadsPerMinuteTotal = 600
+    /// Bytes of files one client address may upload per day, across all channels (a
+    /// budget refilling continuously: a day's worth at most at once).
+    public var uploadBytesPerIPPerDay = 1 << 30
+    /// Bytes of files the whole server takes per day, from everyone.
+    public var uploadBytesTotalPerDay = 10 << 30
     /// Bytes of uploads one channel may hold.
     public var filesQuotaBytes = 1 << 30
     /// An upload no message refers to is deleted this long after it was made, in seconds.
@@ -341,6 +355,12 @@ public struct ServerConfiguration: Sendable, Equatable {
             c.restRatePerSecond = Double(rate)
             c.restBurst = Double(rate * 2)
         },
+        Option(flag: "--trusted-proxies", env: "PARLEY_TRUSTED_PROXIES", value: "LIST", help: "reverse proxies (addresses or CIDRs, e.g. 10.0.0.0/8,::1) whose X-Forwarded-For / PROXY header names the client (default none)") { c, v throws(UsageError) in
+            c.trustedProxies = try trustedProxies(v, "--trusted-proxies")
+        },
+        Option(flag: "--line-proxy-protocol", env: "PARLEY_LINE_PROXY_PROTOCOL", value: "", help: "line connections from a trusted proxy start with a PROXY protocol v1/v2 header") { c, v throws(UsageError) in
+            c.lineProxyProtocol = try switchValue(v, "--line-proxy-protocol", env: "PARLEY_LINE_PROXY_PROTOCOL")
+        },
         Option(flag: "--files", env: "PARLEY_FILES", value: "DIR", help: "where uploads are stored (default: the data directory; share it between cluster nodes)") { c, v throws(UsageError) in
             guard !v.isEmpty else { throw UsageError(description: "--files needs a directory") }
             c.filesDirectory = v
@@ -357,8 +377,17 @@ public struct ServerConfiguration: Sendable, Equatable {
         Option(flag: "--upload-types", env: "PARLEY_UPLOAD_TYPES", value: "LIST", help: "allowed upload types, e.g. image/*,application/pdf (default: images, PDF, text, office)") { c, v throws(UsageError) in
             c.uploadTypes = try uploadTypes(v.split(separator: ",").map { String($0) }, "--upload-types")
         },
-        Option(flag: "--upload-rate", env: "PARLEY_UPLOAD_RATE", value: "N", help: "uploads per minute per client and channel (default 30; 429 above)") { c, v throws(UsageError) in
+        Option(flag: "--upload-rate", env: "PARLEY_UPLOAD_RATE", value: "N", help: "uploads per minute per client address, all channels together (default 30; 429 above)") { c, v throws(UsageError) in
             c.uploadsPerMinute = try integer(v, "--upload-rate", 1...1_000_000)
+        },
+        Option(flag: "--upload-rate-total", env: "PARLEY_UPLOAD_RATE_TOTAL", value: "N", help: "uploads per minute the whole server takes (default 600; 429 above)") { c, v throws(UsageError) in
+            c.uploadsPerMinuteTotal = try integer(v, "--upload-rate-total", 1...100_000_000)
+        },
+        Option(flag: "--upload-bytes-per-ip", env: "PARLEY_UPLOAD_BYTES_PER_IP", value: "BYTES", help: "bytes of files one client address may upload per day, all channels together (default 1073741824; 429 above)") { c, v throws(UsageError) in
+            c.uploadBytesPerIPPerDay = try integer(v, "--upload-bytes-per-ip", 1...(1 << 50))
+        },
+        Option(flag: "--upload-bytes-total", env: "PARLEY_UPLOAD_BYTES_TOTAL", value: "BYTES", help: "bytes of files the whole server takes per day (default 10737418240; 429 above)") { c, v throws(UsageError) in
+            c.uploadBytesTotalPerDay = try integer(v, "--upload-bytes-total", 1...(1 << 50))
         },
         Option(flag: "--files-quota", env: "PARLEY_FILES_QUOTA", value: "BYTES", help: "bytes of uploads one channel may hold (default 1073741824; 429 above)") { c, v throws(UsageError) in
             c.filesQuotaBytes = try integer(v, "--files-quota", 0...(1 << 50))
@@ -444,6 +473,28 @@ public struct ServerConfiguration: Sendable, Equatable {
             throw UsageError(description: "\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
         }
         return value
+    }
+
+    /// Comma-separated addresses or CIDR ranges, IPv4 or IPv6 (at most 1,000).
+    static func trustedProxies(_ text: String, _ flag: String) throws(UsageError) -> [IPNetwork] {
+        let items = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard items.count <= 1_000 else { throw UsageError(description: "\(flag): at most 1000 addresses or ranges") }
+        var networks: [IPNetwork] = []
+        for item in items {
+            guard let network = IPNetwork(parsing: item) else {
+                throw UsageError(description: "\(flag): \"\(item)\" is not an address or range like 10.0.0.0/8, 192.0.2.7 or 2001:db8::/32")
+            }
+            networks.append(network)
+        }
+        return networks
+    }
+
+    static func switchValue(_ v: String, _ flag: String, env: String) throws(UsageError) -> Bool {
+        switch v {
+        case "", "1", "true", "yes": return true
+        case "0", "false", "no": return false
+        default: throw UsageError(description: "\(flag) takes no value (\(env)=1 or 0), got \"\(v)\"")
+        }
     }
 
     /// `http://host[:port]` or `https://...`, without a path (a trailing `/` is dropped).

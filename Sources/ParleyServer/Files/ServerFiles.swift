@@ -11,7 +11,10 @@ struct ChannelFileLimits: Sendable {
     let maxBytes: Int
     /// Which types are accepted.
     let policy: FileTypePolicy
-    /// Uploads per minute per client (IP address).
+    /// Uploads per minute per client address in this channel: the channel's own limit, or
+    /// nil when only the server-wide one (across channels) applies.
+    let channelUploadsPerMinute: Int?
+    /// The tighter of the two, for messages.
     let uploadsPerMinute: Int
     /// Bytes of uploads the channel may hold.
     let quotaBytes: Int
@@ -24,7 +27,8 @@ struct ChannelFileLimits: Sendable {
         maxBytes = channel?.uploadMaxBytes ?? configuration.uploadMaxBytes
         let types = channel?.uploadTypes ?? configuration.uploadTypes
         policy = types.map { FileTypePolicy(allowedTypes: Set($0)) } ?? FileTypePolicy()
-        uploadsPerMinute = channel?.uploadsPerMinute ?? configuration.uploadsPerMinute
+        channelUploadsPerMinute = channel?.uploadsPerMinute
+        uploadsPerMinute = min(channel?.uploadsPerMinute ?? configuration.uploadsPerMinute, configuration.uploadsPerMinute)
         quotaBytes = channel?.filesQuotaBytes ?? configuration.filesQuotaBytes
     }
 }
@@ -49,6 +53,10 @@ final class ServerFiles: Sendable {
     private let channels: [String: ChannelFileLimits]
     private let publicURL: String?
     private let rates = UploadRateLimiter()
+    /// Bytes per day per client address and for the whole server.
+    private let bytes = UploadByteBudgets()
+    private let uploadsPerMinute: (perClient: Int, total: Int)
+    private let bytesPerDay: (perClient: Int, total: Int)
     /// Bytes each channel holds, as last counted (refreshed from the disk at most every
     /// ``usageRefreshMillis``, since other nodes upload too).
     private let usage = Mutex<[String: (bytes: Int, countedMillis: Int64)]>([:])
@@ -73,6 +81,8 @@ final class ServerFiles: Sendable {
             publishedGraceMillis: min(600_000, Int64(configuration.uploadGraceSeconds) * 1000)))
         uploadTimeoutMillis = configuration.uploadTimeoutMillis
         publicURL = configuration.publicURL
+        uploadsPerMinute = (configuration.uploadsPerMinute, configuration.uploadsPerMinuteTotal)
+        bytesPerDay = (configuration.uploadBytesPerIPPerDay, configuration.uploadBytesTotalPerDay)
         defaults = ChannelFileLimits(configuration, nil)
         var channels: [String: ChannelFileLimits] = [:]
         for channel in configuration.channels { channels[channel.id] = ChannelFileLimits(configuration, channel) }
@@ -90,41 +100,73 @@ final class ServerFiles: Sendable {
     // MARK: links
 
     /// Called once the HTTP door is bound: links start with its address, unless it listens on
-    /// every interface (then the address a client used, from its `Host`, is the best guess).
+    /// every interface (then there is no address to give, see ``baseURL(for:tls:)``).
     func bound(host: String, port: Int, tls: Bool) {
         guard !["0.0.0.0", "::", "", "[::]"].contains(host) else { return }
         let shown = host.contains(":") ? "[\(host)]" : host
         boundURL.withLock { $0 = "\(tls ? "https" : "http")://\(shown):\(port)" }
     }
 
-    /// `scheme://host[:port]` for the links of an upload made with `head`.
+    /// `scheme://host[:port]` for the links of an upload made with `head`: `--public-url`,
+    /// else the one address the door is bound to, else nothing: the links are path-only
+    /// (`/demo/files/ID`). The uploader's `Host` is never used: it would let one client
+    /// point everybody's links at a host of its choosing. The browser client resolves a
+    /// path against its page, the line door and `parley chat` show it as it is, and any
+    /// HTTP client resolves it against the server it talks to.
     func baseURL(for head: HTTPRequestHead, tls: Bool) -> String {
         if let publicURL { return publicURL }
-        if let bound = boundURL.withLock({ $0 }) { return bound }
-        let scheme = tls ? "https://" : "http://"
-        if let host = head.headers["Host"], ServerFiles.isHostAndPort(host) { return scheme + host }
-        return scheme + "localhost"
-    }
-
-    /// `host[:port]` with nothing a URL could be bent with.
-    static func isHostAndPort(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 255 && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: ":"),
-                 UInt8(ascii: "["), UInt8(ascii: "]"):
-                true
-            default:
-                false
-            }
-        }
+        return boundURL.withLock { $0 } ?? ""
     }
 
     // MARK: limits
 
-    /// Takes one upload from `ip`'s allowance in `channel`; false when it is used up.
-    func allowUpload(channel: String, ip: String, nowMillis: Int64) -> Bool {
-        rates.allow(key: channel + "\u{0}" + ip, perMinute: limits(of: channel).uploadsPerMinute, nowMillis: nowMillis)
+    /// Takes one upload from the allowances it falls under: its client's in its channel
+    /// (when the channel has a limit of its own), its client's across all channels, the
+    /// server's. The refusal (text, Retry-After seconds) when one is used up. Clients count
+    /// by ``IPAddress/limitKey``, so fresh channels or fresh IPv6 addresses of one /64 do not
+    /// bring fresh allowances.
+    func admitUpload(channel: String, ip: String, nowMillis: Int64) -> (text: String, retryAfter: Int)? {
+        let client = IPAddress.limitKey(ip)
+        func retry(_ perMinute: Int) -> Int { max(1, 60 / max(1, perMinute)) }
+        if let perMinute = limits(of: channel).channelUploadsPerMinute,
+           !rates.allow(key: "c\u{0}" + channel + "\u{0}" + client, perMinute: perMinute, nowMillis: nowMillis) {
+            return ("too many uploads in channel \"\(channel)\" (limit \(perMinute) per minute); try again shortly", retry(perMinute))
+        }
+        if !rates.allow(key: "a\u{0}" + client, perMinute: uploadsPerMinute.perClient, nowMillis: nowMillis) {
+            return ("too many uploads (limit \(uploadsPerMinute.perClient) per minute from your address); try again shortly",
+                    retry(uploadsPerMinute.perClient))
+        }
+        if !rates.allow(key: "*", perMinute: uploadsPerMinute.total, nowMillis: nowMillis) {
+            return ("the server takes no more uploads just now (limit \(uploadsPerMinute.total) per minute); try again shortly",
+                    retry(uploadsPerMinute.total))
+        }
+        return nil
+    }
+
+    /// Whether `declared` bytes still fit in the day's budgets of `ip` and of the server
+    /// (checked on the head, nothing taken); the refusal's text if not.
+    func bytesRefusal(ip: String, declared: Int, nowMillis: Int64) -> String? {
+        let client = IPAddress.limitKey(ip)
+        if bytes.available(key: client, perDay: bytesPerDay.perClient, nowMillis: nowMillis) < Double(declared) {
+            return "your address has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.perClient)) per day); try again later"
+        }
+        if bytes.available(key: "*", perDay: bytesPerDay.total, nowMillis: nowMillis) < Double(declared) {
+            return "the server has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.total)) per day); try again later"
+        }
+        return nil
+    }
+
+    /// Takes a finished upload's `size` from the day's budgets of `ip` and of the server,
+    /// or throws (nothing taken) when one cannot pay it. Any thread.
+    func chargeUpload(ip: String, size: Int, nowMillis: Int64) throws(FileError) {
+        let client = IPAddress.limitKey(ip)
+        guard bytes.take(Double(size), key: client, perDay: bytesPerDay.perClient, nowMillis: nowMillis) else {
+            throw FileError(.quota, "your address has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.perClient)) per day)")
+        }
+        guard bytes.take(Double(size), key: "*", perDay: bytesPerDay.total, nowMillis: nowMillis) else {
+            bytes.refund(Double(size), key: client, perDay: bytesPerDay.perClient, nowMillis: nowMillis)
+            throw FileError(.quota, "the server has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.total)) per day)")
+        }
     }
 
     /// Bytes `channel` holds as last counted, without touching the disk (nil: not counted yet).
@@ -160,7 +202,45 @@ final class ServerFiles: Sendable {
     }
 }
 
-/// Uploads per minute per client and channel: token buckets (a minute's allowance as burst).
+/// Bytes of uploads per day per key (a client address, or `*` for the server): token
+/// buckets of bytes, a day's budget as burst, refilling continuously. Bounded like the rates.
+final class UploadByteBudgets: Sendable {
+    private let buckets = Mutex<[String: TokenBucket]>([:])
+
+    private static func bucket(_ buckets: inout [String: TokenBucket], _ key: String, perDay: Int, nowMillis: Int64) -> TokenBucket {
+        if buckets.count > 10_000 {
+            buckets = buckets.filter { _, bucket in var copy = bucket; return copy.available(nowMillis: nowMillis) < copy.burst }
+        }
+        return buckets[key] ?? TokenBucket(ratePerSecond: Double(perDay) / 86_400, burst: Double(perDay))
+    }
+
+    func available(key: String, perDay: Int, nowMillis: Int64) -> Double {
+        buckets.withLock { buckets in
+            var bucket = Self.bucket(&buckets, key, perDay: perDay, nowMillis: nowMillis)
+            return bucket.available(nowMillis: nowMillis)
+        }
+    }
+
+    func take(_ amount: Double, key: String, perDay: Int, nowMillis: Int64) -> Bool {
+        buckets.withLock { buckets in
+            var bucket = Self.bucket(&buckets, key, perDay: perDay, nowMillis: nowMillis)
+            let taken = bucket.take(amount, nowMillis: nowMillis)
+            buckets[key] = bucket
+            return taken
+        }
+    }
+
+    /// Gives back what ``take(_:key:perDay:nowMillis:)`` took for an upload refused after all.
+    func refund(_ amount: Double, key: String, perDay: Int, nowMillis: Int64) {
+        buckets.withLock { buckets in
+            var bucket = Self.bucket(&buckets, key, perDay: perDay, nowMillis: nowMillis)
+            _ = bucket.take(-amount, nowMillis: nowMillis)  // capped at the burst on the next refill
+            buckets[key] = bucket
+        }
+    }
+}
+
+/// Uploads per minute per key: token buckets (a minute's allowance as burst).
 final class UploadRateLimiter: Sendable {
     private let buckets = Mutex<[String: TokenBucket]>([:])
 

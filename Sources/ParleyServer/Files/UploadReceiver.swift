@@ -49,6 +49,8 @@ final class UploadReceiver {
     private let lane: FileWorkerLane
     private let slot = UploadSlot()
     private let baseURL: String
+    /// The client's address (its upload budgets pay).
+    private var ip = ""
     /// The client's name for the file and its claimed type (raw body: query and headers;
     /// multipart: the file part's headers).
     private var name: String?
@@ -80,7 +82,7 @@ final class UploadReceiver {
                       onEvent: @escaping (Event) -> Void) -> UploadReceiver? {
         guard let channel = FileRoutes.uploadChannel(head) else { return nil }
         let receiver = UploadReceiver(head, channel: channel, core: core, connection: connection, onEvent: onEvent)
-        receiver.begin(head, ip: connection.remoteIP)
+        receiver.begin(head, ip: connection.clientIP)
         return receiver
     }
 
@@ -100,6 +102,7 @@ final class UploadReceiver {
     // MARK: head
 
     private func begin(_ head: HTTPRequestHead, ip: String) {
+        self.ip = ip
         if let refusal = check(head, ip: ip) {
             refuse(refusal)
             return
@@ -150,12 +153,13 @@ final class UploadReceiver {
             if declared > allowed { return tooLarge() }
             let fileBytes = isMultipart ? max(0, declared - ChannelFileLimits.multipartOverhead) : declared
             if let used = files.knownUsage(of: channel), used + fileBytes > limits.quotaBytes { return quotaExceeded() }
+            if let text = files.bytesRefusal(ip: ip, declared: fileBytes, nowMillis: core.hub.clock.nowMillis()) {
+                return FileRoutes.text(429, text)
+            }
         }
         // Last: a request refused for what it says costs no allowance.
-        if !files.allowUpload(channel: channel, ip: ip, nowMillis: core.hub.clock.nowMillis()) {
-            let perMinute = limits.uploadsPerMinute
-            return FileRoutes.text(429, "too many uploads (limit \(perMinute) per minute); try again shortly",
-                                   retryAfter: max(1, 60 / max(1, perMinute)))
+        if let (text, retryAfter) = files.admitUpload(channel: channel, ip: ip, nowMillis: core.hub.clock.nowMillis()) {
+            return FileRoutes.text(429, text, retryAfter: retryAfter)
         }
         return nil
     }
@@ -275,7 +279,7 @@ final class UploadReceiver {
             pending = []
         }
         let job = UploadJob(slot: slot, files: files, policy: limits.policy, channel: channel, room: room, name: name,
-                            claimedType: claimedType, baseURL: baseURL, quotaBytes: limits.quotaBytes,
+                            claimedType: claimedType, baseURL: baseURL, quotaBytes: limits.quotaBytes, ip: ip,
                             nowMillis: core.hub.clock.nowMillis())
         let me = LoopBound(self, on: loop)
         do throws(FileError) {
@@ -435,6 +439,8 @@ private struct UploadJob: Sendable {
     let claimedType: String?
     let baseURL: String
     let quotaBytes: Int
+    /// The uploader's address: its day's byte budget pays for the file.
+    let ip: String
     let nowMillis: Int64
 
     func run() -> Result<UploadRecord, FileError> {
@@ -446,6 +452,12 @@ private struct UploadJob: Sendable {
             if files.currentUsage(of: channel, nowMillis: nowMillis) + pending.size > quotaBytes {
                 pending.discard()
                 throw FileError(.quota, "channel \"\(channel)\" has used its file storage (\(ByteCount.humanReadable(quotaBytes)))")
+            }
+            do throws(FileError) {
+                try files.chargeUpload(ip: ip, size: pending.size, nowMillis: nowMillis)
+            } catch {
+                pending.discard()
+                throw error
             }
             let pipeline = AttachmentPipeline(store: files.store, policy: policy, images: files.pipeline.images)
             let stored = try pipeline.ingest(pending, claimedType: claimedType)

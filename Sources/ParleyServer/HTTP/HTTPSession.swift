@@ -80,6 +80,10 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             case .head(let head):
                 self.head = head
                 body = []
+                if head.method == "POST", FileRoutes.uploadChannel(head) != nil {
+                    // Answered in turn, but its budget is taken now: its client is this head's.
+                    connection.clientIP = clientIP(of: head)
+                }
                 upload = UploadReceiver.start(head, core: core, connection: connection) { [weak self] in self?.uploadEvent($0) }
                 // An upload may take longer than a handshake: its own timers watch it.
                 if upload?.isAccepted == true { sessionGuard.handshakeCompleted() }
@@ -205,8 +209,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             return
         }
         switch pending {
-        case .request(let head, _) where refuseByOrigin(head),
-             .upgrade(let head, _) where refuseByOrigin(head):
+        case .request(let head, _) where refuseByOrigin(head) || refuseClient(head),
+             .upgrade(let head, _) where refuseByOrigin(head) || refuseClient(head):
             return
         case .request(let head, let body): respond(to: head, body: body)
         case .upgrade(let head, let leftover): upgrade(head, leftover: leftover)
@@ -231,6 +235,41 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         guard let (status, text) = WebOriginPolicy(core.configuration).refusal(head) else { return false }
         core.limits.breached(.webOrigin, remote: connection.remoteAddress)
         connection.write(HTTPResponse.text(status, text).encoded(keepAlive: false))
+        connection.close()
+        return true
+    }
+
+    /// The client of `head`: the peer, or from a trusted proxy the address its
+    /// `X-Forwarded-For` names (``TrustedProxies``).
+    private func clientIP(of head: HTTPRequestHead) -> String {
+        let proxies = TrustedProxies(core.configuration.trustedProxies)
+        guard !proxies.isEmpty else { return connection.remoteIP }
+        return proxies.client(peer: connection.remoteIP, forwardedFor: head.headers.values("X-Forwarded-For"))
+    }
+
+    /// Takes `head`'s client as the connection's (a proxy's keep-alive connection carries
+    /// many clients, one per request) and refuses a banned one that came through a proxy
+    /// (the peer itself was checked at accept); true when it did.
+    private func refuseClient(_ head: HTTPRequestHead) -> Bool {
+        connection.clientIP = clientIP(of: head)
+        guard connection.clientIP != connection.remoteIP,
+              let ban = core.bans.ban(ip: connection.clientIP, name: nil, nowMillis: core.hub.clock.nowMillis()) else { return false }
+        core.logThrottle.log("banned", to: core.logger, .info, "banned address refused",
+                             metadata: ["door": "http", "remote": .string(connection.remoteAddress),
+                                        "client": .string(connection.clientIP), "ban": .int(ban.id)])
+        connection.write(HTTPResponse.text(403, "your address is banned from this server\n").encoded(keepAlive: false))
+        connection.close()
+        return true
+    }
+
+    /// A trusted proxy's connection becomes one client's (an upgrade): that client now
+    /// counts against the per-IP connection limit; true when it is over and was refused.
+    private func refuseOverPerIPLimit() -> Bool {
+        guard let refusal = sessionGuard.claim(ip: connection.clientIP) else { return false }
+        core.limits.breached(refusal.limit, remote: connection.remoteAddress)
+        var response = HTTPResponse.text(503, refusal.message + "\n")
+        response.headers.set("Retry-After", "5")
+        connection.write(response.encoded(keepAlive: false))
         connection.close()
         return true
     }
@@ -295,7 +334,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             response = .text(426, "this endpoint speaks WebSocket only\n")
             response.headers.set("Upgrade", "websocket")
         } else if operations?.exemptFromRateLimit != true,
-                  !core.restRate.allow(ip: connection.remoteIP, nowMillis: core.hub.clock.nowMillis()) {
+                  !core.restRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) {
             core.limits.breached(.restRate, remote: connection.remoteAddress)
             response = .text(429, "too many requests (limit \(Int(core.configuration.restRatePerSecond)) per second per address); slow down\n")
             response.headers.set("Retry-After", String(core.restRate.retryAfterSeconds))
@@ -320,6 +359,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     }
 
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
+        if refuseOverPerIPLimit() { return }
         if SocketIODoor.handles(head.path, core: core) {
             timer?.stop()
             if SocketIODoor.upgrade(head, leftover: leftover, connection: connection, core: core, from: sessionGuard) {

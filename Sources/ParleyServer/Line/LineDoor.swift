@@ -22,6 +22,9 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     var sessionID: SessionID { connection.id }
     let wireFormat = WireFormat.line
     private var decoder: LineDecoder
+    /// The PROXY protocol header still expected first (a connection from a trusted proxy,
+    /// with `--line-proxy-protocol`); nil once read, or for anyone else.
+    private var proxyHeader: ProxyHeaderDecoder?
     private var quietTimer: LoopTimer?
     private var member: Member?
     /// The door policy's share of this connection: its place, the `iam:` deadline, the idle
@@ -37,6 +40,9 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         self.core = core
         self.sessionGuard = sessionGuard
         decoder = LineDecoder(maximumLength: core.configuration.lineMaxLength)
+        if core.configuration.lineProxyProtocol, TrustedProxies(core.configuration.trustedProxies).trusts(connection.remoteIP) {
+            proxyHeader = ProxyHeaderDecoder()
+        }
         delivered = core.loopMetrics(connection.loop).delivered.counter(.line)
     }
 
@@ -76,6 +82,53 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
         sessionGuard.heard()
+        if var header = proxyHeader {
+            let event = header.feed(bytes)
+            proxyHeader = header
+            guard case .header(let found, let leftover) = event else {
+                if case .invalid(let why) = event { refuseProxyHeader(why) }
+                return
+            }
+            proxyHeader = nil
+            guard acceptProxied(found) else { return }
+            leftover.withUnsafeBytes { readLines($0) }
+            return
+        }
+        readLines(bytes)
+    }
+
+    /// A trusted proxy sent garbage where its PROXY header belongs: nothing after it can be
+    /// attributed to a client, so the connection ends.
+    private func refuseProxyHeader(_ why: String) {
+        core.logThrottle.log("proxy header", to: core.logger, .info, "line connection from a trusted proxy without a valid PROXY header",
+                             metadata: ["remote": .string(connection.remoteAddress), "error": .string(why)])
+        reply("error: \(why); bye")
+        connection.close()
+    }
+
+    /// The header named the client: it counts per IP from now on and its bans apply. False
+    /// when it was refused (and the connection closed).
+    private func acceptProxied(_ header: ProxyHeader) -> Bool {
+        if let source = header.source { connection.clientIP = source.description }
+        if let refusal = sessionGuard.claim(ip: connection.clientIP) {
+            core.limits.breached(refusal.limit, remote: connection.remoteAddress)
+            reply("error: \(refusal.message)")
+            connection.close()
+            return false
+        }
+        if connection.clientIP != connection.remoteIP,
+           let ban = core.bans.ban(ip: connection.clientIP, name: nil, nowMillis: core.hub.clock.nowMillis()) {
+            core.logThrottle.log("banned", to: core.logger, .info, "banned address refused",
+                                 metadata: ["door": "line", "remote": .string(connection.remoteAddress),
+                                            "client": .string(connection.clientIP), "ban": .int(ban.id)])
+            reply("error: your address is banned from this server")
+            connection.close()
+            return false
+        }
+        return true
+    }
+
+    private func readLines(_ bytes: UnsafeRawBufferPointer) {
         handle(decoder.feed(bytes))
         guard connection.state == .open else { return }
         if decoder.hasPendingBytes {
@@ -167,7 +220,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             reply("error: \(problem.message)")
             return
         }
-        if let ban = core.bans.ban(ip: connection.remoteIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
+        if let ban = core.bans.ban(ip: connection.clientIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
             core.logThrottle.log("banned", to: core.logger, .info, "banned client refused",
                                  metadata: ["door": "line", "remote": .string(connection.remoteAddress), "ban": .int(ban.id)])
             reply("error: banned from this server; bye")
@@ -179,7 +232,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                             clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]),
                             authData: auth.claims?.data)
         self.member = member
-        core.directory.register(ConnectedClient(id: member.id, door: .line, remoteIP: connection.remoteIP, channel: lobby.channel,
+        core.directory.register(ConnectedClient(id: member.id, door: .line, remoteIP: connection.clientIP, channel: lobby.channel,
                                                 name: name, connectedAtMillis: core.hub.clock.nowMillis(),
                                                 control: SessionControl(self, on: connection.loop)))
         do {

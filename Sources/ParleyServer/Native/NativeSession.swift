@@ -184,7 +184,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 return
             }
             let name = clientData?["name"]?.stringValue
-            if let ban = core.bans.ban(ip: connection.remoteIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
+            if let ban = core.bans.ban(ip: connection.clientIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
                 core.logThrottle.log("banned", to: core.logger, .info, "banned client refused",
                                      metadata: ["door": "native", "remote": .string(connection.remoteAddress), "ban": .int(ban.id)])
                 sendJSON(NativeEncoding.reply(callback: callback, error: "banned from this server", clientID: clientID))
@@ -192,7 +192,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                 return
             }
             self.channel = channel
-            core.directory.register(ConnectedClient(id: clientID, door: .native, remoteIP: connection.remoteIP, channel: channel,
+            core.directory.register(ConnectedClient(id: clientID, door: .native, remoteIP: connection.clientIP, channel: channel,
                                                     name: name, connectedAtMillis: core.hub.clock.nowMillis(),
                                                     control: SessionControl(self, on: connection.loop)))
             let auth = ChannelAccess(channel: channel, core: core)

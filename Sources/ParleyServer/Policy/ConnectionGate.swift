@@ -1,3 +1,4 @@
+import ParleyCore
 import Synchronization
 
 /// Admission at accept time: the total and per-IP connection limits. Shared by all doors and
@@ -35,31 +36,41 @@ final class ConnectionGate: Sendable {
     }
 
     /// Counts one connection from `ip` in and returns its ticket, or says why not (then
-    /// nothing is counted).
-    func admit(ip: String) -> Result<AdmissionTicket, Refusal> {
+    /// nothing is counted). Per IP, addresses count under their ``IPAddress/limitKey`` (an
+    /// IPv6 client's /64). A nil `ip` (a trusted proxy's connection, whose client is not
+    /// known yet) counts only in the total; ``AdmissionTicket/claim(ip:)`` counts its client
+    /// once known.
+    func admit(ip: String?) -> Result<AdmissionTicket, Refusal> {
         let total = open.add(1, ordering: .relaxed).newValue
         if total > maxConnections {
             open.subtract(1, ordering: .relaxed)
             return .failure(.full(maxConnections))
         }
-        let admitted = perIP.withLock { counts -> Bool in
-            let current = counts[ip, default: 0]
-            guard current < maxConnectionsPerIP else { return false }
-            counts[ip] = current + 1
-            return true
-        }
-        guard admitted else {
+        guard let ip else { return .success(AdmissionTicket(gate: self, key: nil)) }
+        let key = IPAddress.limitKey(ip)
+        guard countIn(key) else {
             open.subtract(1, ordering: .relaxed)
             return .failure(.tooManyFromIP(maxConnectionsPerIP))
         }
-        return .success(AdmissionTicket(gate: self, ip: ip))
+        return .success(AdmissionTicket(gate: self, key: key))
     }
 
-    /// Gives back the place of one connection admitted for `ip` (called by its ticket).
-    fileprivate func release(ip: String) {
-        perIP.withLock { counts in
-            let current = counts[ip, default: 0]
-            if current <= 1 { counts.removeValue(forKey: ip) } else { counts[ip] = current - 1 }
+    fileprivate func countIn(_ key: String) -> Bool {
+        perIP.withLock { counts -> Bool in
+            let current = counts[key, default: 0]
+            guard current < maxConnectionsPerIP else { return false }
+            counts[key] = current + 1
+            return true
+        }
+    }
+
+    /// Gives back the place of one connection admitted under `key` (called by its ticket).
+    fileprivate func release(key: String?) {
+        if let key {
+            perIP.withLock { counts in
+                let current = counts[key, default: 0]
+                if current <= 1 { counts.removeValue(forKey: key) } else { counts[key] = current - 1 }
+            }
         }
         if open.subtract(1, ordering: .relaxed).newValue == 0 { notifyEmpty() }
     }
@@ -88,18 +99,35 @@ final class ConnectionGate: Sendable {
 /// place (an upgraded connection hands its ticket on to the session that takes it over).
 final class AdmissionTicket: Sendable {
     private let gate: ConnectionGate
-    let ip: String
+    /// The per-IP key this place counts under; nil while it counts only in the total.
+    private let key: Mutex<String?>
     private let released = Atomic<Bool>(false)
 
-    fileprivate init(gate: ConnectionGate, ip: String) {
+    fileprivate init(gate: ConnectionGate, key: String?) {
         self.gate = gate
-        self.ip = ip
+        self.key = Mutex(key)
+    }
+
+    /// The per-IP key this place counts under (nil: a proxy's connection, client unknown).
+    var ip: String? { key.withLock { $0 } }
+
+    /// A trusted proxy's connection now knows its client: count it under the client's key,
+    /// or say why not (the caller refuses the connection). A ticket already counted under a
+    /// key keeps it.
+    func claim(ip: String) -> ConnectionGate.Refusal? {
+        let newKey = IPAddress.limitKey(ip)
+        return key.withLock { key -> ConnectionGate.Refusal? in
+            guard key == nil, !released.load(ordering: .relaxed) else { return nil }
+            guard gate.countIn(newKey) else { return .tooManyFromIP(gate.maxConnectionsPerIP) }
+            key = newKey
+            return nil
+        }
     }
 
     /// Gives the place back. Idempotent.
     func release() {
         guard !released.exchange(true, ordering: .relaxed) else { return }
-        gate.release(ip: ip)
+        gate.release(key: key.withLock { $0 })
     }
 
     deinit { release() }

@@ -86,7 +86,12 @@ extension ServerCore {
                                                        http: policy.refusesWithHTTP)
                 return
             }
-            switch gate.admit(ip: connection.remoteIP) {
+            // A trusted proxy's connection carries many clients: it counts in the total only,
+            // and its client counts per IP once known (an upgrade's X-Forwarded-For, a line
+            // connection's PROXY header; ``AdmissionTicket/claim(ip:)``).
+            let proxied = (door == .http || (door == .line && configuration.lineProxyProtocol))
+                && TrustedProxies(configuration.trustedProxies).trusts(connection.remoteIP)
+            switch gate.admit(ip: proxied ? nil : connection.remoteIP) {
             case .failure(let refusal):
                 limits.breached(refusal.limit, remote: connection.remoteAddress)
                 connection.handler = RefusedConnection(connection: connection, message: refusal.message,

@@ -38,7 +38,9 @@ final class RESTRateLimiter: Sendable {
     var trackedAddresses: Int { shards.reduce(0) { $0 + $1.lock.withLock { $0.buckets.count } } }
 
     /// Takes a token for `ip`; false when it has none left.
-    func allow(ip: String, nowMillis: Int64) -> Bool {
+    func allow(ip address: String, nowMillis: Int64) -> Bool {
+        // One bucket per limit key: an IPv6 client's /64 shares one.
+        let ip = IPAddress.limitKey(address)
         let perShard = capacity / shards.count
         return shards[Int(UInt(bitPattern: ip.hashValue) % UInt(shards.count))].lock.withLock { shard in
             prune(&shard, nowMillis: nowMillis, limit: perShard)

@@ -41,6 +41,10 @@ final class SessionGuard {
     /// The client's address for logs (its IP: the guard does not know the port).
     private var remote: String? { ticket?.ip }
 
+    /// Counts this connection's client per IP now that it is known (a trusted proxy's
+    /// connection); the refusal when that client is over the limit.
+    func claim(ip: String) -> ConnectionGate.Refusal? { ticket?.claim(ip: ip) }
+
     /// Takes over `other`'s place at the gate (a connection upgraded to another door).
     func takeTicket(from other: SessionGuard) {
         ticket = other.ticket

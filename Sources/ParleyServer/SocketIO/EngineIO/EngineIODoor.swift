@@ -62,7 +62,7 @@ struct EngineIODoor {
         }
         // Before routing, like REST: a flood of polling requests costs a table lookup, not
         // a hop to another loop.
-        guard core.socketIO.pollingRate.allow(ip: connection.remoteIP, nowMillis: core.hub.clock.nowMillis()) else {
+        guard core.socketIO.pollingRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) else {
             core.limits.breached(.pollingRate)
             var response = HTTPResponse.text(429, "too many polling requests (limit \(Int(core.configuration.socketIOPollingRatePerSecond)) per second per address); slow down\n")
             response.headers.set("Retry-After", String(core.socketIO.pollingRate.retryAfterSeconds))
@@ -83,13 +83,13 @@ struct EngineIODoor {
         guard let sid = head.query("sid") else {
             guard head.method == "GET" else { return reply(Self.errorResponse(400, code: 2, "Bad handshake method")) }
             let ticket: AdmissionTicket
-            switch admitPollingSession(ip: connection.remoteIP) {
+            switch admitPollingSession(ip: connection.clientIP) {
             case .refused(let response): return reply(response)
             case .admitted(let admitted): ticket = admitted
             }
             let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: nil,
                                                registry: sessions, admission: ticket, makeHandler: makeHandler)
-            session.remoteIP = connection.remoteIP
+            session.remoteIP = connection.clientIP
             return reply(Self.payloadResponse(session.takeOpeningPayload()))
         }
         guard let owner = sessions.owner(of: sid) else {
@@ -253,7 +253,7 @@ struct EngineIODoor {
             // The WebSocket connection's own place at the gate counts this session.
             let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: link,
                                                registry: sessions, admission: nil, makeHandler: makeHandler)
-            session.remoteIP = connection.remoteIP
+            session.remoteIP = connection.clientIP
             handler = EngineIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
                                                version: version, owner: connection.loop, sid: session.sid,
                                                sessionGuard: sessionGuard)
