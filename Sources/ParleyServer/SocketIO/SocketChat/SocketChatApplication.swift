@@ -502,6 +502,8 @@ extension SocketChatApplication: AdministeredSession {
 /// only while its member subscription is not live. Loop-confined like its application.
 final class SocketChatListener: RoomSubscriber {
     let sessionID: SessionID
+    /// Unowned: the application outlives its listener's registration. It stays registered in
+    /// the same local hub itself until `disconnected`, which unregisters this listener first.
     private unowned let app: SocketChatApplication
 
     init(app: SocketChatApplication, sessionID: SessionID) {
