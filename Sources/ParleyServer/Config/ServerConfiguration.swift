@@ -612,10 +612,12 @@ public struct ServerConfiguration: Sendable, Equatable {
         return "\(exposed); list the channels in a config file (--config) or bind to 127.0.0.1"
     }
 
-    /// `localhost`, `127.x.x.x` or `::1`.
+    /// A loopback name or address: `localhost` (and `*.localhost`, which resolvers keep on
+    /// loopback), 127.0.0.0/8, `::1` (bracketed or not). The one rule for the bind address
+    /// (the open-mode warning) and for request hosts (``WebOriginPolicy``).
     static func isLoopback(_ host: String) -> Bool {
         let lower = host.lowercased()
-        if lower == "localhost" || lower == "::1" || lower == "[::1]" { return true }
+        if lower == "localhost" || lower.hasSuffix(".localhost") || lower == "::1" || lower == "[::1]" { return true }
         let parts = lower.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }

@@ -232,7 +232,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     /// Answers a request from a page that may not use this server, or for a host it does
     /// not serve (``WebOriginPolicy``), and closes; true when it did.
     private func refuseByOrigin(_ head: HTTPRequestHead) -> Bool {
-        guard let (status, text) = WebOriginPolicy(core.configuration).refusal(head) else { return false }
+        guard let (status, text) = core.webOrigins.refusal(head) else { return false }
         core.limits.breached(.webOrigin, remote: connection.remoteAddress)
         connection.write(HTTPResponse.text(status, text).encoded(keepAlive: false))
         connection.close()

@@ -17,6 +17,10 @@ final class ServerCore: Sendable {
     /// rather than keeping a copy.
     private let current: Mutex<ServerConfiguration>
     var configuration: ServerConfiguration { current.withLock { $0 } }
+    /// The web-origin rules of the configuration in force, built once per configuration:
+    /// every HTTP request (each Socket.IO poll) asks them.
+    private let origins: Mutex<WebOriginPolicy>
+    var webOrigins: WebOriginPolicy { origins.withLock { $0 } }
     let hub: Hub
     let inboxes: [LoopInbox]
     let loops: [EventLoop]
@@ -56,6 +60,7 @@ final class ServerCore: Sendable {
          logger: Logger = .disabled, logThrottle: LogThrottle = LogThrottle(), metrics: ServerMetrics? = nil,
          observedStore: ObservedMessageStore? = nil, files: ServerFiles, cluster: ClusterNode? = nil) {
         current = Mutex(configuration)
+        origins = Mutex(WebOriginPolicy(configuration))
         self.hub = hub
         self.tls = tls
         self.files = files
@@ -92,6 +97,7 @@ final class ServerCore: Sendable {
     /// Puts a reloaded configuration in force (see ``ParleyServer/applyConfiguration(_:)``).
     func replaceConfiguration(_ configuration: ServerConfiguration) {
         current.withLock { $0 = configuration }
+        origins.withLock { $0 = WebOriginPolicy(configuration) }
     }
 
     /// Adds lines to every `/metrics` answer (cluster mode: the Redis connection's state).

@@ -25,7 +25,7 @@ struct WebOriginPolicy: Sendable {
         allowsAnyOrigin = allowedOrigins.contains("*")
         let normalized = allowedOrigins.filter { $0 != "*" }.compactMap(Self.normalize)
         self.allowedOrigins = Set(normalized)
-        if Self.isLoopback(host: boundHost) {
+        if ServerConfiguration.isLoopback(boundHost) {
             var hosts = Set(normalized.compactMap { Self.hostAndPort(ofOrigin: $0)?.host })
             if let publicURL, let host = Self.normalize(publicURL).flatMap({ Self.hostAndPort(ofOrigin: $0)?.host }) {
                 hosts.insert(host)
@@ -44,7 +44,7 @@ struct WebOriginPolicy: Sendable {
     func refusal(_ head: HTTPRequestHead) -> (status: Int, text: String)? {
         let host = head.headers["Host"]
         if let loopbackHosts, let host, let name = Self.splitHost(host.lowercased())?.host,
-           !Self.isLoopback(host: name), !loopbackHosts.contains(name) {
+           !ServerConfiguration.isLoopback(name), !loopbackHosts.contains(name) {
             return (421, "this server listens on a loopback address and answers only requests for localhost, 127.0.0.1 or [::1] (Host was \"\(String(host.prefix(80)))\"); to serve another name, set --public-url or --allowed-origins\n")
         }
         guard let origin = head.headers["Origin"], !allowsAnyOrigin else { return nil }
@@ -99,13 +99,5 @@ struct WebOriginPolicy: Sendable {
             return (String(first), port)
         }
         return (String(first), nil)
-    }
-
-    /// A loopback name or address: `localhost`, 127.0.0.0/8, `::1` (bracketed or not).
-    static func isLoopback(host: String) -> Bool {
-        let host = host.lowercased()
-        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" || host == "[::1]" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 }
