@@ -137,7 +137,11 @@ extension EngineIOSession {
     static let upgradeSettleMillis: UInt64 = 250
     /// How long a GET released by the probe waits for a `5` handled out of order.
     static let probeNoopDelayMillis: UInt64 = 50
-    /// Most WebSocket packets held while settling; past it they are handled at once.
+    /// Most WebSocket packets, and bytes (``maxSettlingBytes``), held while settling; past
+    /// either they are handled at once. Without the byte bound a client could park 256
+    /// messages of `maxPayload` each for the whole settle time.
+    static let maxSettlingBytes = 64 << 10
+    /// Most WebSocket packets held while settling.
     static let maxSettlingPackets = 256
 
     var isWithinLatePostGrace: Bool {
@@ -172,14 +176,15 @@ extension EngineIOSession {
         }
         guard let webSocket, webSocket.same(as: link) else { return }
         do {
-            let packet: EngineIOPacket
+            let packet: EngineIOPacket, size: Int
             switch message {
-            case .text(let text): packet = try EngineIOPacket.decode(text: text)
-            case .binary(let bytes): packet = try EngineIOPacket.decode(webSocketBinary: bytes, version: version)
+            case .text(let text): (packet, size) = (try EngineIOPacket.decode(text: text), text.utf8.count)
+            case .binary(let bytes): (packet, size) = (try EngineIOPacket.decode(webSocketBinary: bytes, version: version), bytes.count)
             }
             if settling != nil {
                 settling!.append(packet)
-                if settling!.count >= Self.maxSettlingPackets { endSettling() }
+                settlingBytes += size
+                if settling!.count >= Self.maxSettlingPackets || settlingBytes >= Self.maxSettlingBytes { endSettling() }
             } else {
                 receive(packet)
             }
@@ -214,6 +219,7 @@ extension EngineIOSession {
             }
             upgradedAtMillis = core.hub.clock.nowMillis()
             settling = []
+            settlingBytes = 0
             let timer = settleTimer ?? LoopTimer(loop: loop)
             settleTimer = timer
             timer.start(after: Self.upgradeSettleMillis) { [weak self] in self?.endSettling() }

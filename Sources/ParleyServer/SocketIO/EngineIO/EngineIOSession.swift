@@ -68,6 +68,7 @@ final class EngineIOSession: EngineIOMessageChannel {
     /// WebSocket packets that came during the settle time after `5`, held so that a POST
     /// still in flight is handled first (nil when not settling).
     var settling: [EngineIOPacket]?
+    var settlingBytes = 0
     var settleTimer: LoopTimer?
     var pingDueAfterSettling = false
     /// Set while a POST's packets are handled: the room the last publish went to, when it
