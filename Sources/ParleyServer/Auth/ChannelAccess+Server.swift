@@ -1,11 +1,16 @@
 import ParleyCore
 
 extension ChannelAccess {
-    /// The access rules for `channel` as the server's configuration sets them, verifying
-    /// tokens with OpenSSL's HMAC and the hub's clock.
-    init(channel: String, core: ServerCore) {
-        let settings = core.configuration.settings(ofChannel: channel)
+    /// The access rules for `channel` as `configuration` sets them, verifying tokens with
+    /// OpenSSL's HMAC and `clock`.
+    init(channel: String, configuration: ServerConfiguration, clock: any Clock) {
+        let settings = configuration.settings(ofChannel: channel)
         self.init(channel: channel, secret: settings?.secret, requiresAuth: settings?.requireAuth == true,
-                  verifier: TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock))
+                  verifier: TokenVerifier(hmac: OpenSSLHMAC(), clock: clock))
+    }
+
+    /// The access rules for `channel` as the server's configuration sets them.
+    init(channel: String, core: ServerCore) {
+        self.init(channel: channel, configuration: core.configuration, clock: core.hub.clock)
     }
 }

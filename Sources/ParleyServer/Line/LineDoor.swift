@@ -15,7 +15,7 @@ enum LineDoor {
     }
 }
 
-/// One line-protocol connection.
+/// One line-protocol connection: the line codec and its wording around a ``ChatSession``.
 final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     let connection: TCPConnection
     let core: ServerCore
@@ -26,12 +26,13 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// with `--line-proxy-protocol`); nil once read, or for anyone else.
     private var proxyHeader: ProxyHeaderDecoder?
     private var quietTimer: LoopTimer?
-    private var member: Member?
     /// The door policy's share of this connection: its place, the `iam:` deadline, the idle
     /// watch and the message rate.
     private let sessionGuard: SessionGuard
-    /// The token sent with `auth:`, kept to verify it again after a reload (never logged).
-    private var token: String?
+    /// The chat rules: the lobby's channel, the token, the member, bans, rates.
+    private let chat: ChatSession
+    /// The lobby (restart-only: fixed for the connection's life).
+    private let lobby: RoomKey
     /// This loop's count of line deliveries.
     private let delivered: MetricCounter
 
@@ -39,43 +40,43 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         self.connection = connection
         self.core = core
         self.sessionGuard = sessionGuard
-        decoder = LineDecoder(maximumLength: core.configuration.lineMaxLength)
-        if core.configuration.lineProxyProtocol, TrustedProxies(core.configuration.trustedProxies).trusts(connection.remoteIP) {
+        let configuration = core.configuration
+        lobby = configuration.lobby
+        decoder = LineDecoder(maximumLength: configuration.lineMaxLength)
+        if configuration.lineProxyProtocol, TrustedProxies(configuration.trustedProxies).trusts(connection.remoteIP) {
             proxyHeader = ProxyHeaderDecoder()
         }
         delivered = core.loopMetrics(connection.loop).delivered.counter(.line)
+        chat = ChatSession(door: .line, context: core.doorContext, sessionGuard: sessionGuard, sessionID: connection.id,
+                           inbox: core.inbox(for: connection.loop), channel: lobby.channel,
+                           clientIP: connection.clientIP, remote: connection.remoteAddress)
     }
 
     func start() {
         let timeout = sessionGuard.policy.handshakeTimeoutMillis
         sessionGuard.expectHandshake { [weak self] in
             guard let self, self.connection.state == .open else { return }
-            self.reply("error: no iam:NAME within \(Self.seconds(timeout)) s; bye")
+            self.reply("error: no iam:NAME within \(DoorWording.seconds(timeout)) s; bye")
             self.connection.close()
         }
         let idle = sessionGuard.policy.idleTimeoutMillis
         sessionGuard.watchIdle { [weak self] in
             guard let self, self.connection.state == .open else { return }
-            self.reply("idle timeout: nothing received for \(Self.seconds(idle)) s, bye")
+            self.reply("idle timeout: nothing received for \(DoorWording.seconds(idle)) s, bye")
             self.connection.close()
         }
     }
 
-    static func seconds(_ millis: UInt64) -> String {
-        millis % 1000 == 0 ? String(millis / 1000) : String(Double(millis) / 1000)
-    }
-
-    private var lobby: RoomKey { core.configuration.lobby }
-    /// The lobby channel's auth rules and this connection's token (`auth:TOKEN`).
-    private lazy var auth = ChannelAccess(channel: lobby.channel, core: core)
-
-    /// Nil when the lobby allows `action` for this connection, else the error line's text.
-    private func authError(_ action: AuthAction) -> String? {
-        if let refusal = core.configuration.refusal(ofChannel: lobby.channel) { return refusal }
-        if auth.requiresAuth && !auth.isAuthenticated {
-            return "this lobby requires authentication: send auth:TOKEN first"
+    /// The line door's words for a refusal.
+    private func words(_ refusal: ChatRefusal) -> String {
+        switch refusal.code {
+        case .authRequired: "this lobby requires authentication: send auth:TOKEN first"
+        case .authFailed: "authentication failed: \(refusal.message)"
+        case .rateLimited: "rate limit exceeded (\(Int(sessionGuard.ratePerSecond)) messages per second); message dropped"
+        case .rateAbuse: "rate limit exceeded again and again; disconnected"
+        case .banned: "banned from this server; bye"
+        default: refusal.message
         }
-        return auth.check(action, room: lobby.room, nowMillis: core.hub.clock.nowMillis()).error
     }
 
     // MARK: reading
@@ -110,17 +111,14 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// when it was refused (and the connection closed).
     private func acceptProxied(_ header: ProxyHeader) -> Bool {
         if let source = header.source { connection.clientIP = source.description }
+        chat.clientIP = connection.clientIP
         if let refusal = sessionGuard.claim(ip: connection.clientIP) {
             core.limits.breached(refusal.limit, remote: connection.remoteAddress)
             reply("error: \(refusal.message)")
             connection.close()
             return false
         }
-        if connection.clientIP != connection.remoteIP,
-           let ban = core.bans.ban(ip: connection.clientIP, name: nil, nowMillis: core.hub.clock.nowMillis()) {
-            core.logThrottle.log("banned", to: core.logger, .info, "banned address refused",
-                                 metadata: ["door": "line", "remote": .string(connection.remoteAddress),
-                                            "client": .string(connection.clientIP), "ban": .int(ban.id)])
+        if connection.clientIP != connection.remoteIP, chat.banned(name: nil) != nil {
             reply("error: your address is banned from this server")
             connection.close()
             return false
@@ -162,86 +160,60 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         case .iam(let name):
             identify(as: name)
         case .msg(let text):
-            guard let member else { reply("error: say who you are first with iam:NAME"); return }
-            if let error = authError(.publish) {
-                core.metrics.publishesRefused.counter(.forbidden).increment()
-                reply("error: \(error); message not sent")
-                return
-            }
-            switch sessionGuard.admitMessage() {
-            case .allowed:
-                break
-            case .refused:
-                reply("error: rate limit exceeded (\(Int(sessionGuard.ratePerSecond)) messages per second); message dropped")
-                return
-            case .abusive:
-                reply("error: rate limit exceeded again and again; disconnected")
-                connection.close()
+            guard chat.member != nil else { reply("error: say who you are first with iam:NAME"); return }
+            if let refusal = chat.admitPublish(to: lobby.room) {
+                reply("error: \(words(refusal))" + (refusal.code == .forbidden || refusal.code == .authRequired ? "; message not sent" : ""))
+                if refusal.closes { connection.close() }
                 return
             }
             guard !text.isEmpty else { return }
             let me = LoopBound(self, on: connection.loop)
-            do {
-                let backlog = try core.hub.publish(.string(text), to: lobby, from: member) { result in
-                    guard case .failure(let error) = result else { return }
-                    me.execute { $0.reply("error: \(error.message); message not sent") }
-                }
-                sessionGuard.throttle(by: backlog, reading: connection)
-            } catch {
-                core.metrics.publishesRefused.counter(PublishRefusal(error)).increment()
-                reply("error: \(error.message)")
+            switch chat.publishAdmitted(.string(text), to: lobby.room, whenStored: { result in
+                guard case .failure(let error) = result else { return }
+                me.execute { $0.reply("error: \(error.message); message not sent") }
+            }) {
+            case .success(let backlog): sessionGuard.throttle(by: backlog, reading: connection)
+            case .failure(let refusal): reply("error: \(words(refusal))")
             }
         case .auth(let token):
             // Tokens must say `client: "*"` or leave it out: a line connection has no id
             // before it joins.
-            if member != nil {
+            if chat.member != nil {
                 reply("error: authenticate before iam:NAME (already joined)")
-            } else if let error = auth.authenticate(token, client: .wildcard) {
-                core.logAuthFailure(door: .line, remote: connection.remoteAddress, channel: lobby.channel, reason: error)
-                reply("error: authentication failed: \(error)")
+            } else if let refusal = chat.authenticate(token) {
+                reply("error: \(words(refusal))")
             } else {
-                self.token = token
                 reply("auth ok")
             }
         case .unknown(let text):
-            let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
-            reply("error: unknown command \"\(LineEncoding.singleLine(shown))\"; use iam:NAME or msg:TEXT")
+            reply("error: unknown command \"\(LineEncoding.singleLine(DoorWording.quoted(text)))\"; use iam:NAME or msg:TEXT")
         }
     }
 
     private func identify(as name: String) {
-        if let member {
+        if let member = chat.member {
             reply("error: already joined as \(member.displayName)")
             return
         }
         guard !name.isEmpty else { reply("error: iam needs a name, e.g. iam:alice"); return }
-        if let error = authError(.subscribe) { reply("error: \(error)"); return }
-        if let problem = MemberName.problem(with: name) {
-            reply("error: \(problem.message)")
-            return
-        }
-        if let ban = core.bans.ban(ip: connection.clientIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
-            core.logThrottle.log("banned", to: core.logger, .info, "banned client refused",
-                                 metadata: ["door": "line", "remote": .string(connection.remoteAddress), "ban": .int(ban.id)])
-            reply("error: banned from this server; bye")
-            connection.close()
+        if let refusal = chat.channelRefusal(lobby.channel) { reply("error: \(words(refusal))"); return }
+        if case .failure(let refusal) = chat.check(.subscribe, room: lobby.room) { reply("error: \(words(refusal))"); return }
+        let id = "line-\(core.memberIDTag)\(connection.id)"
+        if case .failure(let refusal) = chat.identify(as: id, name: name) {
+            reply("error: \(words(refusal))")
+            if refusal.closes { connection.close() }
             return
         }
         sessionGuard.handshakeCompleted()
-        let member = Member(id: "line-\(core.memberIDTag)\(connection.id)",
-                            clientData: .object(["name": .string(name), "color": .string(NameColor.color(for: name))]),
-                            authData: auth.claims?.data)
-        self.member = member
-        core.directory.register(ConnectedClient(id: member.id, door: .line, remoteIP: connection.clientIP, channel: lobby.channel,
-                                                name: name, connectedAtMillis: core.hub.clock.nowMillis(),
-                                                control: SessionControl(self, on: connection.loop)))
-        do {
-            try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: connection.loop),
-                                   historyCount: core.configuration.joinHistory)
-        } catch {
-            self.member = nil
-            core.directory.unregister(member.id)
-            reply("error: \(error.message)")
+        if let refusal = chat.enter(lobby.channel, as: id, name: name, control: SessionControl(self, on: connection.loop)) {
+            chat.end()
+            reply("error: \(words(refusal))")
+            if refusal.closes { connection.close() }
+            return
+        }
+        if case .failure(let refusal) = chat.join(lobby.room, historyCount: core.configuration.joinHistory) {
+            chat.end()
+            reply("error: \(words(refusal))")
         }
     }
 
@@ -262,7 +234,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
         if let failure = snapshot.failure {
-            member = nil
+            chat.end()
             reply("error: \(failure.message)")
             return
         }
@@ -272,7 +244,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             if let frame = LineEncoding.encode(.message(message)) { connection.write(frame) }
         }
         // The joiner sees its own join like everybody else.
-        if let member, let frame = LineEncoding.encode(.memberJoined(member)) { connection.write(frame) }
+        if let member = chat.member, let frame = LineEncoding.encode(.memberJoined(member)) { connection.write(frame) }
         // Messages published since it said `iam:` (while the join went round) come after it.
         for message in snapshot.replay {
             if let frame = LineEncoding.encode(.message(message)) { connection.write(frame) }
@@ -292,10 +264,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         quietTimer?.stop()
         quietTimer = nil
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
-        if let member {
-            core.hub.unsubscribe(sessionID, from: lobby)
-            core.directory.unregister(member.id)
-        }
+        chat.end()
         sessionGuard.end(closing: connection, reason: reason)
     }
 }
@@ -307,22 +276,10 @@ extension LineSession: AdministeredSession {
         connection.close()
     }
 
-    /// The lobby's channel must still be open, and this connection's token (or the lack of
-    /// one) must still let it in; otherwise it is told and closed.
+    /// The one reload rule (``ChatSession/reloaded()``); a refusal is told and closes.
     func configurationReloaded() {
-        guard connection.state == .open else { return }
-        var fresh = ChannelAccess(channel: lobby.channel, core: core)
-        var problem = core.configuration.refusal(ofChannel: lobby.channel)
-        if problem == nil, let token {
-            if let error = fresh.authenticate(token, client: .wildcard) { problem = "your token is no longer valid: \(error)" }
-        } else if problem == nil, fresh.requiresAuth, member != nil {
-            problem = "this lobby now requires authentication"
-        }
-        if let problem {
-            reply("error: \(problem); bye")
-            connection.close()
-            return
-        }
-        auth = fresh
+        guard connection.state == .open, let refusal = chat.reloaded() else { return }
+        reply("error: \(refusal.message); bye")
+        connection.close()
     }
 }

@@ -15,20 +15,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private let machine: WebSocketProtocolMachine
     /// Sent in the handshake reply; the member id in every room.
     let clientID: String
-    private var channel: String?
-    /// Whether this channel needs a token, and the verified one (ParleyCore/Auth/ChannelAccess.swift).
-    private var auth: ChannelAccess?
+    /// The chat rules: the channel, the token, the member, the rooms, bans, rates.
+    private let chat: ChatSession
     /// Closes the connection when the token expires (unless a fresher one came).
     private var expiryTimer: LoopTimer?
-    private var member: Member?
-    /// Rooms subscribed (or being subscribed) to, so a disconnect leaves every one of them.
-    /// Read on every delivery: held behind a pointer, whose `pointee` accesses carry no
-    /// dynamic exclusivity checks (loop thread only, like the session).
-    private let subscribed: UnsafeMutablePointer<SubscribedRooms>
-    private var rooms: SubscribedRooms {
-        get { subscribed.pointee }
-        _modify { yield &subscribed.pointee }
-    }
     /// Callbacks of subscribes waiting for their snapshot, per room, in order.
     private var pendingSubscribes: [RoomKey: [Int?]] = [:]
     private var pingTimer: LoopTimer?
@@ -48,8 +38,6 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
     /// Most publishes that may wait behind one being checked.
     static let maxHeldPublishes = 256
-    /// The last verified token, kept to verify it again after a reload (never logged).
-    private var token: String?
     /// The close code and reason this side sent, for the log.
     private var sentCloseCode: WebSocketCloseCode?
     private var sentCloseReason: String?
@@ -64,13 +52,8 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         machine = WebSocketProtocolMachine(role: .server, configuration: webSocket, deflate: deflate)
         clientID = NativeSession.makeClientID(connectionID: connection.id)
         delivered = core.loopMetrics(connection.loop).delivered.counter(.native)
-        subscribed = .allocate(capacity: 1)
-        subscribed.initialize(to: SubscribedRooms())
-    }
-
-    deinit {
-        subscribed.deinitialize(count: 1)
-        subscribed.deallocate()
+        chat = ChatSession(door: .native, context: core.doorContext, sessionGuard: sessionGuard, sessionID: connection.id,
+                           inbox: core.inbox(for: connection.loop), clientIP: connection.clientIP, remote: connection.remoteAddress)
     }
 
     /// Random letters plus the connection id: unguessable enough for a public id, and unique
@@ -83,8 +66,6 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     func start() {
-        let configuration = core.configuration
-        sessionGuard.limitHistoryRate(perSecond: configuration.historyRatePerSecond, burst: configuration.historyBurst)
         let timer = LoopTimer(loop: connection.loop)
         pingTimer = timer
         let interval = core.configuration.webSocketPingIntervalMillis
@@ -95,7 +76,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         let idle = sessionGuard.policy.idleTimeoutMillis
         sessionGuard.watchIdle { [unowned self] in
             guard self.connection.state == .open else { return }
-            self.closeWith(.goingAway, reason: "idle timeout (no message for \(LineSession.seconds(idle)) s)")
+            self.closeWith(.goingAway, reason: "idle timeout (no message for \(DoorWording.seconds(idle)) s)")
         }
     }
 
@@ -170,43 +151,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     private func handle(_ command: NativeCommand) {
         if case .handshake(let channel, let clientData, let callback) = command {
-            guard member == nil else {
-                sendJSON(NativeEncoding.reply(callback: callback, error: "already handshaken", clientID: clientID))
-                return
-            }
-            if let refusal = core.configuration.refusal(ofChannel: channel) {
-                core.logAuthFailure(door: .native, remote: connection.remoteAddress, channel: channel, reason: refusal)
-                sendJSON(NativeEncoding.reply(callback: callback, error: refusal, clientID: clientID))
-                return
-            }
-            if let clientData, let problem = MemberName.problem(withClientData: clientData, maxBytes: core.configuration.maxClientDataBytes) {
-                sendJSON(NativeEncoding.reply(callback: callback, error: problem.message, clientID: clientID))
-                return
-            }
-            let name = clientData?["name"]?.stringValue
-            if let ban = core.bans.ban(ip: connection.clientIP, name: name, nowMillis: core.hub.clock.nowMillis()) {
-                core.logThrottle.log("banned", to: core.logger, .info, "banned client refused",
-                                     metadata: ["door": "native", "remote": .string(connection.remoteAddress), "ban": .int(ban.id)])
-                sendJSON(NativeEncoding.reply(callback: callback, error: "banned from this server", clientID: clientID))
-                closeWith(.policyViolation, reason: "banned")
-                return
-            }
-            self.channel = channel
-            core.directory.register(ConnectedClient(id: clientID, door: .native, remoteIP: connection.clientIP, channel: channel,
-                                                    name: name, connectedAtMillis: core.hub.clock.nowMillis(),
-                                                    control: SessionControl(self, on: connection.loop)))
-            let auth = ChannelAccess(channel: channel, core: core)
-            self.auth = auth
-            if let rate = core.configuration.settings(ofChannel: channel)?.publishRate {
-                sessionGuard.limitRate(perSecond: rate, burst: max(1, rate * 2))
-            }
-            member = Member(id: clientID, clientData: clientData)
-            sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID) { w in
-                if auth.requiresAuth { w.key("require_auth"); w.writeBool(true) }
-            })
+            handshake(channel, clientData: clientData, callback: callback)
             return
         }
-        guard let member, let channel else {
+        guard let member = chat.member, let channel = chat.channel else {
             sendJSON(NativeEncoding.reply(callback: command.callback, error: "handshake first"))
             return
         }
@@ -214,47 +162,23 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         case .handshake:
             break
         case .authenticate(let token, let callback):
-            authenticate(token, callback: callback, member: member)
-        case .subscribe(let room, var historyCount, let callback, let since):
-            let check = checkAuth(.subscribe, room: room)
-            if let error = check.error {
-                sendJSON(NativeEncoding.reply(callback: callback, error: error))
-                return
-            }
-            historyCount = min(historyCount, check.history)
+            authenticate(token, callback: callback)
+        case .subscribe(let room, let historyCount, let callback, let since):
             let key = RoomKey(channel: channel, room: room)
-            if !rooms.contains(key) && rooms.count >= core.configuration.nativeMaxRooms {
-                core.limits.breached(.roomsPerConnection)
-                sendJSON(NativeEncoding.reply(callback: callback,
-                                              error: "too many rooms (limit \(core.configuration.nativeMaxRooms) per connection)"))
-                return
-            }
             pendingSubscribes[key, default: []].append(callback)
-            do {
-                try core.hub.subscribe(sessionID, as: member, to: key, inbox: core.inbox(for: connection.loop),
-                                       historyCount: min(historyCount, core.configuration.nativeMaxHistoryCount), since: since)
-                rooms.insert(key)
-            } catch {
+            if case .failure(let refusal) = chat.join(room, historyCount: historyCount, since: since) {
                 pendingSubscribes[key]?.removeLast()
-                sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
+                if pendingSubscribes[key]?.isEmpty == true { pendingSubscribes[key] = nil }
+                sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
             }
         case .unsubscribe(let room, let callback):
-            let key = RoomKey(channel: channel, room: room)
-            if rooms.remove(key) != nil {
-                core.hub.unsubscribe(sessionID, from: key)
-            }
+            chat.leave(RoomKey(channel: channel, room: room))
             if let callback { sendJSON(NativeEncoding.reply(callback: callback)) }
         case .publish(let room, let message, let callback, let messageID):
-            if let error = checkAuth(.publish, room: room).error {
-                core.metrics.publishesRefused.counter(.forbidden).increment()
-                sendJSON(NativeEncoding.reply(callback: callback, error: error))
-                return
-            }
-            let verdict = sessionGuard.admitMessage()
-            guard verdict == .allowed else {
-                sendJSON(NativeEncoding.reply(callback: callback, error: "rate limit exceeded"))
+            if let refusal = chat.admitPublish(to: room) {
+                sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
                 // Sustained abuse: refusing each message costs more than the peer is worth.
-                if verdict == .abusive { closeWith(.policyViolation, reason: "rate limit exceeded") }
+                if refusal.closes { closeWith(.policyViolation, reason: "rate limit exceeded") }
                 return
             }
             let publish = HeldPublish(room: room, message: message, callback: callback, messageID: messageID)
@@ -268,20 +192,9 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             }
             startPublish(publish, channel: channel, member: member)
         case .history(let room, let before, let limit, let callback):
-            let check = checkAuth(.history, room: room)
-            if let error = check.error {
-                sendJSON(NativeEncoding.reply(callback: callback, error: error))
-                return
-            }
-            // Each request reads a page (up to --history-page-bytes) from the store.
-            guard sessionGuard.admitHistoryRequest() else {
-                sendJSON(NativeEncoding.reply(callback: callback,
-                                              error: "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly"))
-                return
-            }
             let me = LoopBound(self, on: connection.loop)
-            let limit = min(limit, core.configuration.historyPageLimit, check.history)
-            core.hub.storedHistory(of: RoomKey(channel: channel, room: room), before: before, limit: limit) { result in
+            // Each request reads a page (up to --history-page-bytes) from the store.
+            let refusal = chat.history(of: room, before: before, limit: limit) { result in
                 me.execute { session in
                     switch result {
                     case .success(let page): session.sendJSON(NativeEncoding.historyPage(callback: callback, page))
@@ -289,7 +202,36 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
                     }
                 }
             }
+            if let refusal { sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message)) }
         }
+    }
+
+    /// The Scaledrone handshake: the channel must be open, the client data acceptable and the
+    /// client not banned; the reply says whether the channel needs a token.
+    private func handshake(_ channel: String, clientData: JSONValue?, callback: Int?) {
+        guard chat.member == nil else {
+            sendJSON(NativeEncoding.reply(callback: callback, error: "already handshaken", clientID: clientID))
+            return
+        }
+        var refusal = chat.channelRefusal(channel)
+        if let closed = refusal {
+            core.logAuthFailure(door: .native, remote: connection.remoteAddress, channel: channel, reason: closed.message)
+        } else if case .failure(let problem) = chat.identify(as: clientID, clientData: clientData) {
+            refusal = problem
+        } else {
+            refusal = chat.enter(channel, as: clientID, name: clientData?["name"]?.stringValue, tokenNamesClient: true,
+                                 control: SessionControl(self, on: connection.loop))
+        }
+        if let refusal {
+            chat.end()
+            sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message, clientID: clientID))
+            if refusal.code == .banned { closeWith(.policyViolation, reason: "banned") }
+            return
+        }
+        let requiresAuth = chat.needsToken
+        sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID) { w in
+            if requiresAuth { w.key("require_auth"); w.writeBool(true) }
+        })
     }
 
     // MARK: publishing
@@ -322,7 +264,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             sendJSON(NativeEncoding.reply(callback: publish.callback, error: error.message))
         }
         while !resolvingAttachments, !heldPublishes.isEmpty, connection.state == .open {
-            startPublish(heldPublishes.removeFirst(), channel: channel, member: self.member ?? member)
+            startPublish(heldPublishes.removeFirst(), channel: channel, member: chat.member ?? member)
         }
     }
 
@@ -332,61 +274,49 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         // The receipt (or, with no callback, only an error) is sent once the message is
         // durable: an acknowledged message is never lost.
         let me = LoopBound(self, on: connection.loop)
-        do {
-            let backlog = try core.hub.publish(body, to: RoomKey(channel: channel, room: publish.room), from: member,
-                                               messageID: publish.messageID) { result in
-                switch result {
-                case .success(let published):
-                    files.noteReferences(uploads, in: published)
-                    guard let callback else { return }
-                    me.execute { session in
-                        session.sendJSON(NativeEncoding.reply(callback: callback) { w in
-                            w.key("id"); w.writeString(published.id)
-                            w.key("offset"); w.writeInt(Int(published.offset))
-                        })
-                    }
-                case .failure(let error):
-                    me.execute { $0.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
+        let outcome = chat.publishAdmitted(body, to: publish.room, as: member, messageID: publish.messageID) { result in
+            switch result {
+            case .success(let published):
+                files.noteReferences(uploads, in: published)
+                guard let callback else { return }
+                me.execute { session in
+                    session.sendJSON(NativeEncoding.reply(callback: callback) { w in
+                        w.key("id"); w.writeString(published.id)
+                        w.key("offset"); w.writeInt(Int(published.offset))
+                    })
                 }
+            case .failure(let error):
+                me.execute { $0.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
             }
-            sessionGuard.throttle(by: backlog, reading: connection)
-        } catch {
-            core.metrics.publishesRefused.counter(PublishRefusal(error)).increment()
-            sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
+        }
+        switch outcome {
+        case .success(let backlog): sessionGuard.throttle(by: backlog, reading: connection)
+        case .failure(let refusal): sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
         }
     }
 
     // MARK: authentication
 
-    private func checkAuth(_ action: AuthAction, room: String) -> (error: String?, history: Int) {
-        auth?.check(action, room: room, nowMillis: core.hub.clock.nowMillis()) ?? (nil, Int.max)
-    }
-
     /// Verifies the token for this connection's client id; the member then carries the
     /// token's `data` as `authData` in every room joined from now on.
-    private func authenticate(_ token: String, callback: Int?, member: Member) {
-        guard var auth else { return }
-        if let error = auth.authenticate(token, client: .exactly(clientID)) {
-            core.logAuthFailure(door: .native, remote: connection.remoteAddress, channel: auth.channel, reason: error)
-            sendJSON(NativeEncoding.reply(callback: callback, error: error))
+    private func authenticate(_ token: String, callback: Int?) {
+        if let refusal = chat.authenticate(token) {
+            sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
             return
         }
-        self.auth = auth
-        self.token = token
-        guard let claims = auth.claims else { return }
-        self.member = Member(id: member.id, clientData: member.clientData, authData: claims.data)
+        guard let expires = chat.tokenExpiresMillis else { return }
         sendJSON(NativeEncoding.reply(callback: callback))
         // At expiry the connection is closed (1008 "token expired") unless a fresher token
         // came meanwhile: rooms already joined must not keep streaming on a dead token.
         let timer = expiryTimer ?? LoopTimer(loop: connection.loop)
         expiryTimer = timer
-        let delay = max(0, claims.expiresMillis - core.hub.clock.nowMillis())
+        let delay = max(0, expires - core.hub.clock.nowMillis())
         timer.start(after: UInt64(delay) + 1) { [unowned self] in self.tokenExpired() }
     }
 
     private func tokenExpired() {
-        guard connection.state == .open, let claims = auth?.claims else { return }
-        let left = claims.expiresMillis - core.hub.clock.nowMillis()
+        guard connection.state == .open, let expires = chat.tokenExpiresMillis else { return }
+        let left = expires - core.hub.clock.nowMillis()
         if left > 0 {
             // Early: libuv times timers from the loop's cached clock, which can lag the wall
             // clock by however long the loop's turn took. Wait for the rest.
@@ -414,7 +344,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
         // Between our unsubscribe and the hub's confirmation, the room is already gone for us.
-        guard let frame, isSubscribed(to: room), connection.state == .open, machine.state == .open else { return }
+        guard let frame, chat.isIn(room), connection.state == .open, machine.state == .open else { return }
         if machine.usesDeflate {
             sendJSON(NativeEncoding.payload(ofServerFrame: frame))
         } else {
@@ -423,24 +353,17 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         delivered.incrementFromOwner()
         if case .roomClosed = event {
             // Told (`room_closed`): now out of the room, as after an unsubscribe.
-            rooms.remove(room)
-            core.hub.unsubscribe(sessionID, from: room)
+            chat.leave(room)
         }
-    }
-
-    /// Most sessions are in one room: comparing two keys (short names are inline strings) is
-    /// far cheaper than hashing one, and this runs once per delivery.
-    @inline(__always) private func isSubscribed(to room: RoomKey) -> Bool {
-        subscribed.pointee.contains(room)
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
         let callback = pendingSubscribes[snapshot.room]?.isEmpty == false
             ? pendingSubscribes[snapshot.room]!.removeFirst() : nil
         if pendingSubscribes[snapshot.room]?.isEmpty == true { pendingSubscribes[snapshot.room] = nil }
-        guard rooms.contains(snapshot.room) else { return }
+        guard chat.isIn(snapshot.room) else { return }
         if let failure = snapshot.failure {
-            rooms.remove(snapshot.room)
+            chat.forget(snapshot.room)
             sendJSON(NativeEncoding.reply(callback: callback, error: failure.message))
             return
         }
@@ -465,7 +388,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     static let replayLowWater = 256 << 10
 
     func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool) {
-        guard rooms.contains(room), connection.state == .open else { return }
+        guard chat.isIn(room), connection.state == .open else { return }
         for message in messages { sendJSON(NativeEncoding.replayMessage(message)) }
         guard !complete else { return }
         // A long replay goes page by page: the next is read once this one is mostly out,
@@ -488,9 +411,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         expiryTimer?.stop()
         expiryTimer = nil
         LoopContext.of(connection.loop).localHub.unregister(sessionID)
-        for key in rooms { core.hub.unsubscribe(sessionID, from: key) }
-        rooms.removeAll()
-        if channel != nil { core.directory.unregister(clientID) }
+        chat.end()
         sessionGuard.end(closing: connection, reason: reason, code: (sentCloseCode ?? machine.failureCode).map { Int($0.rawValue) },
                          why: sentCloseReason)
     }
@@ -503,68 +424,10 @@ extension NativeSession: AdministeredSession {
         closeWith(.policyViolation, reason: String(decoding: Array("disconnected: \(reason)".utf8.prefix(120)), as: UTF8.self))
     }
 
-    /// A reload changed the channels: the channel must still be open to this connection, a
-    /// channel that now requires a token needs one, and a token must still verify (its
-    /// secret may have changed). Otherwise the client is told and the connection closed.
+    /// The one reload rule (``ChatSession/reloaded()``): a refusal is told and closes.
     func configurationReloaded() {
-        guard connection.state == .open, let channel else { return }
-        var fresh = ChannelAccess(channel: channel, core: core)
-        var problem: String?
-        if let refusal = core.configuration.refusal(ofChannel: channel) {
-            problem = refusal
-        } else if let token {
-            if let error = fresh.authenticate(token, client: .exactly(clientID)) { problem = "your token is no longer valid: \(error)" }
-        } else if fresh.requiresAuth {
-            problem = "channel \"\(channel)\" now requires authentication"
-        }
-        if let problem {
-            core.logger.info("connection closed after a configuration reload",
-                             metadata: ["door": "native", "remote": .string(connection.remoteAddress), "channel": .string(channel),
-                                        "reason": .string(problem)])
-            sendJSON(NativeEncoding.reply(callback: nil, error: "\(problem); disconnecting"))
-            closeWith(.policyViolation, reason: "permissions changed")
-            return
-        }
-        auth = fresh
-        let configuration = core.configuration
-        sessionGuard.limitHistoryRate(perSecond: configuration.historyRatePerSecond, burst: configuration.historyBurst)
-        if let rate = configuration.settings(ofChannel: channel)?.publishRate {
-            sessionGuard.limitRate(perSecond: rate, burst: max(1, rate * 2))
-        } else {
-            sessionGuard.limitRate(perSecond: configuration.nativeRatePerSecond, burst: configuration.nativeBurst)
-        }
+        guard connection.state == .open, let refusal = chat.reloaded() else { return }
+        sendJSON(NativeEncoding.reply(callback: nil, error: "\(refusal.message); disconnecting"))
+        closeWith(.policyViolation, reason: "permissions changed")
     }
-}
-
-/// A native session's rooms: a set, plus the one room when there is exactly one (most
-/// sessions), so the check made on every delivery compares two keys instead of hashing one.
-struct SubscribedRooms: Sequence {
-    private var all: Set<RoomKey> = []
-    private var only: RoomKey?
-
-    var count: Int { all.count }
-
-    @inline(__always) func contains(_ room: RoomKey) -> Bool {
-        if let only { return only == room }
-        return all.contains(room)
-    }
-
-    @discardableResult
-    mutating func insert(_ room: RoomKey) -> Bool {
-        defer { only = all.count == 1 ? all.first : nil }
-        return all.insert(room).inserted
-    }
-
-    @discardableResult
-    mutating func remove(_ room: RoomKey) -> RoomKey? {
-        defer { only = all.count == 1 ? all.first : nil }
-        return all.remove(room)
-    }
-
-    mutating func removeAll() {
-        all.removeAll()
-        only = nil
-    }
-
-    func makeIterator() -> Set<RoomKey>.Iterator { all.makeIterator() }
 }

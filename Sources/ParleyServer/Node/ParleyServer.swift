@@ -15,12 +15,11 @@ public struct StartupError: Error, CustomStringConvertible {
 final class ServerCore: Sendable {
     /// The configuration in force: replaced by a reload (SIGHUP), so read it when needed
     /// rather than keeping a copy.
-    private let current: Mutex<ServerConfiguration>
-    var configuration: ServerConfiguration { current.withLock { $0 } }
+    let settings: SettingsSource
+    var configuration: ServerConfiguration { settings.current.configuration }
     /// The web-origin rules of the configuration in force, built once per configuration:
     /// every HTTP request (each Socket.IO poll) asks them.
-    private let origins: Mutex<WebOriginPolicy>
-    var webOrigins: WebOriginPolicy { origins.withLock { $0 } }
+    var webOrigins: WebOriginPolicy { settings.current.webOrigins }
     let hub: Hub
     let inboxes: [LoopInbox]
     let loops: [EventLoop]
@@ -54,13 +53,14 @@ final class ServerCore: Sendable {
     let cluster: ClusterNode?
     let startedUnixMillis: Int64
     let startedMonotonicMillis: Int64
+    /// What the doors' sessions get of the server, and nothing more.
+    let doorContext: DoorContext
     private let providers = Mutex<[@Sendable (inout PrometheusText) -> Void]>([])
 
     init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil,
          logger: Logger = .disabled, logThrottle: LogThrottle = LogThrottle(), metrics: ServerMetrics? = nil,
          observedStore: ObservedMessageStore? = nil, files: ServerFiles, cluster: ClusterNode? = nil) {
-        current = Mutex(configuration)
-        origins = Mutex(WebOriginPolicy(configuration))
+        settings = SettingsSource(configuration)
         self.hub = hub
         self.tls = tls
         self.files = files
@@ -79,14 +79,19 @@ final class ServerCore: Sendable {
         inboxes = group.loops.map { LoopInbox(loop: $0, metrics: metrics.loops[$0.index]) }
         startedUnixMillis = LogDestination.unixMillis()
         startedMonotonicMillis = ObservedMessageStore.monotonicMillis()
+        let inboxes = self.inboxes
+        doorContext = DoorContext(hub: hub, settings: settings, directory: directory, bans: bans, limits: limits,
+                                  metrics: metrics, logger: logger, logThrottle: logThrottle, inbox: { inboxes[$0.index] },
+                                  memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "")
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
 
+
     /// Put in member ids a door makes from per-process numbers (the line door's
     /// `line-<connection>`), so they stay unique across the nodes of a cluster: `NODE-` in
     /// cluster mode, nothing on a single node.
-    var memberIDTag: String { cluster.map { "\($0.nodeID)-" } ?? "" }
+    var memberIDTag: String { doorContext.memberIDTag }
 
     /// A connection id as `LOOP.N` for logs (the loop's index is in its top bits).
     static func describe(connection id: UInt64) -> String { "\(id >> 48).\(id & 0xFFFF_FFFF_FFFF)" }
@@ -96,8 +101,7 @@ final class ServerCore: Sendable {
 
     /// Puts a reloaded configuration in force (see ``ParleyServer/applyConfiguration(_:)``).
     func replaceConfiguration(_ configuration: ServerConfiguration) {
-        current.withLock { $0 = configuration }
-        origins.withLock { $0 = WebOriginPolicy(configuration) }
+        settings.replace(with: configuration)
     }
 
     /// Adds lines to every `/metrics` answer (cluster mode: the Redis connection's state).
@@ -110,13 +114,7 @@ final class ServerCore: Sendable {
     /// Logs a refused credential (token, secret, admin or metrics token) at info, rate-limited.
     /// The credential itself is never logged: only where it came from and why it failed.
     func logAuthFailure(door: DoorKind, remote: String?, channel: String? = nil, reason: String) {
-        logThrottle.log("auth failure", to: logger, .info, "authentication failed", metadata: {
-            var metadata: LogMetadata = ["door": .string(door.rawValue)]
-            if let remote { metadata["remote"] = .string(remote) }
-            if let channel { metadata["channel"] = .string(channel) }
-            metadata["reason"] = .string(String(reason.prefix(200)))
-            return metadata
-        }())
+        doorContext.logAuthFailure(door: door, remote: remote, channel: channel, reason: reason)
     }
 }
 

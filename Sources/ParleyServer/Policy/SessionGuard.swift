@@ -9,12 +9,12 @@ import ParleyLog
 final class SessionGuard {
     let policy: DoorPolicy
     private let loop: EventLoop
-    private let core: ServerCore
+    private let context: DoorContext
     private var ticket: AdmissionTicket? {
         didSet {
             // The connection counts in `parley_connections` under the door holding its ticket.
-            if oldValue == nil, ticket != nil { core.metrics.openConnections.gauge(policy.door).add(1) }
-            if oldValue != nil, ticket == nil { core.metrics.openConnections.gauge(policy.door).add(-1) }
+            if oldValue == nil, ticket != nil { context.metrics.openConnections.gauge(policy.door).add(1) }
+            if oldValue != nil, ticket == nil { context.metrics.openConnections.gauge(policy.door).add(-1) }
         }
     }
     private var handshakeTimer: LoopTimer?
@@ -25,17 +25,21 @@ final class SessionGuard {
     /// paging back through history never costs a publish.
     private var historyRate: TokenBucket?
 
-    init(_ policy: DoorPolicy, loop: EventLoop, core: ServerCore, ticket: AdmissionTicket?) {
+    init(_ policy: DoorPolicy, loop: EventLoop, context: DoorContext, ticket: AdmissionTicket?) {
         self.policy = policy
         self.loop = loop
-        self.core = core
+        self.context = context
         self.ticket = ticket
-        if ticket != nil { core.metrics.openConnections.gauge(policy.door).add(1) }
+        if ticket != nil { context.metrics.openConnections.gauge(policy.door).add(1) }
         if let rate = policy.rate { limitRate(perSecond: rate.perSecond, burst: rate.burst) }
     }
 
+    convenience init(_ policy: DoorPolicy, loop: EventLoop, core: ServerCore, ticket: AdmissionTicket?) {
+        self.init(policy, loop: loop, context: core.doorContext, ticket: ticket)
+    }
+
     deinit {
-        if ticket != nil { core.metrics.openConnections.gauge(policy.door).add(-1) }
+        if ticket != nil { context.metrics.openConnections.gauge(policy.door).add(-1) }
     }
 
     /// The client's address for logs (its IP: the guard does not know the port).
@@ -59,7 +63,7 @@ final class SessionGuard {
         timer.start(after: policy.handshakeTimeoutMillis) { [weak self] in
             guard let self, self.handshakeTimer != nil else { return }
             self.handshakeTimer = nil
-            self.core.limits.breached(.handshakeTimeout, remote: self.remote)
+            self.context.limits.breached(.handshakeTimeout, remote: self.remote)
             onTimeout()
         }
     }
@@ -76,7 +80,7 @@ final class SessionGuard {
         idleWatch?.stop()
         idleWatch = IdleWatch(loop: loop, timeoutMillis: policy.idleTimeoutMillis) { [weak self] in
             guard let self else { return }
-            self.core.limits.breached(.idleTimeout, remote: self.remote)
+            self.context.limits.breached(.idleTimeout, remote: self.remote)
             onIdle()
         }
     }
@@ -103,20 +107,20 @@ final class SessionGuard {
     /// Takes a token for one message; refusals are counted, sustained abuse too.
     func admitMessage() -> RateVerdict {
         guard var bucket = rate else {
-            core.metrics.messagesReceived.counter(policy.door).increment()
+            context.metrics.messagesReceived.counter(policy.door).increment()
             return .allowed
         }
-        let now = core.hub.clock.nowMillis()
+        let now = context.nowMillis
         let allowed = bucket.take(nowMillis: now)
         rate = bucket
         if allowed {
-            core.metrics.messagesReceived.counter(policy.door).increment()
+            context.metrics.messagesReceived.counter(policy.door).increment()
             return .allowed
         }
-        core.metrics.publishesRefused.counter(.rateLimited).increment()
-        core.limits.breached(.messageRate, remote: remote)
+        context.metrics.publishesRefused.counter(.rateLimited).increment()
+        context.limits.breached(.messageRate, remote: remote)
         guard abuse?.refused(nowMillis: now) == true else { return .refused }
-        core.limits.breached(.rateAbuseDisconnect, remote: remote)
+        context.limits.breached(.rateAbuseDisconnect, remote: remote)
         return .abusive
     }
 
@@ -128,9 +132,9 @@ final class SessionGuard {
     /// Takes a token for one history request; a refusal is counted (`history_rate`).
     func admitHistoryRequest() -> Bool {
         guard var bucket = historyRate else { return true }
-        let allowed = bucket.take(nowMillis: core.hub.clock.nowMillis())
+        let allowed = bucket.take(nowMillis: context.nowMillis)
         historyRate = bucket
-        if !allowed { core.limits.breached(.historyRate, remote: remote) }
+        if !allowed { context.limits.breached(.historyRate, remote: remote) }
         return allowed
     }
 
@@ -151,7 +155,7 @@ final class SessionGuard {
         guard let backlog, backlog.isOverHigh, throttled == nil else { return }
         throttled = connection
         connection.stopReading()
-        core.limits.breached(.publisherThrottled, remote: remote)
+        context.limits.breached(.publisherThrottled, remote: remote)
         let me = LoopBound(self, on: loop)
         backlog.whenBelowLowMark { me.execute { $0.resumeReading() } }
     }
@@ -177,14 +181,14 @@ final class SessionGuard {
     }
 
     private func logClose(_ connection: TCPConnection, reason: ConnectionCloseReason?, code: Int?, why: String?) {
-        let logger = core.logger
+        let logger = context.logger
         switch reason {
         case .error(let error) where connection.isTLS:
-            core.logThrottle.log("tls error", to: logger, .error, "TLS error",
+            context.logThrottle.log("tls error", to: logger, .error, "TLS error",
                                  metadata: ["door": .string(policy.door.rawValue), "remote": .string(connection.remoteAddress),
                                             "error": .string(error.message)])
         case .writeQueueOverflow:
-            core.logThrottle.log("slow consumer", to: logger, .info, "slow consumer cut off",
+            context.logThrottle.log("slow consumer", to: logger, .info, "slow consumer cut off",
                                  metadata: ["door": .string(policy.door.rawValue), "remote": .string(connection.remoteAddress),
                                             "limit_bytes": .int(policy.writeQueueLimit)])
         default:

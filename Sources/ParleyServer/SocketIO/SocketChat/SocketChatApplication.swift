@@ -22,8 +22,10 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     let sessionID: SessionID
     /// The socket on `/`, while connected.
     private var socket: SocketIOSocket?
+    /// The chat rules: the lobby's channel, the token, the member, bans, rates.
+    private let chat: ChatSession
     /// In the lobby (after `connectUser`).
-    private var member: Member?
+    private var member: Member? { chat.member }
     /// The member subscription is live: room events come through it, not the listener.
     private var memberLive = false
     /// Hears the lobby while the socket is connected (see the type's comment).
@@ -39,16 +41,18 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// Whether this connection has had an ignored event logged (once per connection).
     private var loggedIgnored = false
 
-    private var lobby: RoomKey { core.configuration.lobby }
-    /// The lobby channel's auth rules and this socket's token (CONNECT `auth: {token}`).
-    private lazy var auth = ChannelAccess(channel: lobby.channel, core: core)
+    /// The lobby (restart-only: fixed for the connection's life).
+    private let lobby: RoomKey
 
     init(core: ServerCore, engineIO: any EngineIOMessageChannel) {
         self.core = core
         self.engineIO = engineIO
         loop = engineIO.loop
         sessionID = core.socketIO.makeSessionID(loop: loop)
-        rate = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: engineIO.loop, core: core, ticket: nil)
+        lobby = core.configuration.lobby
+        let rate = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: engineIO.loop, core: core, ticket: nil)
+        chat = ChatSession(door: .socketIO, context: core.doorContext, sessionGuard: rate, sessionID: sessionID,
+                           inbox: core.inbox(for: loop), channel: lobby.channel, clientIP: nil, remote: nil)
         LoopContext.of(loop).socketChat.core = core
     }
 
@@ -59,18 +63,16 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     func connect(_ socket: SocketIOSocket, _ request: SocketIOConnectRequest) -> SocketIOConnectDecision {
         // Engine.IO 3 sessions are connected to `/` at once, as by Socket.IO v2 servers; such a
         // client brings its token with a CONNECT of its own.
+        chat.clientIP = remoteIP
+        chat.remote = remoteIP
         if !request.isImplicit, let refusal = connectRefusal(request.auth) {
-            core.logAuthFailure(door: .socketIO, remote: remoteIP, channel: lobby.channel, reason: refusal)
             return .refuse(refusal)
         }
-        if core.bans.ban(ip: remoteIP, name: nil, nowMillis: core.hub.clock.nowMillis()) != nil {
-            return .refuse("banned from this server")
+        if let refusal = chat.enter(lobby.channel, as: socket.id, control: SessionControl(self, on: loop)) {
+            return .refuse(refusal.message)
         }
         self.socket = socket
         LoopContext.of(loop).localHub.register(self)
-        core.directory.register(ConnectedClient(id: socket.id, door: .socketIO, remoteIP: remoteIP, channel: lobby.channel,
-                                                name: nil, connectedAtMillis: core.hub.clock.nowMillis(),
-                                                control: SessionControl(self, on: loop)))
         startListening()
         return .accept()
     }
@@ -102,8 +104,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     func received(_ event: SocketIOEvent, on socket: SocketIOSocket) {
         guard !event.nameIsNumber, SocketChatCommand.knows(event.name) else {
-            let shown = event.name.count > 40 ? String(event.name.prefix(40)) + "…" : event.name
-            return refuse(event, .unknownEvent, "unknown event \"\(shown)\"; this server speaks connectUser, chatMessage, startType, stopType, exitUser")
+            return refuse(event, .unknownEvent, "unknown event \"\(DoorWording.quoted(event.name))\"; this server speaks connectUser, chatMessage, startType, stopType, exitUser")
         }
         switch SocketChatCommand.parse(event) {
         case .failure(let error):
@@ -118,17 +119,19 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     }
 
     func disconnected(_ socket: SocketIOSocket, reason: SocketIODisconnectReason) {
-        core.directory.unregister(socket.id)
         leaveLobby(exit: false)
+        chat.end()
         stopListening()
         LoopContext.of(loop).localHub.unregister(sessionID)
         self.socket = nil
     }
 
     /// An event that is not done: with an ack id the ack says why (`[{"error": ...}]`);
-    /// without one it is dropped, counted, and logged once per connection. Parley never
-    /// answers with an event named `error`: older servers reserve that name, and
-    /// Socket.IO-Client-Swift hands it to the app as a connection error.
+    /// without one it is dropped, counted, and logged once per connection. A refused event
+    /// is never answered with an event named `error`: older servers reserve that name, and
+    /// Socket.IO-Client-Swift hands it to the app as a connection error (it is sent only
+    /// right before the server ends the connection: an administrator's disconnect, a reload
+    /// that no longer lets the socket in).
     private func refuse(_ event: SocketIOEvent, _ reason: SocketIOCounters.IgnoredEvent, _ message: String) {
         if let ack = event.ack {
             ack.send([["error": .string(message)]])
@@ -155,26 +158,29 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// the token does not verify. Tokens must say `client: "*"` or leave it out (the socket id
     /// is only known after CONNECT).
     private func connectRefusal(_ data: JSONValue?) -> String? {
-        if let refusal = core.configuration.refusal(ofChannel: lobby.channel) { return refusal }
+        if let refusal = chat.channelRefusal(lobby.channel) {
+            core.logAuthFailure(door: .socketIO, remote: remoteIP, channel: lobby.channel, reason: refusal.message)
+            return refusal.message
+        }
         if let raw = data?["token"], !raw.isNull {
             guard let token = raw.stringValue else { return "authentication failed: auth.token must be a string" }
-            if let error = auth.authenticate(token, client: .wildcard) { return "authentication failed: \(error)" }
-            self.token = token
+            if let refusal = chat.authenticate(token) { return "authentication failed: \(refusal.message)" }
             return nil
         }
-        if auth.requiresAuth && !auth.isAuthenticated {
-            return "this lobby requires authentication: connect with auth: {token: \"<JWT>\"}"
+        if chat.needsToken {
+            core.logAuthFailure(door: .socketIO, remote: remoteIP, channel: lobby.channel, reason: Self.authRequired)
+            return Self.authRequired
         }
         return nil
     }
 
+    private static let authRequired = "this lobby requires authentication: connect with auth: {token: \"<JWT>\"}"
+
     /// Nil when the lobby allows `action` for this socket, else the error text.
     private func authError(_ action: AuthAction) -> String? {
-        if let refusal = core.configuration.refusal(ofChannel: lobby.channel) { return refusal }
-        if auth.requiresAuth && !auth.isAuthenticated {
-            return "this lobby requires authentication: connect with auth: {token: \"<JWT>\"}"
-        }
-        return auth.check(action, room: lobby.room, nowMillis: core.hub.clock.nowMillis()).error
+        if let refusal = chat.channelRefusal(lobby.channel) { return refusal.message }
+        guard case .failure(let refusal) = chat.check(action, room: lobby.room) else { return nil }
+        return refusal.code == .authRequired ? Self.authRequired : refusal.message
     }
 
     // MARK: commands
@@ -210,27 +216,25 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             case .success(let member): sender = member
             case .failure(let error): return .refused(.refused, error.message)
             }
-            guard rateAllows(socket) else { return .refused(.rateLimited, "rate limit exceeded; message dropped") }
+            if let refusal = rateRefusal(socket) { return .refused(.rateLimited, refusal + "; message dropped") }
             // The ack says the message is stored (durable): it is answered when the store has
             // it, or with the error when it could not be stored (and then nobody got it).
             let ack = event.ack
             let me = LoopBound(self, on: loop)
-            do {
-                let backlog = try core.hub.publish(.string(text), to: lobby, from: sender) { result in
-                    switch result {
-                    case .success:
-                        ack?.send([])
-                    case .failure(let error):
-                        if let ack {
-                            ack.send([["error": .string("not stored: \(error.message)")]])
-                        } else {
-                            me.execute { $0.ignored(.refused, "chatMessage not stored: \(error.message)") }
-                        }
+            switch chat.publishAdmitted(.string(text), to: lobby.room, as: sender, whenStored: { result in
+                switch result {
+                case .success:
+                    ack?.send([])
+                case .failure(let error):
+                    if let ack {
+                        ack.send([["error": .string("not stored: \(error.message)")]])
+                    } else {
+                        me.execute { $0.ignored(.refused, "chatMessage not stored: \(error.message)") }
                     }
                 }
-                engineIO.throttle(by: backlog)
-            } catch {
-                return .refused(.refused, error.message)
+            }) {
+            case .success(let backlog): engineIO.throttle(by: backlog)
+            case .failure(let refusal): return .refused(.refused, refusal.message)
             }
             return .answeredLater
         case .typing(let nickname, let flag):
@@ -246,12 +250,10 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                 guard let member = member ?? anonymous(nickname, socket) else { return .refused(.refused, "connectUser first") }
                 sender = member
             }
-            guard rateAllows(socket) else { return .refused(.rateLimited, "rate limit exceeded") }
-            do {
-                let backlog = try core.hub.publish(.object(["typing": .bool(flag)]), to: lobby, from: sender)
-                engineIO.throttle(by: backlog)
-            } catch {
-                return .refused(.refused, error.message)
+            if let refusal = rateRefusal(socket) { return .refused(.rateLimited, refusal) }
+            switch chat.publishAdmitted(.object(["typing": .bool(flag)]), to: lobby.room, as: sender) {
+            case .success(let backlog): engineIO.throttle(by: backlog)
+            case .failure(let refusal): return .refused(.refused, refusal.message)
             }
             return .done
         case .exitUser(let nickname):
@@ -269,23 +271,16 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     }
 
     /// Joins the lobby as `nickname` (`connectUser`, or a `chatMessage` / `startType` from a
-    /// socket that is not in it); nil when it went, else why not.
+    /// socket that is not in it); nil when it went, else why not. A banned name never joins
+    /// the lobby (the socket stays, refused each time).
     private func join(as nickname: String, _ socket: SocketIOSocket) -> String? {
         if let error = authError(.subscribe) { return error }
-        // A banned name never joins the lobby (the socket stays, refused each time).
-        if core.bans.ban(ip: remoteIP, name: nickname, nowMillis: core.hub.clock.nowMillis()) != nil {
-            return "banned from this server"
-        }
-        let member = Member(id: socket.id, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
-                            authData: auth.claims?.data)
-        do {
-            try core.hub.subscribe(sessionID, as: member, to: lobby, inbox: core.inbox(for: loop))
-        } catch {
-            return error.message
+        if case .failure(let refusal) = chat.identify(as: socket.id, name: nickname) { return refusal.message }
+        if case .failure(let refusal) = chat.join(lobby.room) {
+            chat.forgetIdentity()
+            return refusal.message
         }
         core.socketIO.roster.connected(nickname: nickname)
-        core.directory.rename(socket.id, to: nickname)
-        self.member = member
         return nil
     }
 
@@ -305,12 +300,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private func anonymous(_ nickname: String?, _ socket: SocketIOSocket) -> Member? {
         guard let nickname, SocketChatRoster.isValidNickname(nickname) else { return nil }
         return Member(id: socket.id, clientData: ["name": .string(nickname), "color": .string(NameColor.color(for: nickname))],
-                      authData: auth.claims?.data)
+                      authData: chat.access?.claims?.data)
     }
 
     private func leaveLobby(exit: Bool) {
         guard let member else { return }
-        self.member = nil
+        chat.forgetIdentity()
         memberLive = false
         pacer.reset()
         pacerTimer?.stop()
@@ -320,7 +315,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             LoopContext.of(loop).socketChat.sessionLeft()
         }
         if !exit { core.socketIO.roster.disconnected(id: member.id, nickname: member.displayName) }
-        core.hub.unsubscribe(sessionID, from: lobby)
+        chat.leave(lobby)
     }
 
     // MARK: room events
@@ -378,7 +373,8 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         guard let member, let socket, snapshot.room == lobby else { return }
         if let failure = snapshot.failure {
             // The join did not go through: the socket is back to hearing the lobby only.
-            self.member = nil
+            chat.forget(lobby)
+            chat.forgetIdentity()
             core.socketIO.roster.disconnected(id: member.id, nickname: member.displayName)
             ignored(.refused, "connectUser failed: \(failure.message)")
             return
@@ -440,29 +436,21 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     // `rate_abuse_disconnect`. The Engine.IO session applies the rest of the policy
     // (EngineIOSession+ConnectionPolicy.swift).
 
-    private let rate: SessionGuard
-
     // MARK: - Operations: bans, the admin API, reloads
 
     /// The address of the connection that opened this session.
     private var remoteIP: String? { (engineIO as? EngineIOSession)?.remoteIP }
-    /// The verified token, kept to verify it again after a reload (never logged).
-    private var token: String?
     /// This loop's count of Socket.IO deliveries.
     private lazy var delivered = core.loopMetrics(loop).delivered.counter(.socketIO)
 
-    /// Takes a token; a refusal is counted, and sustained abuse closes the connection (after
-    /// this refusal has been answered).
-    private func rateAllows(_ socket: SocketIOSocket) -> Bool {
-        switch rate.admitMessage() {
-        case .allowed:
-            return true
-        case .refused:
-            return false
-        case .abusive:
+    /// Takes a token from the rate: nil, or the refusal's text (a refusal is counted, and
+    /// sustained abuse closes the connection after this refusal has been answered).
+    private func rateRefusal(_ socket: SocketIOSocket) -> String? {
+        guard let refusal = chat.admitPublish(to: lobby.room) else { return nil }
+        if refusal.code == .rateAbuse {
             LoopBound(socket, on: loop).execute { $0.closeConnection(reason: "rate limit exceeded") }
-            return false
         }
+        return refusal.message
     }
 }
 
@@ -473,25 +461,15 @@ extension SocketChatApplication: AdministeredSession {
         socket.closeConnection(reason: "disconnected by an administrator")
     }
 
-    /// The lobby's channel must still be open, and a token (or its absence) must still let
-    /// the socket in; otherwise it is told (an `error` event) and disconnected.
+    /// The one reload rule (``ChatSession/reloaded()``): a refusal is told (an `error`
+    /// event) and disconnects.
     func configurationReloaded() {
         guard let socket else { return }
-        let channel = lobby.channel
-        var fresh = ChannelAccess(channel: channel, core: core)
-        var problem = core.configuration.refusal(ofChannel: channel)
-        if problem == nil, fresh.requiresAuth && !auth.isAuthenticated {
-            problem = "this lobby now requires authentication"
-        }
-        if problem == nil, auth.isAuthenticated, let token {
-            if let error = fresh.authenticate(token, client: .wildcard) { problem = "your token is no longer valid: \(error)" }
-        }
-        if let problem {
-            socket.emit("error", [.string("\(problem); disconnecting")])
+        if let refusal = chat.reloaded() {
+            socket.emit("error", [.string("\(refusal.message); disconnecting")])
             socket.closeConnection(reason: "permissions changed")
             return
         }
-        if fresh.isAuthenticated { auth = fresh }
         // The lobby may have become unreadable for this socket, or readable again.
         if authError(.subscribe) == nil { startListening() } else { stopListening() }
     }

@@ -1,0 +1,67 @@
+/// Why a ``ChatSession`` refused an operation: a stable code that a door may word its own
+/// way, the session's text for everybody else, and whether the door must end the connection
+/// after telling the client.
+struct ChatRefusal: Error, Equatable, Sendable, CustomStringConvertible {
+    let code: Code
+    let message: String
+
+    init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// A ban, sustained abuse, or a reload that no longer lets the session in: telling the
+    /// client is the last thing the door does before it closes.
+    var closes: Bool { code == .banned || code == .rateAbuse || code == .noLongerAllowed }
+
+    var description: String { "\(message) [\(code.rawValue)]" }
+
+    /// Stable codes, named as in logs.
+    struct Code: RawRepresentable, Hashable, Sendable {
+        let rawValue: String
+        init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The channel is not open on this server (not configured, with `--open-channels` off).
+        static let channelClosed = Code(rawValue: "channel_closed")
+        /// The channel needs a verified token first.
+        static let authRequired = Code(rawValue: "auth_required")
+        /// A token did not verify.
+        static let authFailed = Code(rawValue: "auth_failed")
+        /// The token does not allow this, or it expired.
+        static let forbidden = Code(rawValue: "forbidden")
+        /// The address or the name is banned.
+        static let banned = Code(rawValue: "banned")
+        /// The name or client data breaks the one name rule (``MemberName``) or its size limit.
+        static let badIdentity = Code(rawValue: "bad_identity")
+        /// The command needs an identity first (`iam:`, the handshake, `connectUser`).
+        static let notIdentified = Code(rawValue: "not_identified")
+        /// Over the message rate: this message is dropped.
+        static let rateLimited = Code(rawValue: "rate_limited")
+        /// Over the message rate again and again: dropped, and the connection ends.
+        static let rateAbuse = Code(rawValue: "rate_abuse")
+        /// Over the history request rate.
+        static let historyRateLimited = Code(rawValue: "history_rate_limited")
+        /// Already in as many rooms as one connection may be.
+        static let tooManyRooms = Code(rawValue: "too_many_rooms")
+        /// After a reload the channel, or the token, no longer lets the session in.
+        static let noLongerAllowed = Code(rawValue: "no_longer_allowed")
+        /// The hub refused it (a bad room name, too large, a server limit, the store).
+        static let refused = Code(rawValue: "refused")
+    }
+}
+
+/// Texts every door words alike.
+enum DoorWording {
+    /// `millis` as seconds for people: `30`, or `0.5`.
+    static func seconds(_ millis: UInt64) -> String {
+        millis % 1000 == 0 ? String(millis / 1000) : String(Double(millis) / 1000)
+    }
+
+    /// Most characters of a client's unknown command or event quoted back in an error.
+    static let quotedLimit = 40
+
+    /// What a client sent, cut to ``quotedLimit`` characters for an error that quotes it.
+    static func quoted(_ text: String) -> String {
+        text.count > quotedLimit ? String(text.prefix(quotedLimit)) + "…" : text
+    }
+}

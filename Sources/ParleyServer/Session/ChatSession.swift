@@ -1,0 +1,360 @@
+import ParleyCore
+import ParleyIO
+
+/// The one place where chat rules live, whatever door a client came in by: a door is a codec
+/// plus its own wording around one of these per connection (per Socket.IO socket).
+///
+/// It owns the member (one name rule, bounded client data), the channel and the access
+/// rules from the token, the ban checks and the directory registration, the rate and abuse
+/// verdicts, the rooms joined and their limit, and the re-check after a reload. Every
+/// operation answers at once, with a ``ChatRefusal`` when it is refused; what the store
+/// answers later goes to the completion the door passes (on a store thread: the door hops
+/// back to its loop if it needs to). It never writes to a connection.
+///
+/// Confined to its door's loop (or to the thread of a test), like the door's session.
+final class ChatSession {
+    let door: DoorKind
+    let context: DoorContext
+    /// The door policy's share of the connection: rate buckets, abuse, throttling.
+    let sessionGuard: SessionGuard
+    let sessionID: SessionID
+    /// Where this session's deliveries go (its loop's inbox).
+    let inbox: any Inbox
+    /// The client's address: bans and the directory use it. A trusted proxy's header may
+    /// change it before the session enters.
+    var clientIP: String?
+    /// The connection's address for logs.
+    var remote: String?
+
+    /// The channel this session speaks in: line and Socket.IO know theirs (the lobby's) from
+    /// the start, the native door from its handshake.
+    private(set) var channel: String?
+    /// The channel's auth rules and this session's verified token, if any.
+    private(set) var access: ChannelAccess?
+    /// The verified token, kept to verify it again after a reload (never logged).
+    private var token: String?
+    /// Whom tokens must name: the native door's client id, or `"*"` (line, Socket.IO).
+    private var tokenClient: TokenVerifier.ClientRequirement = .wildcard
+    /// The id the session is registered under in the directory, once it entered.
+    private(set) var clientID: String?
+    /// Who the session chats as, once identified.
+    private(set) var member: Member?
+    /// Rooms subscribed (or being subscribed) to, so ending leaves every one of them. Read on
+    /// every delivery by the native door: held behind a pointer, whose `pointee` accesses
+    /// carry no dynamic exclusivity checks (the session's thread only).
+    private let subscribed: UnsafeMutablePointer<SubscribedRooms>
+
+    init(door: DoorKind, context: DoorContext, sessionGuard: SessionGuard, sessionID: SessionID, inbox: any Inbox,
+         channel: String? = nil, clientIP: String?, remote: String?) {
+        self.door = door
+        self.context = context
+        self.sessionGuard = sessionGuard
+        self.sessionID = sessionID
+        self.inbox = inbox
+        self.clientIP = clientIP
+        self.remote = remote
+        subscribed = .allocate(capacity: 1)
+        subscribed.initialize(to: SubscribedRooms())
+        if let channel { use(channel) }
+    }
+
+    deinit {
+        subscribed.deinitialize(count: 1)
+        subscribed.deallocate()
+    }
+
+    private var configuration: ServerConfiguration { context.configuration }
+
+    /// Speaks in `channel` from now on, with its access rules and its rates.
+    private func use(_ channel: String) {
+        self.channel = channel
+        access = ChannelAccess(channel: channel, configuration: configuration, clock: context.clock)
+        applyRates(configuration)
+    }
+
+    /// The message and history rates as the configuration and the channel set them: a
+    /// channel's `publishRate` replaces the door's.
+    private func applyRates(_ configuration: ServerConfiguration) {
+        sessionGuard.limitHistoryRate(perSecond: configuration.historyRatePerSecond, burst: configuration.historyBurst)
+        if let rate = channel.flatMap({ configuration.settings(ofChannel: $0) })?.publishRate {
+            sessionGuard.limitRate(perSecond: rate, burst: max(1, rate * 2))
+        } else if let rate = DoorPolicy(door, configuration).rate {
+            sessionGuard.limitRate(perSecond: rate.perSecond, burst: rate.burst)
+        }
+    }
+
+    // MARK: entering a channel
+
+    /// Why `channel` is closed to clients, or nil.
+    func channelRefusal(_ channel: String) -> ChatRefusal? {
+        configuration.refusal(ofChannel: channel).map { ChatRefusal(.channelClosed, $0) }
+    }
+
+    /// Enters `channel` as `id` (after the door asked ``channelRefusal(_:)`` at its
+    /// handshake): the address (and `name`) must not be banned. Registers the session in the
+    /// directory, where the operator and reloads reach it through `control`. Tokens then must
+    /// name `id` when `tokenNamesClient`.
+    func enter(_ channel: String, as id: String, name: String? = nil, tokenNamesClient: Bool = false,
+               control: SessionControl) -> ChatRefusal? {
+        if let refusal = banned(name: name) { return refusal }
+        if self.channel != channel { use(channel) }
+        if tokenNamesClient { tokenClient = .exactly(id) }
+        clientID = id
+        context.directory.register(ConnectedClient(id: id, door: door, remoteIP: clientIP, channel: channel, name: name,
+                                                   connectedAtMillis: context.nowMillis, control: control))
+        return nil
+    }
+
+    /// A refusal when the client's address, or `name`, is banned (logged, rate-limited).
+    func banned(name: String?) -> ChatRefusal? {
+        guard let ban = context.bans.ban(ip: clientIP, name: name, nowMillis: context.nowMillis) else { return nil }
+        context.logThrottle.log("banned", to: context.logger, .info, "banned client refused",
+                                metadata: ["door": .string(door.rawValue), "remote": .string(remote ?? "?"), "ban": .int(ban.id)])
+        return ChatRefusal(.banned, "banned from this server")
+    }
+
+    // MARK: authentication
+
+    /// Verifies `token` for this session's channel. On success the member (if any) carries
+    /// the token's `data` as `authData` from now on.
+    func authenticate(_ token: String) -> ChatRefusal? {
+        guard var access, let channel else { return ChatRefusal(.notIdentified, "handshake first") }
+        if let error = access.authenticate(token, client: tokenClient) {
+            context.logAuthFailure(door: door, remote: remote, channel: channel, reason: error)
+            return ChatRefusal(.authFailed, error)
+        }
+        self.access = access
+        self.token = token
+        if let member { self.member = Member(id: member.id, clientData: member.clientData, authData: access.claims?.data) }
+        return nil
+    }
+
+    /// When the verified token expires (nil without one).
+    var tokenExpiresMillis: Int64? { access?.claims?.expiresMillis }
+
+    /// Whether the channel needs a token this session has not given.
+    var needsToken: Bool { access.map { $0.requiresAuth && !$0.isAuthenticated } ?? false }
+
+    /// The number of history messages `action` on `room` may bring, or why it is refused.
+    func check(_ action: AuthAction, room: String) -> Result<Int, ChatRefusal> {
+        guard let access else { return .success(Int.max) }
+        if access.requiresAuth && !access.isAuthenticated {
+            return .failure(ChatRefusal(.authRequired, "authentication required: this channel needs a token (send authenticate first)"))
+        }
+        let check = access.check(action, room: room, nowMillis: context.nowMillis)
+        if let error = check.error { return .failure(ChatRefusal(.forbidden, error)) }
+        return .success(check.history)
+    }
+
+    // MARK: identity
+
+    /// Becomes `id` named `name` (line `iam:`, SocketChat `connectUser`): the one name rule,
+    /// then the bans. The member's client data is `{name, color}`.
+    func identify(as id: String, name: String) -> Result<Member, ChatRefusal> {
+        if let problem = MemberName.problem(with: name) { return .failure(ChatRefusal(.badIdentity, problem.message)) }
+        let clientData: JSONValue = .object(["name": .string(name), "color": .string(NameColor.color(for: name))])
+        return identify(as: id, name: name, clientData: clientData)
+    }
+
+    /// Becomes `id` with the client's own `clientData` (native handshake): bounded in bytes,
+    /// and its `name`, if any, under the one name rule; then the bans.
+    func identify(as id: String, clientData: JSONValue?) -> Result<Member, ChatRefusal> {
+        if let clientData, let problem = MemberName.problem(withClientData: clientData, maxBytes: configuration.maxClientDataBytes) {
+            return .failure(ChatRefusal(.badIdentity, problem.message))
+        }
+        return identify(as: id, name: clientData?["name"]?.stringValue, clientData: clientData)
+    }
+
+    private func identify(as id: String, name: String?, clientData: JSONValue?) -> Result<Member, ChatRefusal> {
+        if let refusal = banned(name: name) { return .failure(refusal) }
+        let member = Member(id: id, clientData: clientData, authData: access?.claims?.data)
+        self.member = member
+        if let clientID, name != nil { context.directory.rename(clientID, to: name) }
+        return .success(member)
+    }
+
+    /// Is nobody any more (SocketChat's `exitUser`); rooms are left separately.
+    func forgetIdentity() { member = nil }
+
+    // MARK: rooms
+
+    /// Rooms one connection of this door may be in at once.
+    private var maxRooms: Int { door == .native ? configuration.nativeMaxRooms : 1 }
+
+    /// Joins `room` of the channel as the member: the token must allow it, the session must
+    /// have room for one more, and the hub must take it. `historyCount` is capped by the
+    /// token and the configuration. The snapshot comes to the door's `didSubscribe`.
+    func join(_ room: String, historyCount: Int = 0, since: Int64? = nil) -> Result<RoomKey, ChatRefusal> {
+        guard let member, let channel else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
+        let allowed: Int
+        switch check(.subscribe, room: room) {
+        case .success(let count): allowed = count
+        case .failure(let refusal): return .failure(refusal)
+        }
+        let key = RoomKey(channel: channel, room: room)
+        if !isIn(key) && subscribed.pointee.count >= maxRooms {
+            context.limits.breached(.roomsPerConnection)
+            return .failure(ChatRefusal(.tooManyRooms, "too many rooms (limit \(maxRooms) per connection)"))
+        }
+        do {
+            try context.hub.subscribe(sessionID, as: member, to: key, inbox: inbox,
+                                      historyCount: min(historyCount, allowed, configuration.nativeMaxHistoryCount), since: since)
+        } catch {
+            return .failure(ChatRefusal(.refused, error.message))
+        }
+        subscribed.pointee.insert(key)
+        return .success(key)
+    }
+
+    /// Whether the session is in `room` (or joining it). Runs once per delivery.
+    @inline(__always) func isIn(_ room: RoomKey) -> Bool { subscribed.pointee.contains(room) }
+
+    /// The room's snapshot said the join failed, or the room closed: out of it.
+    func forget(_ room: RoomKey) { subscribed.pointee.remove(room) }
+
+    /// Leaves `room` (nothing when not in it).
+    func leave(_ room: RoomKey) {
+        guard subscribed.pointee.remove(room) != nil else { return }
+        context.hub.unsubscribe(sessionID, from: room)
+    }
+
+    /// The key of `room` in this session's channel.
+    func key(_ room: String) -> RoomKey? { channel.map { RoomKey(channel: $0, room: room) } }
+
+    // MARK: publishing
+
+    /// Whether the member may publish one more message to `room` now: the token, then the
+    /// rate (a refusal is counted; sustained abuse is a refusal that closes).
+    func admitPublish(to room: String) -> ChatRefusal? {
+        if case .failure(let refusal) = check(.publish, room: room) {
+            context.metrics.publishesRefused.counter(.forbidden).increment()
+            return refusal
+        }
+        switch sessionGuard.admitMessage() {
+        case .allowed: return nil
+        case .refused: return ChatRefusal(.rateLimited, "rate limit exceeded")
+        case .abusive: return ChatRefusal(.rateAbuse, "rate limit exceeded")
+        }
+    }
+
+    /// Publishes an admitted message as `sender` (the member unless the door says otherwise).
+    /// `whenStored` runs once the store answered, on a store thread. Returns the room's
+    /// backlog, by which the door slows its reader down.
+    func publishAdmitted(_ body: JSONValue, to room: String, as sender: Member? = nil, messageID: String? = nil,
+                         whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) -> Result<RoomBacklog?, ChatRefusal> {
+        guard let from = sender ?? member, let key = key(room) else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
+        do {
+            return .success(try context.hub.publish(body, to: key, from: from, messageID: messageID, whenStored: whenStored))
+        } catch {
+            context.metrics.publishesRefused.counter(PublishRefusal(error)).increment()
+            return .failure(ChatRefusal(.refused, error.message))
+        }
+    }
+
+    /// ``admitPublish(to:)`` then ``publishAdmitted(_:to:as:messageID:whenStored:)``.
+    func publish(_ body: JSONValue, to room: String, as sender: Member? = nil, messageID: String? = nil,
+                 whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) -> Result<RoomBacklog?, ChatRefusal> {
+        if let refusal = admitPublish(to: room) { return .failure(refusal) }
+        return publishAdmitted(body, to: room, as: sender, messageID: messageID, whenStored: whenStored)
+    }
+
+    /// Starts or stops typing in `room`: a publish (rate and token alike) that is never stored.
+    func typing(_ flag: Bool, in room: String, as sender: Member? = nil) -> Result<RoomBacklog?, ChatRefusal> {
+        publish(.object(["typing": .bool(flag)]), to: room, as: sender)
+    }
+
+    // MARK: history
+
+    /// Reads a page of `room`'s stored history (at most `limit` messages, capped by the
+    /// token and `--history-page-limit`, and `--history-page-bytes`), within the history
+    /// rate. `completion` runs on a store thread.
+    func history(of room: String, before offset: Int64?, limit: Int,
+                 completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) -> ChatRefusal? {
+        guard let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
+        let allowed: Int
+        switch check(.history, room: room) {
+        case .success(let count): allowed = count
+        case .failure(let refusal): return refusal
+        }
+        guard sessionGuard.admitHistoryRequest() else {
+            return ChatRefusal(.historyRateLimited,
+                               "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly")
+        }
+        context.hub.storedHistory(of: key, before: offset, limit: min(limit, configuration.historyPageLimit, allowed),
+                                  completion: completion)
+        return nil
+    }
+
+    // MARK: reloads
+
+    /// The configuration was reloaded. One rule for every door: the channel must still be
+    /// open, a kept token must still verify (its secret may have changed), and a session
+    /// without one must not be in a channel that now requires one. Otherwise the refusal
+    /// (which closes); else the fresh rules and rates are in force.
+    func reloaded() -> ChatRefusal? {
+        guard let channel else { return nil }
+        let configuration = self.configuration
+        var fresh = ChannelAccess(channel: channel, configuration: configuration, clock: context.clock)
+        var problem: String?
+        if let refusal = configuration.refusal(ofChannel: channel) {
+            problem = refusal
+        } else if let token {
+            if let error = fresh.authenticate(token, client: tokenClient) { problem = "your token is no longer valid: \(error)" }
+        } else if fresh.requiresAuth, clientID != nil {
+            problem = "channel \"\(channel)\" now requires authentication"
+        }
+        if let problem {
+            context.logger.info("connection closed after a configuration reload",
+                                metadata: ["door": .string(door.rawValue), "remote": .string(remote ?? "?"),
+                                           "channel": .string(channel), "reason": .string(problem)])
+            return ChatRefusal(.noLongerAllowed, problem)
+        }
+        access = fresh
+        applyRates(configuration)
+        return nil
+    }
+
+    // MARK: ending
+
+    /// The connection is gone: out of every room and the directory.
+    func end() {
+        for key in subscribed.pointee { context.hub.unsubscribe(sessionID, from: key) }
+        subscribed.pointee.removeAll()
+        if let clientID { context.directory.unregister(clientID) }
+        clientID = nil
+        member = nil
+    }
+}
+
+/// A session's rooms: a set, plus the one room when there is exactly one (most sessions), so
+/// the check made on every delivery compares two keys instead of hashing one.
+struct SubscribedRooms: Sequence {
+    private var all: Set<RoomKey> = []
+    private var only: RoomKey?
+
+    var count: Int { all.count }
+
+    @inline(__always) func contains(_ room: RoomKey) -> Bool {
+        if let only { return only == room }
+        return all.contains(room)
+    }
+
+    @discardableResult
+    mutating func insert(_ room: RoomKey) -> Bool {
+        defer { only = all.count == 1 ? all.first : nil }
+        return all.insert(room).inserted
+    }
+
+    @discardableResult
+    mutating func remove(_ room: RoomKey) -> RoomKey? {
+        defer { only = all.count == 1 ? all.first : nil }
+        return all.remove(room)
+    }
+
+    mutating func removeAll() {
+        all.removeAll()
+        only = nil
+    }
+
+    func makeIterator() -> Set<RoomKey>.Iterator { all.makeIterator() }
+}

@@ -1,0 +1,71 @@
+import ParleyCore
+import ParleyIO
+import ParleyLog
+import Synchronization
+
+/// What a door's sessions may use of the server, and nothing else: the hub, the settings in
+/// force, the directory of identified clients, the bans, the limit counters and metrics, the
+/// logger. A door's session is written against this, not against the whole server, so it can
+/// be built and tested without sockets (Tests/ParleyServerTests/ChatSessionTests.swift builds
+/// one by hand, with a ``ManualClock``).
+struct DoorContext: Sendable {
+    let hub: Hub
+    /// The settings in force: a reload swaps the snapshot, so read it when needed.
+    let settings: SettingsSource
+    let directory: SessionDirectory
+    let bans: BanList
+    let limits: LimitCounters
+    let metrics: ServerMetrics
+    let logger: Logger
+    let logThrottle: LogThrottle
+    /// Where each loop's deliveries go (``LoopInbox``s; a recording inbox in tests).
+    let inbox: @Sendable (EventLoop) -> any Inbox
+    /// Put in member ids a door makes from per-process numbers: `NODE-` in cluster mode.
+    let memberIDTag: String
+
+    /// The clock of timestamps, token expiry and rate buckets (the hub's).
+    var clock: any Clock { hub.clock }
+    var nowMillis: Int64 { hub.clock.nowMillis() }
+    /// The configuration in force, as a snapshot (one read of a reference, not a copy).
+    var configuration: ServerConfiguration { settings.current.configuration }
+
+    /// Logs a refused credential at info, rate-limited; never the credential itself.
+    func logAuthFailure(door: DoorKind, remote: String?, channel: String? = nil, reason: String) {
+        logThrottle.log("auth failure", to: logger, .info, "authentication failed", metadata: {
+            var metadata: LogMetadata = ["door": .string(door.rawValue)]
+            if let remote { metadata["remote"] = .string(remote) }
+            if let channel { metadata["channel"] = .string(channel) }
+            metadata["reason"] = .string(String(reason.prefix(200)))
+            return metadata
+        }())
+    }
+}
+
+/// One configuration in force and what is derived from it once (the web-origin rules): an
+/// immutable snapshot, read by reference so that a session reading a setting does not copy
+/// the whole configuration.
+final class SettingsSnapshot: Sendable {
+    let configuration: ServerConfiguration
+    let webOrigins: WebOriginPolicy
+
+    init(_ configuration: ServerConfiguration) {
+        self.configuration = configuration
+        webOrigins = WebOriginPolicy(configuration)
+    }
+}
+
+/// The settings in force, swapped as a whole on reload (SIGHUP).
+final class SettingsSource: Sendable {
+    private let snapshot: Mutex<SettingsSnapshot>
+
+    init(_ configuration: ServerConfiguration) {
+        snapshot = Mutex(SettingsSnapshot(configuration))
+    }
+
+    var current: SettingsSnapshot { snapshot.withLock { $0 } }
+
+    func replace(with configuration: ServerConfiguration) {
+        let fresh = SettingsSnapshot(configuration)
+        snapshot.withLock { $0 = fresh }
+    }
+}

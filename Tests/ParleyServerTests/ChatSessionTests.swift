@@ -1,0 +1,316 @@
+import ParleyCore
+import ParleyIO
+import ParleyLog
+import Synchronization
+import Testing
+@testable import ParleyServer
+
+/// The chat rules, once for every door: ``ChatSession`` in-process, with no socket and a
+/// clock moved by hand. Each rule is checked for each door that uses it.
+@Suite struct ChatSessionTests {
+    static let secret = String(repeating: "k", count: 32)
+    /// One loop for the sessions' guards: nothing here runs on it (no timers start).
+    static let group = EventLoopGroup(loopCount: 1)
+
+    /// A context as the server builds it, with a manual clock and an inbox that records.
+    final class World: Sendable {
+        let clock = ManualClock()
+        let inbox = Recorder()
+        let hub: Hub
+        let context: DoorContext
+
+        init(_ configure: (inout ServerConfiguration) -> Void = { _ in }) {
+            var configuration = ServerConfiguration()
+            configure(&configuration)
+            hub = Hub(clock: clock)
+            let logger = Logger.disabled, throttle = LogThrottle()
+            let inbox = self.inbox
+            context = DoorContext(hub: hub, settings: SettingsSource(configuration), directory: SessionDirectory(), bans: BanList(),
+                                  limits: LimitCounters(logger: logger, throttle: throttle), metrics: ServerMetrics(loopCount: 1),
+                                  logger: logger, logThrottle: throttle, inbox: { _ in inbox }, memberIDTag: "")
+        }
+
+        func session(_ door: DoorKind, channel: String? = "demo", ip: String = "192.0.2.7", id: SessionID = 1) -> ChatSession {
+            let loop = ChatSessionTests.group.loops[0]
+            let policy = DoorPolicy(door, context.configuration)
+            return ChatSession(door: door, context: context, sessionGuard: SessionGuard(policy, loop: loop, context: context, ticket: nil),
+                               sessionID: id, inbox: inbox, channel: channel, clientIP: ip, remote: ip)
+        }
+
+        var control: SessionControl { SessionControl(Nobody(), on: ChatSessionTests.group.loops[0]) }
+
+        func reload(_ configure: (inout ServerConfiguration) -> Void) {
+            var configuration = context.configuration
+            configure(&configuration)
+            context.settings.replace(with: configuration)
+        }
+
+        func token(client: String = "*", expiresIn seconds: Int64 = 60, publish: Bool = true, history: Int = 50) -> String {
+            TokenVerifier(hmac: OpenSSLHMAC(), clock: clock)
+                .mint(secret: ChatSessionTests.secret, channel: "demo", client: client,
+                      expiresAtSeconds: clock.nowMillis() / 1000 + seconds,
+                      permissions: [(".*", publish, true, history)], data: ["role": "tester"])
+        }
+    }
+
+    final class Recorder: Inbox {
+        let log = Mutex<[Delivery]>([])
+        func post(_ delivery: Delivery) { log.withLock { $0.append(delivery) } }
+        var messages: [Message] {
+            log.withLock { $0 }.compactMap { if case .event(_, .message(let message)) = $0 { message } else { nil } }
+        }
+    }
+
+    final class Nobody: AdministeredSession {
+        func disconnect(byAdministrator reason: String) {}
+        func configurationReloaded() {}
+    }
+
+    static let chatDoors: [DoorKind] = [.line, .native, .socketIO]
+
+    /// Enters and identifies as a door does at its handshake.
+    func enter(_ session: ChatSession, _ world: World, as id: String, name: String = "alice") throws {
+        if let refusal = session.channelRefusal("demo") { throw refusal }
+        _ = try session.identify(as: id, name: name).get()
+        if let refusal = session.enter("demo", as: id, name: name, control: world.control) { throw refusal }
+    }
+
+    // MARK: identity
+
+    @Test(arguments: chatDoors) func oneNameRuleForEveryDoor(_ door: DoorKind) {
+        let session = World().session(door)
+        for bad in ["", "   ", "a\u{1B}[2J", "x\u{202E}y", String(repeating: "n", count: 65)] {
+            guard case .failure(let refusal) = session.identify(as: "m1", name: bad) else {
+                Issue.record("\(door) accepted the name \(bad.debugDescription)")
+                continue
+            }
+            #expect(refusal.code == .badIdentity)
+        }
+        #expect(session.member == nil)
+        #expect((try? session.identify(as: "m1", name: "Zoë").get())?.displayName == "Zoë")
+    }
+
+    @Test func clientDataIsBoundedAndItsNameFollowsTheRule() {
+        let world = World { $0.maxClientDataBytes = 64 }
+        let session = world.session(.native, channel: nil)
+        let big: JSONValue = ["name": "bob", "bio": .string(String(repeating: "b", count: 100))]
+        guard case .failure(let tooBig) = session.identify(as: "c1", clientData: big) else { Issue.record("accepted"); return }
+        #expect(tooBig.code == .badIdentity)
+        guard case .failure(let badName) = session.identify(as: "c1", clientData: ["name": "\u{07}bell"]) else {
+            Issue.record("accepted a control character"); return
+        }
+        #expect(badName.message.hasPrefix("client_data.name:"))
+        #expect((try? session.identify(as: "c1", clientData: ["name": "bob"]).get()) != nil)
+    }
+
+    // MARK: channels, bans, the directory
+
+    @Test(arguments: chatDoors) func aClosedChannelIsRefused(_ door: DoorKind) {
+        let world = World { $0.openChannels = false }
+        #expect(world.session(door).channelRefusal("demo")?.code == .channelClosed)
+        let open = World { $0.openChannels = false; $0.channels = [ChannelSettings(id: "demo")] }
+        #expect(open.session(door).channelRefusal("demo") == nil)
+    }
+
+    @Test(arguments: chatDoors) func bansByAddressAndByNameCloseTheConnection(_ door: DoorKind) throws {
+        let world = World()
+        _ = try world.context.bans.add(.ip("192.0.2.7"), seconds: 60, reason: "spam", nowMillis: world.clock.nowMillis())
+        _ = try world.context.bans.add(.name("mallory"), seconds: 60, reason: "spam", nowMillis: world.clock.nowMillis())
+        let byAddress = world.session(door)
+        let refusal = byAddress.enter("demo", as: "x", control: world.control)
+        #expect(refusal?.code == .banned)
+        #expect(refusal?.closes == true)
+        #expect(world.context.directory.count == 0)
+        let byName = world.session(door, ip: "198.51.100.1")
+        guard case .failure(let named) = byName.identify(as: "y", name: "Mallory") else { Issue.record("a banned name got in"); return }
+        #expect(named.code == .banned)
+        #expect(byName.identify(as: "y", name: "alice").map(\.id) == .success("y"))
+    }
+
+    @Test(arguments: chatDoors) func theDirectoryKnowsTheSessionUntilItEnds(_ door: DoorKind) throws {
+        let world = World()
+        let session = world.session(door)
+        #expect(session.enter("demo", as: "s1", control: world.control) == nil)
+        #expect(world.context.directory.client("s1")?.name == nil)
+        _ = try session.identify(as: "s1", name: "carol").get()
+        #expect(world.context.directory.client("s1")?.name == "carol")
+        #expect(world.context.directory.client("s1")?.door == door)
+        session.end()
+        #expect(world.context.directory.count == 0)
+    }
+
+    // MARK: tokens
+
+    @Test(arguments: chatDoors) func aChannelThatRequiresATokenRefusesUntilOneVerifies(_ door: DoorKind) throws {
+        let world = World { $0.channels = [ChannelSettings(id: "demo", secret: ChatSessionTests.secret, requireAuth: true)] }
+        let session = world.session(door)
+        try enter(session, world, as: "c1")
+        #expect(session.needsToken)
+        guard case .failure(let refusal) = session.check(.subscribe, room: "r") else { Issue.record("allowed without a token"); return }
+        #expect(refusal.code == .authRequired)
+        #expect(session.authenticate("not.a.token")?.code == .authFailed)
+        #expect(session.authenticate(world.token(publish: false)) == nil)
+        #expect(!session.needsToken)
+        #expect(session.member?.authData == ["role": "tester"])
+        #expect(session.check(.subscribe, room: "r") == .success(50))
+        #expect(session.admitPublish(to: "r")?.code == .forbidden)
+        world.clock.advance(millis: 61_000)
+        guard case .failure(let expired) = session.check(.subscribe, room: "r") else { Issue.record("an expired token still works"); return }
+        #expect(expired.message.hasPrefix("token expired"))
+    }
+
+    @Test func nativeTokensMustNameTheClient() throws {
+        let world = World { $0.channels = [ChannelSettings(id: "demo", secret: ChatSessionTests.secret, requireAuth: true)] }
+        let session = world.session(.native, channel: nil)
+        _ = try session.identify(as: "c1", clientData: nil).get()
+        #expect(session.enter("demo", as: "c1", tokenNamesClient: true, control: world.control) == nil)
+        #expect(session.authenticate(world.token(client: "*"))?.code == .authFailed)
+        #expect(session.authenticate(world.token(client: "c2"))?.code == .authFailed)
+        #expect(session.authenticate(world.token(client: "c1")) == nil)
+    }
+
+    // MARK: rates
+
+    @Test(arguments: chatDoors) func theRateRefusesThenAbuseCloses(_ door: DoorKind) throws {
+        let world = World {
+            $0.lineRatePerSecond = 1; $0.lineBurst = 2
+            $0.nativeRatePerSecond = 1; $0.nativeBurst = 2
+            $0.rateAbuseFactor = 2; $0.rateAbuseWindowMillis = 10_000
+        }
+        let session = world.session(door)
+        try enter(session, world, as: "r1")
+        #expect(session.admitPublish(to: "r") == nil)
+        #expect(session.admitPublish(to: "r") == nil)
+        #expect(session.admitPublish(to: "r")?.code == .rateLimited)
+        world.clock.advance(millis: 1_000)
+        #expect(session.admitPublish(to: "r") == nil)
+        var last: ChatRefusal?
+        for _ in 0..<100 {
+            last = session.admitPublish(to: "r")
+            if last?.code == .rateAbuse { break }
+        }
+        #expect(last?.code == .rateAbuse)
+        #expect(last?.closes == true)
+    }
+
+    /// A channel's `publishRate` holds on every door, not only the native one.
+    @Test(arguments: chatDoors) func aChannelsPublishRateHoldsOnEveryDoor(_ door: DoorKind) throws {
+        var channel = ChannelSettings(id: "demo")
+        channel.publishRate = 1
+        let world = World { $0.channels = [channel] }
+        let session = world.session(door)
+        try enter(session, world, as: "p1")
+        #expect(session.admitPublish(to: "r") == nil)
+        #expect(session.admitPublish(to: "r") == nil)
+        #expect(session.admitPublish(to: "r")?.code == .rateLimited)
+    }
+
+    @Test func historyRequestsHaveTheirOwnRate() throws {
+        let world = World { $0.historyRatePerSecond = 1; $0.historyBurst = 1 }
+        let session = world.session(.native)
+        try enter(session, world, as: "h1")
+        #expect(session.history(of: "r", before: nil, limit: 10) { _ in } == nil)
+        #expect(session.history(of: "r", before: nil, limit: 10) { _ in }?.code == .historyRateLimited)
+        // Publishing is not affected.
+        #expect(session.admitPublish(to: "r") == nil)
+        world.clock.advance(millis: 1_000)
+        #expect(session.history(of: "r", before: nil, limit: 10) { _ in } == nil)
+    }
+
+    // MARK: rooms and publishing
+
+    @Test func roomsPerConnectionAreLimited() throws {
+        let world = World { $0.nativeMaxRooms = 2 }
+        let native = world.session(.native)
+        try enter(native, world, as: "n1")
+        #expect(try native.join("a").get() == RoomKey(channel: "demo", room: "a"))
+        _ = try native.join("b").get()
+        // The same room again takes no new place.
+        _ = try native.join("a").get()
+        guard case .failure(let refusal) = native.join("c") else { Issue.record("a third room"); return }
+        #expect(refusal.code == .tooManyRooms)
+        native.leave(RoomKey(channel: "demo", room: "a"))
+        _ = try native.join("c").get()
+        // The line and Socket.IO doors are in one room, the lobby.
+        let line = world.session(.line, id: 2)
+        try enter(line, world, as: "l1", name: "bob")
+        _ = try line.join("observable-room").get()
+        #expect(throws: ChatRefusal.self) { try line.join("elsewhere").get() }
+    }
+
+    @Test(arguments: chatDoors) func aPublishReachesTheRoomAndEndingLeavesIt(_ door: DoorKind) throws {
+        let world = World()
+        let session = world.session(door)
+        try enter(session, world, as: "m1")
+        let key = try session.join("observable-room").get()
+        #expect(session.isIn(key))
+        _ = try session.publish("hello", to: "observable-room").get()
+        #expect(world.inbox.messages.map(\.body) == ["hello"])
+        #expect(world.inbox.messages.first?.sender?.id == "m1")
+        _ = try session.typing(true, in: "observable-room").get()
+        #expect(world.hub.members(of: key).map(\.id) == ["m1"])
+        session.end()
+        #expect(!session.isIn(key))
+        #expect(world.hub.members(of: key).isEmpty)
+    }
+
+    @Test func nothingIsPublishedBeforeAnIdentity() {
+        let world = World()
+        let session = world.session(.line)
+        guard case .failure(let refusal) = session.publish("hi", to: "observable-room") else { Issue.record("published"); return }
+        #expect(refusal.code == .notIdentified)
+        #expect(world.inbox.messages.isEmpty)
+    }
+
+    // MARK: reloads: one rule for every door
+
+    @Test(arguments: chatDoors) func aReloadThatClosesTheChannelEndsTheSession(_ door: DoorKind) throws {
+        let world = World()
+        let session = world.session(door)
+        try enter(session, world, as: "m1")
+        #expect(session.reloaded() == nil)
+        world.reload { $0.openChannels = false }
+        #expect(session.reloaded()?.code == .noLongerAllowed)
+        #expect(session.reloaded()?.closes == true)
+    }
+
+    @Test(arguments: chatDoors) func aReloadReverifiesTheToken(_ door: DoorKind) throws {
+        let world = World { $0.channels = [ChannelSettings(id: "demo", secret: ChatSessionTests.secret, requireAuth: true)] }
+        let session = world.session(door)
+        #expect(session.authenticate(world.token()) == nil)
+        try enter(session, world, as: "m1")
+        #expect(session.reloaded() == nil)
+        world.reload { $0.channels = [ChannelSettings(id: "demo", secret: String(repeating: "z", count: 32), requireAuth: true)] }
+        let refusal = session.reloaded()
+        #expect(refusal?.code == .noLongerAllowed)
+        #expect(refusal?.message.hasPrefix("your token is no longer valid") == true)
+    }
+
+    @Test(arguments: chatDoors) func aChannelThatNowRequiresATokenEndsSessionsWithout(_ door: DoorKind) throws {
+        let world = World()
+        let session = world.session(door)
+        try enter(session, world, as: "m1")
+        world.reload { $0.channels = [ChannelSettings(id: "demo", secret: ChatSessionTests.secret, requireAuth: true)] }
+        #expect(session.reloaded()?.message == "channel \"demo\" now requires authentication")
+    }
+
+    @Test(arguments: chatDoors) func aReloadPutsTheNewRatesInForce(_ door: DoorKind) throws {
+        let world = World()
+        let session = world.session(door)
+        try enter(session, world, as: "m1")
+        var channel = ChannelSettings(id: "demo")
+        channel.publishRate = 1
+        world.reload { $0.channels = [channel] }
+        #expect(session.reloaded() == nil)
+        #expect(session.admitPublish(to: "r") == nil)
+        #expect(session.admitPublish(to: "r") == nil)
+        #expect(session.admitPublish(to: "r")?.code == .rateLimited)
+    }
+
+    @Test func doorWording() {
+        #expect(DoorWording.seconds(30_000) == "30")
+        #expect(DoorWording.seconds(1_500) == "1.5")
+        #expect(DoorWording.quoted(String(repeating: "x", count: 40)) == String(repeating: "x", count: 40))
+        #expect(DoorWording.quoted(String(repeating: "x", count: 41)) == String(repeating: "x", count: 40) + "…")
+    }
+}
