@@ -14,8 +14,8 @@ public struct ChannelSettings: Sendable, Equatable {
     /// server-wide value).
     public var retentionCount: Int?
     public var retentionDays: Int?
-    /// Native publishes per second per connection on this channel (burst 2x); nil uses the
-    /// server-wide limit.
+    /// Messages per second per connection on this channel, on every door (burst 2x); nil
+    /// uses the door's limit.
     public var publishRate: Double?
     /// Attachment limits of this channel; nil uses the server-wide value.
     public var uploadMaxBytes: Int?

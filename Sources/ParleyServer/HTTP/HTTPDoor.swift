@@ -5,11 +5,17 @@ import ParleyWebSocket
 
 /// The HTTP door: REST routes, and the WebSocket upgrade to the native (Scaledrone v3) door
 /// at `/v3/websocket`.
-enum HTTPDoor {
+struct HTTPDoor: Door {
     /// Path of the native door's WebSocket endpoint.
     static let nativePath = "/v3/websocket"
 
-    static func listen(core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener {
+    var kind: DoorKind { .http }
+
+    func serverIsStopping(_ core: ServerCore, on loop: EventLoop) {}
+
+    func writeMetrics(_ core: ServerCore, into out: inout PrometheusText) {}
+
+    func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
         let routes = RESTRoutes.router()
         return try core.listen(.http, port: core.configuration.httpPort, group: group) { connection, ticket, policy in
             // The ticket goes with the connection: to the native or Socket.IO session after

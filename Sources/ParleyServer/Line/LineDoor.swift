@@ -3,8 +3,14 @@ import ParleyIO
 
 /// The line-protocol door (docs/protocols.md, "Line protocol"): plain TCP, `iam:NAME` then `msg:TEXT`, bridged
 /// into the lobby room.
-enum LineDoor {
-    static func listen(core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener {
+struct LineDoor: Door {
+    var kind: DoorKind { .line }
+
+    func serverIsStopping(_ core: ServerCore, on loop: EventLoop) {}
+
+    func writeMetrics(_ core: ServerCore, into out: inout PrometheusText) {}
+
+    func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
         return try core.listen(.line, port: core.configuration.linePort, group: group) { connection, ticket, policy in
             let session = LineSession(connection: connection, core: core,
                                       sessionGuard: SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket))

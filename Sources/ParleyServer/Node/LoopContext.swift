@@ -1,14 +1,25 @@
 import ParleyCore
 import ParleyIO
 
-/// Wire formats of Parley's doors: a room event is encoded once per format per loop.
-extension WireFormat {
-    public static let line = WireFormat(1)
-    public static let native = WireFormat(2)
+/// The wire formats of Parley's doors: a room event is encoded once per format per loop
+/// (``RoomEventEncoding``), and every subscriber names its format. The encoder switches over
+/// every case with no default, so a door whose format has no encoder does not compile.
+enum DoorFormat: Int, CaseIterable, Sendable {
+    case line = 1
+    case native = 2
     /// Socket.IO over WebSocket: ready-made text frames, one per packet (EIO3 and EIO4 alike).
-    public static let socketIO = WireFormat(30)
+    case socketIO = 30
     /// Socket.IO over long-polling: packet texts joined by `\u{1e}`, framed per session.
-    public static let socketIOPolling = WireFormat(31)
+    case socketIOPolling = 31
+
+    var wireFormat: WireFormat { WireFormat(rawValue) }
+}
+
+extension WireFormat {
+    public static let line = DoorFormat.line.wireFormat
+    public static let native = DoorFormat.native.wireFormat
+    public static let socketIO = DoorFormat.socketIO.wireFormat
+    public static let socketIOPolling = DoorFormat.socketIOPolling.wireFormat
 }
 
 /// What one event loop knows: its sessions and their rooms. Loop-confined.
@@ -74,14 +85,15 @@ protocol GracefulSession: AnyObject {
 enum RoomEventEncoding {
     static func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent,
                        socketChat: SocketChatFanOut? = nil) -> IOBuffer? {
-        switch format {
+        // Only the ``DoorFormat``s exist (each `WireFormat` constant is made from one).
+        guard let door = DoorFormat(rawValue: format.rawValue) else { return nil }
+        return switch door {
         case .line: LineEncoding.encode(event)
         // Join/leave only for `observable-*` rooms here, while the line door announces them
         // in its lobby whatever its name: the decision is per format.
         case .native: NativeEncoding.encode(event, in: room)
         // The Socket.IO door's one application with room events: SocketChat.
         case .socketIO, .socketIOPolling: socketChat?.encode(format, room, event)
-        default: nil
         }
     }
 }

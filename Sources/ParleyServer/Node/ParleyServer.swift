@@ -229,17 +229,18 @@ public final class ParleyServer: Sendable {
         self.core = core
         listeners = Mutex([])
         do {
-            let http = try HTTPDoor.listen(core: core, group: group)
-            httpPort = http.port
-            files.bound(host: configuration.host, port: http.port, tls: tls != nil)
-            listeners.withLock { $0.append(http) }
-            logger.info("listening", metadata: ["door": "http", "address": .string("\(configuration.host):\(http.port)"),
-                                                "tls": .bool(tls != nil)])
-            let line = try LineDoor.listen(core: core, group: group)
-            linePort = line.port
-            listeners.withLock { $0.append(line) }
-            logger.info("listening", metadata: ["door": "line", "address": .string("\(configuration.host):\(line.port)"),
-                                                "tls": .bool(tls != nil && configuration.lineTLS)])
+            var ports: [DoorKind: Int] = [:]
+            for door in DoorRegistry.all {
+                guard let listener = try door.listen(core, group: group) else { continue }
+                ports[door.kind] = listener.port
+                listeners.withLock { $0.append(listener) }
+                logger.info("listening", metadata: ["door": .string(door.kind.rawValue),
+                                                    "address": .string("\(configuration.host):\(listener.port)"),
+                                                    "tls": .bool(tls != nil && DoorPolicy(door.kind, configuration).tls)])
+            }
+            httpPort = ports[.http] ?? 0
+            linePort = ports[.line] ?? 0
+            files.bound(host: configuration.host, port: httpPort, tls: tls != nil)
         } catch {
             logger.error("cannot listen", metadata: ["error": .string(error.message)])
             for listener in listeners.withLock({ $0 }) { listener.close() }
@@ -416,10 +417,10 @@ public final class ParleyServer: Sendable {
             drained.wait()
         }
         for listener in listeners.withLock({ $0 }) { listener.close() }
+        let core = self.core
         for loop in group.loops {
             loop.execute {
-                // Long-polling sessions hold a place at the gate without a connection of their own.
-                EngineIOLoop.of(loop).closeAllSessions(reason: "server shutting down")
+                for door in DoorRegistry.all { door.serverIsStopping(core, on: loop) }
                 loop.forEachConnection { connection in
                     // Connections the server opened (to Redis) are closed by their owners,
                     // after the sessions: a cluster node still announces its members' leaves.

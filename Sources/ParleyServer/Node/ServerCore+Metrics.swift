@@ -20,8 +20,6 @@ extension ServerCore {
         for (door, count) in metrics.acceptedConnections.all {
             out.sample("parley_connections_accepted_total", count, labels: ["door": door.rawValue])
         }
-        out.family("parley_socketio_sessions", "gauge", help: "Engine.IO sessions open (polling or WebSocket).")
-        out.sample("parley_socketio_sessions", socketIO.sessions.count)
         out.family("parley_identified_clients", "gauge", help: "Connections that said who they are (handshake, iam:, CONNECT).")
         out.sample("parley_identified_clients", directory.count)
 
@@ -85,7 +83,7 @@ extension ServerCore {
         out.family("process_start_time_seconds", "gauge", help: "Start time of the process since the Unix epoch, in seconds.")
         out.sample("process_start_time_seconds", Double(startedUnixMillis) / 1000)
 
-        socketIO.writeMetrics(into: &out)
+        for door in DoorRegistry.all { door.writeMetrics(self, into: &out) }
         for provider in metricsProviders { provider(&out) }
         return out.text
     }

@@ -46,7 +46,23 @@ final class SocketIOShared: Sendable {
 /// WebSocket, Socket.IO on each session, SocketChat on Socket.IO (or, with `--sio-test-app`,
 /// the protocol's test application). With `--eio-echo-path`, also a bare Engine.IO 4 echo
 /// server there. `HTTPSession` hands it every request and upgrade on those paths.
-enum SocketIODoor {
+struct SocketIODoor: Door {
+    var kind: DoorKind { .socketIO }
+
+    /// On the HTTP door's port (``HTTPSession`` routes `/socket.io/` here).
+    func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? { nil }
+
+    /// Long-polling sessions hold a place at the gate without a connection of their own.
+    func serverIsStopping(_ core: ServerCore, on loop: EventLoop) {
+        EngineIOLoop.of(loop).closeAllSessions(reason: "server shutting down")
+    }
+
+    func writeMetrics(_ core: ServerCore, into out: inout PrometheusText) {
+        out.family("parley_socketio_sessions", "gauge", help: "Engine.IO sessions open (polling or WebSocket).")
+        out.sample("parley_socketio_sessions", core.socketIO.sessions.count)
+        core.socketIO.writeMetrics(into: &out)
+    }
+
     static func handles(_ path: String) -> Bool { path == "/socket.io/" || path == "/socket.io" }
 
     /// Whether `path` belongs to this door: `/socket.io/`, or the Engine.IO echo path.
