@@ -23,6 +23,27 @@ import Testing
         #expect(replies[3]?["error"] == "rate limit exceeded")
     }
 
+    /// The server takes a manual clock: the rate bucket refills when the test moves it, not
+    /// when real time passes.
+    @Test func theRateRefillsByTheServersClock() async throws {
+        let clock = ManualClock()
+        let server = try ParleyServer(configuration: .forTests { $0.nativeRatePerSecond = 1; $0.nativeBurst = 1 },
+                                      clock: clock, store: { $0 })
+        defer { server.shutdown() }
+        let client = try await NativeClient.connect(server)
+        func publish(_ n: Int) async throws -> JSONValue {
+            try client.send(["type": "publish", "room": "r", "message": "x", "callback": .number(JSONNumber(n))])
+            return try await client.next { $0["callback"] == .number(JSONNumber(n)) }
+        }
+        #expect(try await publish(1)["error"] == nil)
+        #expect(try await publish(2)["error"] == "rate limit exceeded")
+        #expect(try await publish(3)["error"] == "rate limit exceeded")
+        clock.advance(millis: 1_000)
+        let stored = try await publish(4)
+        #expect(stored["error"] == nil)
+        #expect(stored["offset"] == 2)
+    }
+
     @Test func roomsPerConnectionAreLimited() async throws {
         let server = try startTestServer { $0.nativeMaxRooms = 2 }
         defer { server.shutdown() }

@@ -158,7 +158,10 @@ public final class ParleyServer: Sendable {
     /// is opened, and closed at shutdown, in every case. In cluster mode (`--redis`,
     /// `--redis-cluster`) there is no SQLite store and `makeStore` is not called: the hub
     /// runs over the Redis broker and presence store.
-    public init(configuration: ServerConfiguration, logger: Logger = .disabled,
+    ///
+    /// `clock` is the wall clock of timestamps, token expiry, bans and rate buckets: tests
+    /// pass a ``ManualClock`` and move it by hand (the event loops' timers keep real time).
+    public init(configuration: ServerConfiguration, logger: Logger = .disabled, clock: any Clock = SystemClock(),
                 store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
         self.logger = logger
         let loopCount: Int
@@ -196,7 +199,7 @@ public final class ParleyServer: Sendable {
                 cluster = node
                 store = nil
                 observed = nil
-                hub = Hub(configuration: hubConfiguration, broker: node.broker, presence: node.presence)
+                hub = Hub(configuration: hubConfiguration, clock: clock, broker: node.broker, presence: node.presence)
                 logger.info("cluster node", metadata: ["node": .string(node.nodeID), "redis": .string(node.redisDescription)])
             } else {
                 cluster = nil
@@ -216,7 +219,7 @@ public final class ParleyServer: Sendable {
                                        "sqlite": .string(SQLiteMessageStore.libraryVersion)])
                 let wrapped = ObservedMessageStore(makeStore(sqlite), metrics: metrics, logger: logger, throttle: throttle)
                 observed = wrapped
-                hub = Hub(configuration: hubConfiguration, store: wrapped)
+                hub = Hub(configuration: hubConfiguration, clock: clock, store: wrapped)
             }
         } catch {
             group.shutdown()
