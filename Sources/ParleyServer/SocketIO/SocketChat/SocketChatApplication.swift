@@ -127,7 +127,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     /// An event that is not done: with an ack id the ack says why (`[{"error": ...}]`);
     /// without one it is dropped, counted, and logged once per connection. Parley never
-    /// answers with an event named `error`: older servers reserve that name, and
+    /// answers a refused event with one named `error` (only admin disconnects and reloads do): older servers reserve that name, and
     /// Socket.IO-Client-Swift hands it to the app as a connection error.
     private func refuse(_ event: SocketIOEvent, _ reason: SocketIOCounters.IgnoredEvent, _ message: String) {
         if let ack = event.ack {
