@@ -198,12 +198,6 @@ public final class Hub: Sendable {
         store.messages(in: key, before: offset, limit: limit, maxBytes: configuration.historyPageBytes, completion: completion)
     }
 
-    /// Stored messages after `offset`, oldest first (at most `limit`), from the store.
-    public func storedMessages(of key: RoomKey, after offset: Int64, limit: Int,
-                               completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
-        store.messages(in: key, after: offset, limit: limit, completion: completion)
-    }
-
     /// The offset of a room's newest stored message (0 when none), from the store.
     public func lastOffset(of key: RoomKey, completion: @escaping @Sendable (Result<Int64, ParleyError>) -> Void) {
         store.loadRoom(key, clientMessageIDsSince: .max) { result in completion(result.map(\.lastOffset)) }
