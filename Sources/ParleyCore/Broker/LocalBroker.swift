@@ -13,14 +13,14 @@ import Synchronization
 /// been idle for a while (``evictIdle(nowMillis:idleMillis:)``).
 public final class LocalBroker: Broker {
     public let store: any MessageStore
-    private let clock: any Clock
+    private let clock: any WallClock
     private let idempotencyWindowMillis: Int64
     private let maxRooms: Int
     private let rooms = Mutex<[RoomKey: Sequencer]>([:])
     private let target = Mutex<(any BrokerDelivery)?>(nil)
 
     /// A broker over `store`. `maxRooms` bounds the rooms held in memory at once.
-    public init(store: any MessageStore, clock: any Clock = SystemClock(),
+    public init(store: any MessageStore, clock: any WallClock = SystemWallClock(),
                 idempotencyWindowMillis: Int64 = 24 * 3_600_000, maxRooms: Int = 1_000_000) {
         self.store = store
         self.clock = clock

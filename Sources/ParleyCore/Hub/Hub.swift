@@ -50,7 +50,7 @@ public struct HubConfiguration: Sendable {
 /// with no gap and no duplicate.
 public final class Hub: Sendable {
     public let configuration: HubConfiguration
-    public let clock: any Clock
+    public let clock: any WallClock
     public let broker: any Broker
     public let presence: any PresenceStore
     /// Where history lives; each room's in-memory history is its recent tail.
@@ -65,13 +65,13 @@ public final class Hub: Sendable {
     let localTypists = Mutex<[RoomKey: TypingTracker]>([:])
 
     /// A single-node hub in memory (keeping `historyCapacity` messages per room).
-    public convenience init(configuration: HubConfiguration = .init(), clock: any Clock = SystemClock()) {
+    public convenience init(configuration: HubConfiguration = .init(), clock: any WallClock = SystemWallClock()) {
         let store = InMemoryMessageStore(retention: StoreRetention(maxMessagesPerRoom: configuration.historyCapacity))
         self.init(configuration: configuration, clock: clock, store: store)
     }
 
     /// A single-node hub over `store` (``LocalBroker``, ``MemoryPresenceStore``).
-    public convenience init(configuration: HubConfiguration = .init(), clock: any Clock = SystemClock(),
+    public convenience init(configuration: HubConfiguration = .init(), clock: any WallClock = SystemWallClock(),
                             store: any MessageStore) {
         let broker = LocalBroker(store: store, clock: clock, idempotencyWindowMillis: configuration.idempotencyWindowMillis,
                                  maxRooms: configuration.maxRooms)
@@ -79,7 +79,7 @@ public final class Hub: Sendable {
     }
 
     /// A hub over any broker and presence store (the cluster's come from ParleyRedis).
-    public init(configuration: HubConfiguration = .init(), clock: any Clock = SystemClock(),
+    public init(configuration: HubConfiguration = .init(), clock: any WallClock = SystemWallClock(),
                 broker: any Broker, presence: any PresenceStore) {
         self.configuration = configuration
         self.clock = clock
