@@ -1,3 +1,4 @@
+import ParleyCore
 import ParleyIO
 import ParleyWebSocket
 
@@ -45,7 +46,7 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
     init(bench: BenchLoop, spec: ClientSpec) {
         self.bench = bench
         self.spec = spec
-        startedNanos = monotonicNanos()
+        startedNanos = MonotonicTime.nanoseconds()
         trackers = Array(repeating: SequenceTracker(), count: spec.publishersInRoom)
         joinedLine = Array("m\(spec.index) has joined".utf8)
         switch bench.door {
@@ -118,7 +119,7 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
     private func becameReady() {
         guard stage == .joining else { return }
         stage = .ready
-        bench.clientReady(self, connectNanos: monotonicNanos() - startedNanos)
+        bench.clientReady(self, connectNanos: MonotonicTime.nanoseconds() - startedNanos)
     }
 
     // MARK: WebSocket doors
@@ -235,7 +236,7 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
             guard webSocket?.canSend == true else { return }
         }
         var body = publishPrefix
-        body.append(contentsOf: BenchPayload.make(publisher: publisher, sequence: sent, sentNanos: monotonicNanos(), size: size))
+        body.append(contentsOf: BenchPayload.make(publisher: publisher, sequence: sent, sentNanos: MonotonicTime.nanoseconds(), size: size))
         body.append(contentsOf: publishSuffix)
         sent += 1
         inFlight += 1

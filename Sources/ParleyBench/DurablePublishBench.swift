@@ -170,12 +170,6 @@ public enum DurablePublishBench {
         return (lines.joined(separator: "\n"), ok)
     }
 
-    static func nowNanos() -> UInt64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-    }
-
     /// One publishing connection; lives on its loop.
     final class Publisher: WebSocketClientDelegate {
         let options: Options
@@ -239,7 +233,7 @@ public enum DurablePublishBench {
                 run.firstError.withLock { $0 = $0 ?? reply }
             } else if let sent = sentAt.removeValue(forKey: callback), run.measuring.load(ordering: .relaxed) {
                 run.acked.add(1, ordering: .relaxed)
-                latencies.append(UInt32(min(UInt64(UInt32.max), (DurablePublishBench.nowNanos() - sent) / 1000)))
+                latencies.append(UInt32(min(UInt64(UInt32.max), (UInt64(MonotonicTime.nanoseconds()) - sent) / 1000)))
                 if latencies.count >= 1024 { flushLatencies() }
             }
             sentAt[callback] = nil
@@ -255,7 +249,7 @@ public enum DurablePublishBench {
         private func publish() {
             let callback = nextCallback
             nextCallback += 1
-            sentAt[callback] = DurablePublishBench.nowNanos()
+            sentAt[callback] = UInt64(MonotonicTime.nanoseconds())
             send(#"{"type":"publish","room":"\#(room)","message":"\#(text)","callback":\#(callback)}"#)
         }
 

@@ -78,7 +78,7 @@ final class ServerCore: Sendable {
         loops = group.loops
         inboxes = group.loops.map { LoopInbox(loop: $0, metrics: metrics.loops[$0.index]) }
         startedUnixMillis = LogDestination.unixMillis()
-        startedMonotonicMillis = ObservedMessageStore.monotonicMillis()
+        startedMonotonicMillis = MonotonicTime.milliseconds()
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
