@@ -1,4 +1,5 @@
 import Dispatch
+import ParleyCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -23,21 +24,11 @@ public final class FileWorkerPool: Sendable {
     public let queueLimit: Int
 
     private struct Queue {
-        var jobs: [@Sendable () -> Void] = []
-        var head = 0
+        var jobs = FIFO<@Sendable () -> Void>()
         var stopping = false
-        var waiting: Int { jobs.count - head }
+        var waiting: Int { jobs.count }
 
-        mutating func pop() -> (@Sendable () -> Void)? {
-            guard head < jobs.count else { return nil }
-            let job = jobs[head]
-            head += 1
-            if head > 64 && head * 2 > jobs.count {
-                jobs.removeFirst(head)
-                head = 0
-            }
-            return job
-        }
+        mutating func pop() -> (@Sendable () -> Void)? { jobs.popFirst() }
     }
     private final class SharedQueue: Sendable {
         let state = Mutex(Queue())
