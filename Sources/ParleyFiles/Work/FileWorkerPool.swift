@@ -45,7 +45,7 @@ public final class FileWorkerPool: Sendable {
         self.queueLimit = queueLimit
         for index in 0..<threads {
             let queue = self.queue, wakeup = self.wakeup, finished = self.finished
-            startThread(name: "\(name)-\(index)") {
+            DetachedThread.start(name: "\(name)-\(index)") {
                 while true {
                     wakeup.wait()
                     let (job, stopping) = queue.state.withLock { q in (q.pop(), q.stopping) }
@@ -184,29 +184,4 @@ public final class FileWorkerLane: Sendable {
         // Requeue rather than loop, so one busy upload cannot hold a thread from the others.
         if more { try? pool.enqueue({ self.runNext() }, force: true) }
     }
-}
-
-private final class ThreadBody {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-}
-
-private func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    #if canImport(Glibc)
-    var thread = pthread_t()
-    #else
-    var thread: pthread_t?
-    #endif
-    let status = pthread_create(&thread, nil, { raw in
-        let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
-        body.body()
-        return nil
-    }, box)
-    precondition(status == 0, "cannot start thread \(name)")
-    #if canImport(Glibc)
-    pthread_detach(thread)
-    #else
-    if let thread { pthread_detach(thread) }
-    #endif
 }
