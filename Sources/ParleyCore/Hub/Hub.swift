@@ -40,7 +40,7 @@ public struct HubConfiguration: Sendable {
 /// nodes, a ``PresenceStore`` knows every room's members, and the broker's ``MessageStore``
 /// keeps history. Thread-safe: each room has its own lock.
 ///
-/// Each room a local session is in is a ``LocalRoom``: the node subscribes to it at the
+/// Each room a session on this node is in is a ``NodeRoom``: the node subscribes to it at the
 /// broker and mirrors it (members, typists, recent messages) from the events the broker
 /// delivers, in the room's order, and fans those events out to the inboxes of its sessions
 /// (one per event loop). A publish goes to the broker and is seen by everyone, the sender
@@ -57,7 +57,7 @@ public final class Hub: Sendable {
     public var store: any MessageStore { broker.store }
     /// The bytes every room's history cache holds together.
     public let historyBudget: HistoryBudget?
-    let rooms = Mutex<[RoomKey: LocalRoom]>([:])
+    let rooms = Mutex<[RoomKey: NodeRoom]>([:])
     let ids = MessageIDGenerator()
     let subscribeTokens = Atomic<UInt64>(0)
     /// Typists whose typing signal went out through this node: this node announces their
@@ -70,10 +70,10 @@ public final class Hub: Sendable {
         self.init(configuration: configuration, clock: clock, store: store)
     }
 
-    /// A single-node hub over `store` (``LocalBroker``, ``MemoryPresenceStore``).
+    /// A single-node hub over `store` (``SingleNodeBroker``, ``MemoryPresenceStore``).
     public convenience init(configuration: HubConfiguration = .init(), clock: any WallClock = SystemWallClock(),
                             store: any MessageStore) {
-        let broker = LocalBroker(store: store, clock: clock, idempotencyWindowMillis: configuration.idempotencyWindowMillis,
+        let broker = SingleNodeBroker(store: store, clock: clock, idempotencyWindowMillis: configuration.idempotencyWindowMillis,
                                  maxRooms: configuration.maxRooms)
         self.init(configuration: configuration, clock: clock, broker: broker, presence: MemoryPresenceStore())
     }

@@ -487,7 +487,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         pingTimer = nil
         expiryTimer?.stop()
         expiryTimer = nil
-        LoopContext.of(connection.loop).localHub.unregister(sessionID)
+        LoopContext.of(connection.loop).loopHub.unregister(sessionID)
         for key in rooms { core.hub.unsubscribe(sessionID, from: key) }
         rooms.removeAll()
         if channel != nil { core.directory.unregister(clientID) }

@@ -67,7 +67,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             return .refuse("banned from this server")
         }
         self.socket = socket
-        LoopContext.of(loop).localHub.register(self)
+        LoopContext.of(loop).loopHub.register(self)
         core.directory.register(ConnectedClient(id: socket.id, door: .socketIO, remoteIP: remoteIP, channel: lobby.channel,
                                                 name: nil, connectedAtMillis: core.hub.clock.nowMillis(),
                                                 control: SessionControl(self, on: loop)))
@@ -79,12 +79,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private func startListening() {
         guard listener == nil, authError(.subscribe) == nil else { return }
         let listener = SocketChatListener(app: self, sessionID: core.socketIO.makeSessionID(loop: loop))
-        LoopContext.of(loop).localHub.register(listener)
+        LoopContext.of(loop).loopHub.register(listener)
         do {
             try core.hub.listen(listener.sessionID, to: lobby, inbox: core.inbox(for: loop))
             self.listener = listener
         } catch {
-            LoopContext.of(loop).localHub.unregister(listener.sessionID)
+            LoopContext.of(loop).loopHub.unregister(listener.sessionID)
             core.socketIO.log.warning("socket.io: socket \(socket?.id ?? "?") cannot hear the lobby: \(error.message)")
         }
     }
@@ -93,7 +93,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         guard let listener else { return }
         self.listener = nil
         core.hub.unsubscribe(listener.sessionID, from: lobby)
-        LoopContext.of(loop).localHub.unregister(listener.sessionID)
+        LoopContext.of(loop).loopHub.unregister(listener.sessionID)
         if listenerInLobbyMirror {
             listenerInLobbyMirror = false
             LoopContext.of(loop).socketChat.sessionLeft()
@@ -121,7 +121,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         core.directory.unregister(socket.id)
         leaveLobby(exit: false)
         stopListening()
-        LoopContext.of(loop).localHub.unregister(sessionID)
+        LoopContext.of(loop).loopHub.unregister(sessionID)
         self.socket = nil
     }
 
@@ -503,7 +503,7 @@ extension SocketChatApplication: AdministeredSession {
 final class SocketChatListener: RoomSubscriber {
     let sessionID: SessionID
     /// Unowned: the application outlives its listener's registration. It stays registered in
-    /// the same local hub itself until `disconnected`, which unregisters this listener first.
+    /// the same loop hub itself until `disconnected`, which unregisters this listener first.
     private unowned let app: SocketChatApplication
 
     init(app: SocketChatApplication, sessionID: SessionID) {

@@ -11,7 +11,7 @@ import Synchronization
 /// stored offsets stay 1…n (the messages after it fail too: their offsets no longer follow).
 /// A room's sequencer is loaded from the store on first use and leaves memory when it has
 /// been idle for a while (``evictIdle(nowMillis:idleMillis:)``).
-public final class LocalBroker: Broker {
+public final class SingleNodeBroker: Broker {
     public let store: any MessageStore
     private let clock: any WallClock
     private let idempotencyWindowMillis: Int64
@@ -282,7 +282,7 @@ private struct Remembered {
     var waiters: [@Sendable (Result<Message, ParleyError>) -> Void]?
 }
 
-/// One room of a ``LocalBroker``.
+/// One room of a ``SingleNodeBroker``.
 private final class Sequencer: Sendable {
     enum Entry {
         case message(Message, stored: Bool)
