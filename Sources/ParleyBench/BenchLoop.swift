@@ -1,3 +1,4 @@
+import ParleyCore
 import ParleyIO
 
 /// A snapshot of one loop's counters, sent back to the coordinating thread.
@@ -142,7 +143,7 @@ final class BenchLoop {
     }
 
     private func tick() {
-        let now = monotonicNanos()
+        let now = MonotonicTime.nanoseconds()
         let until = min(now, endNanos)
         let due = Int(Double(until - startNanos) * ratePerSecond / 1e9) - sentTotal
         if due > 0 {
@@ -167,7 +168,7 @@ final class BenchLoop {
         }
         if client.trackers[publisher / rooms].record(stamp.sequence) {
             report.uniqueDelivered += 1
-            let now = monotonicNanos()
+            let now = MonotonicTime.nanoseconds()
             if now >= measureFrom && now < measureTo { report.receivedInWindow += 1 }
             if stamp.sentNanos >= measureFrom && stamp.sentNanos < measureTo {
                 report.measuredDelivered += 1
@@ -187,7 +188,7 @@ final class BenchLoop {
     /// The current counters (sent per publisher included).
     func snapshot() -> LoopReport {
         var copy = report
-        copy.publishing = timer != nil || (closedLoopWindow > 0 && monotonicNanos() < endNanos)
+        copy.publishing = timer != nil || (closedLoopWindow > 0 && MonotonicTime.nanoseconds() < endNanos)
         copy.sent = [:]
         for publisher in publishers { copy.sent[publisher.spec.publisher!] = publisher.sent }
         return copy

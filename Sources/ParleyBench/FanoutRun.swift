@@ -1,4 +1,5 @@
 import Foundation
+import ParleyCore
 import ParleyIO
 
 /// The outcome of a fan-out run.
@@ -75,7 +76,7 @@ public enum FanoutRun {
 
         // Connection c: room c / members, slot c % members; publisher p sits in room p % rooms,
         // slot p / rooms; connection c lives on loop c % loops.
-        let setupStart = monotonicNanos()
+        let setupStart = MonotonicTime.nanoseconds()
         _ = LoopCalls.onEach(group) { loop in
             var specs: [ClientSpec] = []
             for c in stride(from: loop.index, to: total, by: loopCount) {
@@ -97,20 +98,20 @@ public enum FanoutRun {
             return 0
         }
         // Wait until everyone is in (or failed).
-        let setupDeadline = monotonicNanos() + Int64(options.setupTimeoutSeconds * 1e9)
+        let setupDeadline = MonotonicTime.nanoseconds() + Int64(options.setupTimeoutSeconds * 1e9)
         var lastShown = 0
         while true {
             let reports = LoopCalls.onEach(group) { loop in LoopCalls.bench(loop) { fatalError() }.snapshot() } ?? []
             let ready = reports.reduce(0) { $0 + $1.ready }, failed = reports.reduce(0) { $0 + $1.failed }
             if ready - lastShown >= 5000 { progress("connected \(ready)/\(total)"); lastShown = ready }
-            if ready + failed >= total || monotonicNanos() > setupDeadline { break }
+            if ready + failed >= total || MonotonicTime.nanoseconds() > setupDeadline { break }
             sleepSeconds(0.02)
         }
-        result.setupSeconds = Double(monotonicNanos() - setupStart) / 1e9
+        result.setupSeconds = Double(MonotonicTime.nanoseconds() - setupStart) / 1e9
         // Let the server settle after the join storm (join events still in flight).
         sleepSeconds(min(1.0, 0.1 + Double(total) / 50_000))
 
-        let start = monotonicNanos()
+        let start = MonotonicTime.nanoseconds()
         let measureFrom = start + Int64(options.warmupSeconds * 1e9)
         let measureTo = measureFrom + Int64(options.durationSeconds * 1e9)
         result.measuredSeconds = options.durationSeconds
@@ -129,10 +130,10 @@ public enum FanoutRun {
         }
         progress("publishing for \(options.warmupSeconds + options.durationSeconds) s")
         // CPU time of the servers and of this bench over the measured window.
-        sleepSeconds(Double(measureFrom - monotonicNanos()) / 1e9)
+        sleepSeconds(Double(measureFrom - MonotonicTime.nanoseconds()) / 1e9)
         let serverCPUBefore = options.serverPIDs.map { ProcessCPU.seconds(pid: $0) }
         let benchCPUBefore = ProcessCPU.seconds(pid: nil)
-        sleepSeconds(Double(measureTo - monotonicNanos()) / 1e9)
+        sleepSeconds(Double(measureTo - MonotonicTime.nanoseconds()) / 1e9)
         let serverCPUAfter = options.serverPIDs.map { ProcessCPU.seconds(pid: $0) }
         let benchCPUAfter = ProcessCPU.seconds(pid: nil)
         if !options.serverPIDs.isEmpty {
@@ -146,7 +147,7 @@ public enum FanoutRun {
         if let before = benchCPUBefore, let after = benchCPUAfter { result.benchCPUSeconds = after - before }
 
         // Drain: wait until every expected delivery has landed, or give up.
-        let drainDeadline = monotonicNanos() + Int64(options.drainSeconds * 1e9)
+        let drainDeadline = MonotonicTime.nanoseconds() + Int64(options.drainSeconds * 1e9)
         var sent = [Int](repeating: 0, count: options.publishers)
         while true {
             sleepSeconds(0.05)
@@ -158,7 +159,7 @@ public enum FanoutRun {
             // once every loop has stopped publishing.
             let stillPublishing = reports.contains { $0.publishing }
             if unique >= expected && !stillPublishing { break }
-            if monotonicNanos() > drainDeadline { result.drainedInTime = false; break }
+            if MonotonicTime.nanoseconds() > drainDeadline { result.drainedInTime = false; break }
         }
         let sentFinal = sent
         let finals = LoopCalls.onEach(group) { loop -> LoopReport in

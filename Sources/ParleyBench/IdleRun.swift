@@ -1,4 +1,5 @@
 import Foundation
+import ParleyCore
 import ParleyIO
 
 /// The outcome of an idle run.
@@ -46,7 +47,7 @@ public enum IdleRun {
         var marks = options.reportAt.filter { $0 > 0 && $0 < options.connections }.sorted()
         marks.append(options.connections)
         let spread = options.connections > options.perAddress
-        let setupStart = monotonicNanos()
+        let setupStart = MonotonicTime.nanoseconds()
         var opened = 0
         var failedTotal = 0
         for mark in marks {
@@ -68,14 +69,14 @@ public enum IdleRun {
                 return 0
             }
             opened = to
-            let deadline = monotonicNanos() + Int64(options.setupTimeoutSeconds * 1e9)
+            let deadline = MonotonicTime.nanoseconds() + Int64(options.setupTimeoutSeconds * 1e9)
             var ready = 0
             while true {
                 sleepSeconds(0.05)
                 let reports = LoopCalls.onEach(group) { loop in LoopCalls.bench(loop) { fatalError() }.snapshot() } ?? []
                 ready = reports.reduce(0) { $0 + $1.ready }
                 failedTotal = reports.reduce(0) { $0 + $1.failed }
-                if ready + failedTotal >= to || monotonicNanos() > deadline { break }
+                if ready + failedTotal >= to || MonotonicTime.nanoseconds() > deadline { break }
             }
             progress("holding \(ready) connections")
             // Let the server finish its allocations for the last joins before reading memory.
@@ -90,7 +91,7 @@ public enum IdleRun {
             result.checkpoints.append(checkpoint)
             if failedTotal > 0 { break }
         }
-        result.setupSeconds = Double(monotonicNanos() - setupStart) / 1e9
+        result.setupSeconds = Double(MonotonicTime.nanoseconds() - setupStart) / 1e9
         sleepSeconds(options.holdSeconds)
         let finals = LoopCalls.onEach(group) { loop -> LoopReport in
             let bench = LoopCalls.bench(loop) { fatalError() }

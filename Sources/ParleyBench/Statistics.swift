@@ -5,13 +5,6 @@ import Glibc
 import Darwin
 #endif
 
-/// Nanoseconds of CLOCK_MONOTONIC: what publishers stamp into payloads and receivers subtract.
-@inline(__always) public func monotonicNanos() -> Int64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
-}
-
 /// A latency histogram in microseconds with bounded memory and cheap merging: exact below
 /// 1,024 µs, then log-linear buckets 1/512 of their value wide (under 0.2 % error), up to hours.
 /// Percentiles use the nearest-rank definition; the maximum is kept exactly.

@@ -107,7 +107,7 @@ public final class EventLoop: @unchecked Sendable {
     public var queuedTasks: Int { inbox.withLock { $0.tasks.count } }
 
     /// Runs `task` now when already on this loop, otherwise like ``execute(_:)``.
-    public func executeSoon(_ task: @escaping @Sendable () -> Void) {
+    public func executeNowOrSoon(_ task: @escaping @Sendable () -> Void) {
         if inEventLoop { task() } else { execute(task) }
     }
 

@@ -21,8 +21,3 @@ public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { message }
 }
-
-@inline(__always)
-func uvCheck(_ status: Int32, _ what: @autoclosure () -> String) throws(IOError) {
-    if status < 0 { throw IOError(uv: status, what()) }
-}

@@ -110,11 +110,6 @@ public struct Logger: Sendable {
         Logger(label: label, destination: destination, metadata: metadata.merging(more))
     }
 
-    /// This logger under another label, same destination and metadata.
-    public func labelled(_ label: String) -> Logger {
-        Logger(label: label, destination: destination, metadata: metadata)
-    }
-
     public subscript(metadataKey key: String) -> LogValue? {
         get { metadata[key] }
         set { metadata[key] = newValue }

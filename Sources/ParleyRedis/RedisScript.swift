@@ -1,3 +1,5 @@
+import ParleyIO
+
 /// A Lua script, named by its SHA-1 the way Redis's script cache names it.
 ///
 /// ``RedisCommandExecutor/evaluate(_:keys:arguments:timeoutMillis:completion:)`` sends
@@ -13,7 +15,7 @@ public struct RedisScript: Sendable, Hashable {
 
     public init(_ source: String) {
         self.source = source
-        sha1 = SHA1.hexDigest(Array(source.utf8))
+        sha1 = SHA1Digest.hex(of: Array(source.utf8))
     }
 }
 

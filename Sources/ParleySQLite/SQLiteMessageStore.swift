@@ -64,7 +64,7 @@ public final class SQLiteMessageStore: MessageStore {
     /// Opens (creating when missing) the database at `path` and migrates it. Throws, naming
     /// the path, when it cannot be opened, written or read as a Parley database.
     public init(path: String, options: SQLiteStoreOptions = SQLiteStoreOptions(),
-                clockMillis: @escaping @Sendable () -> Int64 = { SystemClock().nowMillis() }) throws(ParleyError) {
+                clockMillis: @escaping @Sendable () -> Int64 = { SystemWallClock().nowMillis() }) throws(ParleyError) {
         self.path = path
         self.options = options
         self.clockMillis = clockMillis

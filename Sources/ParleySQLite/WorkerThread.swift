@@ -1,3 +1,4 @@
+import ParleyCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -27,7 +28,7 @@ final class WorkerThread<Job: Sendable>: Sendable {
         wakeup = Semaphore()
         finished = Semaphore()
         let queue = self.queue, wakeup = self.wakeup, finished = self.finished
-        startThread(name: name) {
+        DetachedThread.start(name: name) {
             while true {
                 let signalled = wakeup.wait(timeoutMillis: idleMillis)
                 let (jobs, stopping) = queue.state.withLock { state -> ([Job], Bool) in
@@ -101,21 +102,4 @@ final class Semaphore: Sendable {
             if errno != EINTR { return false }
         }
     }
-}
-
-private final class ThreadBody {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-}
-
-private func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    var thread = pthread_t()
-    let status = pthread_create(&thread, nil, { raw in
-        let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
-        body.body()
-        return nil
-    }, box)
-    precondition(status == 0, "cannot start thread \(name)")
-    pthread_detach(thread)
 }

@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import ParleyIO
 
 /// A rejected opening handshake: the HTTP status to answer with (server side; 0 when a
 /// client rejects a server's response), a human message for the body, and extra headers
@@ -36,14 +37,7 @@ public enum WebSocketHandshake {
 
     /// `base64(SHA1(key + GUID))`, the `Sec-WebSocket-Accept` value for a client key.
     public static func acceptValue(forKey key: String) -> String {
-        let input = Array((key + guid).utf8)
-        var digest = [UInt8](repeating: 0, count: Int(SHA_DIGEST_LENGTH))
-        input.withUnsafeBufferPointer { inp in
-            digest.withUnsafeMutableBufferPointer { out in
-                _ = SHA1(inp.baseAddress, inp.count, out.baseAddress)
-            }
-        }
-        return Data(digest).base64EncodedString()
+        Data(SHA1Digest.bytes(of: Array((key + guid).utf8))).base64EncodedString()
     }
 
     /// Whether a comma-separated header value contains `token` (case-insensitive).

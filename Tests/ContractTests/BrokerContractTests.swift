@@ -40,7 +40,7 @@ enum BrokerKind: String, CaseIterable, Sendable, CustomStringConvertible {
                 failWrites = { flag in failing.failing.withLock { $0 = flag } }
                 store = failing
             }
-            broker = LocalBroker(store: store)
+            broker = SingleNodeBroker(store: store)
         case .redis, .redisCluster:
             let deployment = try RedisDeployment.shared(self == .redis ? .single : .cluster)
             var client = deployment.client

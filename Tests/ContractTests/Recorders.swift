@@ -73,5 +73,5 @@ extension PresenceStore {
 
 /// A draft message for a broker (the broker assigns the offset).
 func draft(_ text: String, in room: RoomKey, id: String = UUID().uuidString, sender: Member? = nil) -> Message {
-    Message(id: id, offset: 0, timestampMillis: SystemClock().nowMillis(), room: room, sender: sender, body: .string(text))
+    Message(id: id, offset: 0, timestampMillis: SystemWallClock().nowMillis(), room: room, sender: sender, body: .string(text))
 }

@@ -2,10 +2,10 @@ import Synchronization
 import Testing
 @testable import ParleyCore
 
-/// A broker (over a LocalBroker) that loses joins while told to, and can ask its hub to
+/// A broker (over a SingleNodeBroker) that loses joins while told to, and can ask its hub to
 /// rebuild a room, as a cluster broker does after a lost connection.
 final class LossyBroker: Broker {
-    let inner = LocalBroker(store: InMemoryMessageStore())
+    let inner = SingleNodeBroker(store: InMemoryMessageStore())
     let losingJoins = Mutex(false)
     private let delivery = Mutex<(any BrokerDelivery)?>(nil)
 

@@ -309,7 +309,7 @@ private let carol = Member(id: "c3")
     }
 }
 
-@Suite struct LocalHubTests {
+@Suite struct LoopHubTests {
     final class Session: RoomSubscriber {
         let sessionID: SessionID
         let wireFormat: WireFormat
@@ -322,7 +322,7 @@ private let carol = Member(id: "c3")
     }
 
     @Test func encodesOncePerFormatAndSharesTheFrame() throws {
-        let local = LocalHub<String> { format, _, event in
+        let local = LoopHub<String> { format, _, event in
             guard case .message(let m) = event else { return nil }
             return "f\(format.rawValue):\(m.body.stringValue ?? "")"
         }
@@ -350,7 +350,7 @@ private let carol = Member(id: "c3")
     }
 
     @Test func unregisteredSessionsGetNothing() throws {
-        let local = LocalHub<String> { _, _, _ in "x" }
+        let local = LoopHub<String> { _, _, _ in "x" }
         let session = Session(1, 0)
         local.register(session)
         let snapshot = SubscribeSnapshot(room: lobby, members: [], history: [], lastOffset: 0)
@@ -397,7 +397,7 @@ private let carol = Member(id: "c3")
             #expect(hub.unsubscribe(SessionID(n + 1), from: key))
             if n % 10_000 == 0 { inbox.clear() }
         }
-        let broker = try #require(hub.broker as? LocalBroker)
+        let broker = try #require(hub.broker as? SingleNodeBroker)
         #expect(hub.roomsInMemory == 100_000)
         #expect(hub.historyBudget?.bytes ?? 0 > 0)
         // Not idle long enough yet: nothing goes.

@@ -101,15 +101,15 @@ extension Result {
         let room = RoomKey(channel: "c", room: "r")
         let subscribers = (1...3).map { Subscriber(SessionID($0)) }
         for s in subscribers {
-            context.localHub.register(s)
-            context.localHub.handle(.subscribed(s.sessionID, SubscribeSnapshot(room: room, members: [], history: [], lastOffset: 0)))
+            context.loopHub.register(s)
+            context.loopHub.handle(.subscribed(s.sessionID, SubscribeSnapshot(room: room, members: [], history: [], lastOffset: 0)))
         }
         let message = Message(id: "m", offset: 1, timestampMillis: 0, room: room, sender: nil, body: "x")
-        context.localHub.handle(.event(room, .message(message)))
-        #expect(context.localHub.encodeCount == 1)
+        context.loopHub.handle(.event(room, .message(message)))
+        #expect(context.loopHub.encodeCount == 1)
         #expect(subscribers.allSatisfy { $0.frames.count == 1 && $0.frames[0] === subscribers[0].frames[0] })
         // Joins in a plain room encode to nothing for the native door.
-        context.localHub.handle(.event(room, .memberJoined(Member(id: "z"))))
+        context.loopHub.handle(.event(room, .memberJoined(Member(id: "z"))))
         #expect(subscribers.allSatisfy { $0.frames.count == 1 })
     }
 }

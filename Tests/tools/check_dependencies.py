@@ -23,7 +23,7 @@ TOOLCHAIN = {
 
 # Which project modules a module may import (the module table of the architecture). A module
 # missing here (executables, test targets, the bench) has no layering rule of its own.
-C_MODULES = {"CLibUV", "COpenSSL", "CZlib", "CSQLite", "CHiredis", "CVips"}
+C_MODULES = {"CLibUV", "COpenSSL", "CZlib", "CSQLite", "CVips"}
 MAY_IMPORT = {
     # The domain: no I/O, no C, nothing of the project below or beside it.
     "ParleyCore": set(),
@@ -33,8 +33,8 @@ MAY_IMPORT = {
     "ParleySQLite": {"ParleyCore", "CSQLite"},
     # Logging: nothing of the project (every layer may be handed a logger).
     "ParleyLog": set(),
-    # Cluster mode (not written yet): its C module, or a RESP codec of its own on ParleyIO.
-    "ParleyRedis": {"ParleyCore", "ParleyIO", "CHiredis"},
+    # Cluster mode: Parley's own RESP client on ParleyIO (no C module).
+    "ParleyRedis": {"ParleyCore", "ParleyIO"},
     # Attachments: the file store and the image pipeline (libvips), no event loop.
     "ParleyFiles": {"ParleyCore", "CVips", "COpenSSL"},
     # The doors: everything above.

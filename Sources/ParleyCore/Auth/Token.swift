@@ -40,13 +40,13 @@ public struct TokenClaims: Sendable, Hashable {
 /// refused; the signature is compared in constant time.
 public struct TokenVerifier: Sendable {
     public let hmac: any HMACSHA256
-    public let clock: any Clock
+    public let clock: any WallClock
     /// Longest token accepted, in bytes.
     public static let maxTokenLength = 8192
     /// Most permission entries in one token.
     public static let maxPermissions = 64
 
-    public init(hmac: any HMACSHA256, clock: any Clock = SystemClock()) {
+    public init(hmac: any HMACSHA256, clock: any WallClock = SystemWallClock()) {
         self.hmac = hmac
         self.clock = clock
     }

@@ -1,5 +1,5 @@
 /// Orders each room's events and carries them to every node that has subscribers in the
-/// room: the seam between one node and a cluster (centrifuge's Broker). ``LocalBroker`` is
+/// room: the seam between one node and a cluster (centrifuge's Broker). ``SingleNodeBroker`` is
 /// the single-node default (offsets assigned in process, messages kept by a
 /// ``MessageStore``); ParleyRedis has the cluster sibling. The same contract tests run
 /// against both.

@@ -28,7 +28,7 @@ extension Hub {
     /// Applies `event` to the room's view; false when it changes nothing the sessions must
     /// see (a join of a member already present, a leave of one already gone, a message
     /// already delivered).
-    func apply(_ event: RoomEvent, to state: inout LocalRoom.State) -> Bool {
+    func apply(_ event: RoomEvent, to state: inout NodeRoom.State) -> Bool {
         switch event {
         case .memberJoined(let member):
             return state.members.insert(member)

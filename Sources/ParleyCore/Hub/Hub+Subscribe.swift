@@ -9,7 +9,7 @@ extension Hub {
     public func subscribe(_ session: SessionID, as member: Member, to key: RoomKey, inbox: any Inbox,
                           historyCount: Int = 0, since: Int64? = nil) throws(ParleyError) {
         let token = subscribeTokens.wrappingAdd(1, ordering: .relaxed).newValue
-        let entry = LocalRoom.Session(member: member, inbox: inbox, stage: .awaitingRoom, token: token,
+        let entry = NodeRoom.Session(member: member, inbox: inbox, stage: .awaitingRoom, token: token,
                                       historyCount: max(0, historyCount), since: since, start: nil)
         try enter(session, entry, to: key)
     }
@@ -22,22 +22,22 @@ extension Hub {
     /// use another session id for each.
     public func listen(_ session: SessionID, to key: RoomKey, inbox: any Inbox) throws(ParleyError) {
         let token = subscribeTokens.wrappingAdd(1, ordering: .relaxed).newValue
-        var entry = LocalRoom.Session(member: Member(id: ""), inbox: inbox, stage: .awaitingRoom, token: token,
+        var entry = NodeRoom.Session(member: Member(id: ""), inbox: inbox, stage: .awaitingRoom, token: token,
                                       historyCount: 0, since: nil, start: nil)
         entry.listensOnly = true
         try enter(session, entry, to: key)
     }
 
-    private func enter(_ session: SessionID, _ entry: LocalRoom.Session, to key: RoomKey) throws(ParleyError) {
+    private func enter(_ session: SessionID, _ entry: NodeRoom.Session, to key: RoomKey) throws(ParleyError) {
         let limit = configuration.maxMembersPerRoom
         let member = entry.member
         let now = clock.nowMillis()
-        let (room, created) = try rooms.withLock { rooms throws(ParleyError) -> (LocalRoom, Bool) in
+        let (room, created) = try rooms.withLock { rooms throws(ParleyError) -> (NodeRoom, Bool) in
             if let room = rooms[key] { return (room, false) }
             guard rooms.count < configuration.maxRooms else {
                 throw ParleyError(.limitReached, "this server holds its maximum of \(configuration.maxRooms) rooms")
             }
-            let room = LocalRoom(key: key, configuration: configuration, budget: historyBudget, nowMillis: now)
+            let room = NodeRoom(key: key, configuration: configuration, budget: historyBudget, nowMillis: now)
             rooms[key] = room
             return (room, true)
         }
@@ -79,7 +79,7 @@ extension Hub {
 
     /// The broker subscription is in place (or failed): seed the room from presence, then
     /// announce the waiting sessions' joins.
-    private func subscribed(_ room: LocalRoom, _ result: Result<RoomPosition, ParleyError>) {
+    private func subscribed(_ room: NodeRoom, _ result: Result<RoomPosition, ParleyError>) {
         switch result {
         case .failure(let error):
             failAll(room, error)
@@ -90,14 +90,14 @@ extension Hub {
                     failAll(room, error)
                 case .success(let (members, _)):
                     var reads: [@Sendable () -> Void] = []
-                    let waiting = room.lock.withLock { state -> [(SessionID, LocalRoom.Session)] in
+                    let waiting = room.lock.withLock { state -> [(SessionID, NodeRoom.Session)] in
                         state.phase = .live
                         state.members = MemberMirror(members)
                         state.deliveredOffset = position.stored
                         let buffered = state.buffered
                         state.buffered = []
                         for event in buffered { _ = apply(event, to: &state) }
-                        var waiting: [(SessionID, LocalRoom.Session)] = []
+                        var waiting: [(SessionID, NodeRoom.Session)] = []
                         for (id, session) in state.sessions where session.stage == .awaitingRoom {
                             state.sessions[id]!.stage = .awaitingJoin
                             // They start where the node's subscription starts (their subscribe
@@ -122,7 +122,7 @@ extension Hub {
 
     /// The room could not be followed: every session waiting for it is told, and the room
     /// leaves memory (the next subscribe tries again).
-    private func failAll(_ room: LocalRoom, _ error: ParleyError) {
+    private func failAll(_ room: NodeRoom, _ error: ParleyError) {
         let failed = room.lock.withLock { state -> [(SessionID, any Inbox)] in
             let failed = state.sessions.map { ($0.key, $0.value.inbox) }
             state.sessions = [:]
@@ -138,7 +138,7 @@ extension Hub {
 
     /// Adds the member to the room's presence and sends its join through the broker; the
     /// session completes when the join is delivered back here.
-    private func announceJoin(_ member: Member, in room: LocalRoom, session: SessionID, token: UInt64) {
+    private func announceJoin(_ member: Member, in room: NodeRoom, session: SessionID, token: UInt64) {
         presence.add(member, to: room.key) { [self] result in
             switch result {
             case .success:
@@ -151,7 +151,7 @@ extension Hub {
 
     /// A delivered join completes the subscribes waiting for it (lock held). Returns the
     /// store reads to start once unlocked.
-    func joinArrived(_ member: Member, in room: LocalRoom, state: inout LocalRoom.State) -> [@Sendable () -> Void] {
+    func joinArrived(_ member: Member, in room: NodeRoom, state: inout NodeRoom.State) -> [@Sendable () -> Void] {
         var reads: [@Sendable () -> Void] = []
         for (id, session) in state.sessions where session.stage == .awaitingJoin && session.member.id == member.id {
             if let read = complete(id, in: room, state: &state) { reads.append(read) }
@@ -161,7 +161,7 @@ extension Hub {
 
     /// Completes a subscribe from memory when it holds what is needed; else marks it reading
     /// and returns the store read to start once unlocked.
-    private func complete(_ id: SessionID, in room: LocalRoom, state: inout LocalRoom.State) -> (@Sendable () -> Void)? {
+    private func complete(_ id: SessionID, in room: NodeRoom, state: inout NodeRoom.State) -> (@Sendable () -> Void)? {
         guard let session = state.sessions[id] else { return nil }
         let delivered = state.deliveredOffset
         // With `since`: everything after it as replay, and the newest history. Without: the
@@ -186,7 +186,7 @@ extension Hub {
         return nil
     }
 
-    private func goLive(_ id: SessionID, in room: LocalRoom, state: inout LocalRoom.State, history: [Message], replay: [Message]) {
+    private func goLive(_ id: SessionID, in room: NodeRoom, state: inout NodeRoom.State, history: [Message], replay: [Message]) {
         guard let session = state.sessions[id] else { return }
         state.sessions[id]!.stage = .live
         state.addInbox(session.inbox)
@@ -201,7 +201,7 @@ extension Hub {
     /// Reads the history and the first replay page a subscriber needs from the store, then
     /// catches up with what was delivered meanwhile and completes it (or starts a paged
     /// replay when there is more than a page).
-    private func readHistory(room: LocalRoom, session: SessionID, token: UInt64, historyCount: Int,
+    private func readHistory(room: NodeRoom, session: SessionID, token: UInt64, historyCount: Int,
                              endingAt historyEnd: Int64, from: Int64, upTo stored: Int64) {
         let store = self.store
         let key = room.key
@@ -232,7 +232,7 @@ extension Hub {
     /// goes live with it; when less than a page is missing (``HubConfiguration/replayPageSize``
     /// messages, ``HubConfiguration/historyPageBytes`` bytes), that is read and it tries
     /// again; otherwise `replay` goes out as a page and the rest follows page by page.
-    private func catchUp(room: LocalRoom, session: SessionID, token: UInt64, history: [Message]?, replay: [Message], upTo read: Int64) {
+    private func catchUp(room: NodeRoom, session: SessionID, token: UInt64, history: [Message]?, replay: [Message], upTo read: Int64) {
         enum Next { case done, readMore(after: Int64, limit: Int, maxBytes: Int) }
         let page = configuration.replayPageSize
         let budget = configuration.historyPageBytes
@@ -305,7 +305,7 @@ extension Hub {
         }
     }
 
-    private func failSubscribe(_ room: LocalRoom, session: SessionID, token: UInt64, error: ParleyError) {
+    private func failSubscribe(_ room: NodeRoom, session: SessionID, token: UInt64, error: ParleyError) {
         let member = room.lock.withLock { state -> (Member, Bool)? in
             guard let entry = state.sessions[session], entry.token == token else { return nil }
             state.sessions[session] = nil
@@ -324,7 +324,7 @@ extension Hub {
     public func unsubscribe(_ session: SessionID, from key: RoomKey) -> Bool {
         guard let room = rooms.withLock({ $0[key] }) else { return false }
         let now = clock.nowMillis()
-        let left = room.lock.withLock { state -> LocalRoom.Session? in
+        let left = room.lock.withLock { state -> NodeRoom.Session? in
             guard let entry = state.sessions.removeValue(forKey: session) else { return nil }
             state.lastActivityMillis = now
             if case .live = entry.stage {

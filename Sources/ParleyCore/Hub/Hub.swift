@@ -40,7 +40,7 @@ public struct HubConfiguration: Sendable {
 /// nodes, a ``PresenceStore`` knows every room's members, and the broker's ``MessageStore``
 /// keeps history. Thread-safe: each room has its own lock.
 ///
-/// Each room a local session is in is a ``LocalRoom``: the node subscribes to it at the
+/// Each room a session on this node is in is a ``NodeRoom``: the node subscribes to it at the
 /// broker and mirrors it (members, typists, recent messages) from the events the broker
 /// delivers, in the room's order, and fans those events out to the inboxes of its sessions
 /// (one per event loop). A publish goes to the broker and is seen by everyone, the sender
@@ -50,14 +50,14 @@ public struct HubConfiguration: Sendable {
 /// with no gap and no duplicate.
 public final class Hub: Sendable {
     public let configuration: HubConfiguration
-    public let clock: any Clock
+    public let clock: any WallClock
     public let broker: any Broker
     public let presence: any PresenceStore
     /// Where history lives; each room's in-memory history is its recent tail.
     public var store: any MessageStore { broker.store }
     /// The bytes every room's history cache holds together.
     public let historyBudget: HistoryBudget?
-    let rooms = Mutex<[RoomKey: LocalRoom]>([:])
+    let rooms = Mutex<[RoomKey: NodeRoom]>([:])
     let ids = MessageIDGenerator()
     let subscribeTokens = Atomic<UInt64>(0)
     /// Typists whose typing signal went out through this node: this node announces their
@@ -65,21 +65,21 @@ public final class Hub: Sendable {
     let localTypists = Mutex<[RoomKey: TypingTracker]>([:])
 
     /// A single-node hub in memory (keeping `historyCapacity` messages per room).
-    public convenience init(configuration: HubConfiguration = .init(), clock: any Clock = SystemClock()) {
+    public convenience init(configuration: HubConfiguration = .init(), clock: any WallClock = SystemWallClock()) {
         let store = InMemoryMessageStore(retention: StoreRetention(maxMessagesPerRoom: configuration.historyCapacity))
         self.init(configuration: configuration, clock: clock, store: store)
     }
 
-    /// A single-node hub over `store` (``LocalBroker``, ``MemoryPresenceStore``).
-    public convenience init(configuration: HubConfiguration = .init(), clock: any Clock = SystemClock(),
+    /// A single-node hub over `store` (``SingleNodeBroker``, ``MemoryPresenceStore``).
+    public convenience init(configuration: HubConfiguration = .init(), clock: any WallClock = SystemWallClock(),
                             store: any MessageStore) {
-        let broker = LocalBroker(store: store, clock: clock, idempotencyWindowMillis: configuration.idempotencyWindowMillis,
+        let broker = SingleNodeBroker(store: store, clock: clock, idempotencyWindowMillis: configuration.idempotencyWindowMillis,
                                  maxRooms: configuration.maxRooms)
         self.init(configuration: configuration, clock: clock, broker: broker, presence: MemoryPresenceStore())
     }
 
     /// A hub over any broker and presence store (the cluster's come from ParleyRedis).
-    public init(configuration: HubConfiguration = .init(), clock: any Clock = SystemClock(),
+    public init(configuration: HubConfiguration = .init(), clock: any WallClock = SystemWallClock(),
                 broker: any Broker, presence: any PresenceStore) {
         self.configuration = configuration
         self.clock = clock
@@ -196,12 +196,6 @@ public final class Hub: Sendable {
     public func storedHistory(of key: RoomKey, before offset: Int64? = nil, limit: Int,
                               completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         store.messages(in: key, before: offset, limit: limit, maxBytes: configuration.historyPageBytes, completion: completion)
-    }
-
-    /// Stored messages after `offset`, oldest first (at most `limit`), from the store.
-    public func storedMessages(of key: RoomKey, after offset: Int64, limit: Int,
-                               completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
-        store.messages(in: key, after: offset, limit: limit, completion: completion)
     }
 
     /// The offset of a room's newest stored message (0 when none), from the store.

@@ -13,7 +13,7 @@ public struct RoomMirror: Sendable, Equatable {
         self.typing = typing
     }
 
-    /// Applies the rules of `RoomState`: a join adds, a leave removes (and stops typing), a
+    /// Applies the hub's rules for its room view (`Hub.apply(_:to:)`): a join adds, a leave removes (and stops typing), a
     /// `{"typing": bool}` message sets the flag, any other message from a typist clears it.
     public mutating func apply(_ event: RoomEvent) {
         switch event {

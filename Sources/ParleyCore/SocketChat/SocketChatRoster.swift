@@ -27,12 +27,12 @@ public final class SocketChatRoster: Sendable {
 
     public let departedLifetimeMillis: Int64
     public let maxDeparted: Int
-    private let clock: any Clock
+    private let clock: any WallClock
     /// Departed users, oldest departure first, with the time each left.
     private let departed = Mutex<[(user: SocketChatUser, leftMillis: Int64)]>([])
 
     public init(departedLifetimeMillis: Int64 = SocketChatRoster.defaultDepartedLifetimeMillis,
-                maxDeparted: Int = SocketChatRoster.defaultMaxDeparted, clock: any Clock = SystemClock()) {
+                maxDeparted: Int = SocketChatRoster.defaultMaxDeparted, clock: any WallClock = SystemWallClock()) {
         self.departedLifetimeMillis = departedLifetimeMillis
         self.maxDeparted = max(0, maxDeparted)
         self.clock = clock

@@ -208,17 +208,6 @@ extension MessageStore {
         return try result.get()
     }
 
-    /// A slow but correct ``loadRoom(_:clientMessageIDsSince:completion:)`` for stores that
-    /// only implement ``recover(clientMessageIDsSince:)`` (test doubles).
-    public func loadRoomByRecovering(_ room: RoomKey, clientMessageIDsSince: Int64,
-                                     completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void) {
-        completion(Result { () throws(ParleyError) -> RoomRecovery in
-            let all = try recover(clientMessageIDsSince: clientMessageIDsSince)
-            return RoomRecovery(lastOffset: all.lastOffsets[room] ?? 0,
-                                recentPublishes: all.recentPublishes.filter { $0.room == room })
-        })
-    }
-
     public func append(_ message: Message, clientMessageID: String? = nil) async throws(ParleyError) {
         let result = await withCheckedContinuation { continuation in
             append(message, clientMessageID: clientMessageID) { continuation.resume(returning: $0) }

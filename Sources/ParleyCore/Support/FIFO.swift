@@ -2,7 +2,8 @@
 /// cleared at once so nothing they hold (completion closures) outlives its turn. The head
 /// moves by an index and the storage is compacted only once half of it is popped
 /// (`Array.removeFirst` per element moves the whole queue each time). Used by the broker's
-/// room queues and the Redis connection's command queues.
+/// room queues, the Redis connection's command queues, the file workers' job queue and the
+/// REST rate limiter's pruning order.
 public struct FIFO<Element> {
     private var storage: [Element?] = []
     private var head = 0

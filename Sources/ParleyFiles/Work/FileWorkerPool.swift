@@ -1,4 +1,5 @@
 import Dispatch
+import ParleyCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -23,21 +24,11 @@ public final class FileWorkerPool: Sendable {
     public let queueLimit: Int
 
     private struct Queue {
-        var jobs: [@Sendable () -> Void] = []
-        var head = 0
+        var jobs = FIFO<@Sendable () -> Void>()
         var stopping = false
-        var waiting: Int { jobs.count - head }
+        var waiting: Int { jobs.count }
 
-        mutating func pop() -> (@Sendable () -> Void)? {
-            guard head < jobs.count else { return nil }
-            let job = jobs[head]
-            head += 1
-            if head > 64 && head * 2 > jobs.count {
-                jobs.removeFirst(head)
-                head = 0
-            }
-            return job
-        }
+        mutating func pop() -> (@Sendable () -> Void)? { jobs.popFirst() }
     }
     private final class SharedQueue: Sendable {
         let state = Mutex(Queue())
@@ -54,7 +45,7 @@ public final class FileWorkerPool: Sendable {
         self.queueLimit = queueLimit
         for index in 0..<threads {
             let queue = self.queue, wakeup = self.wakeup, finished = self.finished
-            startThread(name: "\(name)-\(index)") {
+            DetachedThread.start(name: "\(name)-\(index)") {
                 while true {
                     wakeup.wait()
                     let (job, stopping) = queue.state.withLock { q in (q.pop(), q.stopping) }
@@ -193,29 +184,4 @@ public final class FileWorkerLane: Sendable {
         // Requeue rather than loop, so one busy upload cannot hold a thread from the others.
         if more { try? pool.enqueue({ self.runNext() }, force: true) }
     }
-}
-
-private final class ThreadBody {
-    let body: () -> Void
-    init(_ body: @escaping () -> Void) { self.body = body }
-}
-
-private func startThread(name: String, _ body: @escaping @Sendable () -> Void) {
-    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    #if canImport(Glibc)
-    var thread = pthread_t()
-    #else
-    var thread: pthread_t?
-    #endif
-    let status = pthread_create(&thread, nil, { raw in
-        let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
-        body.body()
-        return nil
-    }, box)
-    precondition(status == 0, "cannot start thread \(name)")
-    #if canImport(Glibc)
-    pthread_detach(thread)
-    #else
-    if let thread { pthread_detach(thread) }
-    #endif
 }

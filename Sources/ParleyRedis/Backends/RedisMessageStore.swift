@@ -37,13 +37,13 @@ public final class RedisMessageStore: MessageStore {
     public let keyspace: RedisKeyspace
     let routing: RedisRouting
     let rooms: RoomKeyCache
-    let clock: any Clock
+    let clock: any WallClock
     private let retentionTimer: Mutex<LoopBound<TimerBox>?> = Mutex(nil)
 
     public var redis: any RedisCommandExecutor { routing.redis }
 
     public init(redis: any RedisCommandExecutor, keyspace: RedisKeyspace, options: RedisStoreOptions = RedisStoreOptions(),
-                clock: any Clock = SystemClock()) {
+                clock: any WallClock = SystemWallClock()) {
         self.options = options
         self.keyspace = keyspace
         self.clock = clock

@@ -156,7 +156,7 @@ public final class RedisPresenceStore: PresenceStore {
     // MARK: PresenceStore
 
     private func onRoomLoop(_ room: RoomKey, _ body: @escaping @Sendable () -> Void) {
-        routing.loop(for: room).executeSoon(body)
+        routing.loop(for: room).executeNowOrSoon(body)
     }
 
     private func markDirty() {
@@ -553,7 +553,7 @@ public final class RedisPresenceStore: PresenceStore {
             return state.afterRestore
         }
         for waiter in waiters { waiter() }
-        routing.loops[0].executeSoon { [self] in reapNode(incarnation, own: true, completion: completion) }
+        routing.loops[0].executeNowOrSoon { [self] in reapNode(incarnation, own: true, completion: completion) }
     }
 }
 

@@ -216,6 +216,6 @@ public final class RedisClusterClient: RedisCommandExecutor {
     private func retryLater(attempt: Int, _ body: @escaping @Sendable () -> Void) {
         let delay = UInt64(min(500, 20 << min(attempt, 5)))
         let loop = group.currentLoop ?? group.next()
-        loop.executeSoon { loop.schedule(after: delay, body) }
+        loop.executeNowOrSoon { loop.schedule(after: delay, body) }
     }
 }

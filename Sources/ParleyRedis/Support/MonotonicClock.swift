@@ -1,7 +1,7 @@
-import Foundation
+import ParleyCore
 
-/// Milliseconds on a clock that never goes back (for deadlines, not timestamps).
+/// ``MonotonicTime`` in the unsigned milliseconds the Redis client's deadlines count in.
 @inline(__always)
 func monotonicMillis() -> UInt64 {
-    DispatchTime.now().uptimeNanoseconds / 1_000_000
+    UInt64(MonotonicTime.milliseconds())
 }

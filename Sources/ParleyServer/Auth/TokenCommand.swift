@@ -20,7 +20,7 @@ public enum TokenCommand {
     """
 
     /// Returns the token, or throws a usage error with the text to print.
-    public static func run(arguments: [String], clock: any Clock = SystemClock()) throws(ServerConfiguration.UsageError) -> String {
+    public static func run(arguments: [String], clock: any WallClock = SystemWallClock()) throws(ServerConfiguration.UsageError) -> String {
         var values: [String: String] = [:]
         let known = ["--channel", "--secret", "--client", "--room-regex", "--publish", "--subscribe", "--history", "--ttl", "--data"]
         var index = 0

@@ -7,7 +7,7 @@ import Synchronization
 extension ServerFiles {
     /// Runs garbage collection every `seconds` on the worker threads (README.md, "Files and
     /// images": an upload goes when no retained message refers to it, after its grace period).
-    func startCollecting(on loop: EventLoop, every seconds: Int, store: any MessageStore, clock: any Clock) {
+    func startCollecting(on loop: EventLoop, every seconds: Int, store: any MessageStore, clock: any WallClock) {
         let interval = UInt64(seconds) * 1000
         loop.execute {
             let timer = LoopTimer(loop: loop)

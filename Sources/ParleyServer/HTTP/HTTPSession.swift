@@ -402,7 +402,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             let session = NativeSession(connection: connection, core: core, webSocket: configuration, deflate: deflate,
                                         sessionGuard: takeOver(as: .native))
             connection.handler = session
-            LoopContext.of(connection.loop).localHub.register(session)
+            LoopContext.of(connection.loop).loopHub.register(session)
             session.start()
             if !leftover.isEmpty {
                 leftover.withUnsafeBytes { session.connection(connection, didRead: $0) }

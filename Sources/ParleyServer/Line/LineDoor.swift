@@ -15,7 +15,7 @@ struct LineDoor: Door {
             let session = LineSession(connection: connection, core: core,
                                       sessionGuard: SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket))
             connection.handler = session
-            LoopContext.of(connection.loop).localHub.register(session)
+            LoopContext.of(connection.loop).loopHub.register(session)
             session.start()
         }
     }
@@ -269,7 +269,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         quietTimer?.stop()
         quietTimer = nil
-        LoopContext.of(connection.loop).localHub.unregister(sessionID)
+        LoopContext.of(connection.loop).loopHub.unregister(sessionID)
         chat.end()
         sessionGuard.end(closing: connection, reason: reason)
     }

@@ -410,7 +410,7 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         pingTimer = nil
         expiryTimer?.stop()
         expiryTimer = nil
-        LoopContext.of(connection.loop).localHub.unregister(sessionID)
+        LoopContext.of(connection.loop).loopHub.unregister(sessionID)
         chat.end()
         sessionGuard.end(closing: connection, reason: reason, code: (sentCloseCode ?? machine.failureCode).map { Int($0.rawValue) },
                          why: sentCloseReason)

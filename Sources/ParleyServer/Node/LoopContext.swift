@@ -24,14 +24,14 @@ extension WireFormat {
 
 /// What one event loop knows: its sessions and their rooms. Loop-confined.
 final class LoopContext {
-    let localHub: LocalHub<IOBuffer>
+    let loopHub: LoopHub<IOBuffer>
     /// The SocketChat application's encoder (it reads the lobby's user list).
     let socketChat: SocketChatFanOut
 
     init() {
         let socketChat = SocketChatFanOut()
         self.socketChat = socketChat
-        localHub = LocalHub { format, room, event in RoomEventEncoding.encode(format, room, event, socketChat: socketChat) }
+        loopHub = LoopHub { format, room, event in RoomEventEncoding.encode(format, room, event, socketChat: socketChat) }
     }
 
     /// The context of `loop`, created on first use. Loop thread only.
@@ -54,7 +54,7 @@ final class LoopInbox: Inbox {
     func post(_ delivery: Delivery) {
         let (loop, metrics) = (self.loop, self.metrics)
         loop.execute {
-            LoopContext.of(loop).localHub.handle(delivery)
+            LoopContext.of(loop).loopHub.handle(delivery)
             Self.record(delivery, metrics)
         }
     }
@@ -62,7 +62,7 @@ final class LoopInbox: Inbox {
     func post(_ delivery: Delivery, completing backlog: RoomBacklog) {
         let (loop, metrics) = (self.loop, self.metrics)
         loop.execute {
-            LoopContext.of(loop).localHub.handle(delivery)
+            LoopContext.of(loop).loopHub.handle(delivery)
             Self.record(delivery, metrics)
             backlog.done()
         }

@@ -78,7 +78,7 @@ final class ServerCore: Sendable {
         loops = group.loops
         inboxes = group.loops.map { LoopInbox(loop: $0, metrics: metrics.loops[$0.index]) }
         startedUnixMillis = LogDestination.unixMillis()
-        startedMonotonicMillis = ObservedMessageStore.monotonicMillis()
+        startedMonotonicMillis = MonotonicTime.milliseconds()
         let inboxes = self.inboxes
         doorContext = DoorContext(hub: hub, settings: settings, directory: directory, bans: bans, limits: limits,
                                   metrics: metrics, logger: logger, logThrottle: logThrottle, inbox: { inboxes[$0.index] },
@@ -161,7 +161,7 @@ public final class ParleyServer: Sendable {
     ///
     /// `clock` is the wall clock of timestamps, token expiry, bans and rate buckets: tests
     /// pass a ``ManualClock`` and move it by hand (the event loops' timers keep real time).
-    public init(configuration: ServerConfiguration, logger: Logger = .disabled, clock: any Clock = SystemClock(),
+    public init(configuration: ServerConfiguration, logger: Logger = .disabled, clock: any WallClock = SystemWallClock(),
                 store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
         self.logger = logger
         let loopCount: Int

@@ -71,7 +71,7 @@ extension ServerCore {
         out.family("parley_build_info", "gauge", help: "The running build (always 1).")
         out.sample("parley_build_info", 1, labels: ["version": BuildInfo.version, "commit": BuildInfo.commit])
         out.family("parley_uptime_seconds", "gauge", help: "Seconds since the server started.")
-        out.sample("parley_uptime_seconds", Double(ObservedMessageStore.monotonicMillis() - startedMonotonicMillis) / 1000)
+        out.sample("parley_uptime_seconds", Double(MonotonicTime.milliseconds() - startedMonotonicMillis) / 1000)
 
         let process = ProcessStatistics.read()
         out.single("process_resident_memory_bytes", "gauge", help: "Resident memory size in bytes.", process.residentBytes.map(Double.init))

@@ -27,23 +27,17 @@ final class ObservedMessageStore: MessageStore {
     /// last `withinMillis` (a store nobody writes to is not held unready forever).
     func recentFailure(withinMillis: Int64) -> ParleyError? {
         lastFailure.withLock { last in
-            guard let last, Self.monotonicMillis() - last.atMillis <= withinMillis else { return nil }
+            guard let last, MonotonicTime.milliseconds() - last.atMillis <= withinMillis else { return nil }
             return last.error
         }
     }
 
-    static func monotonicMillis() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
-
     func append(_ message: Message, clientMessageID: String?, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
-        let started = Self.monotonicMicros()
+        let started = MonotonicTime.microseconds()
         metrics.storeQueueDepth.add(1)
         wrapped.append(message, clientMessageID: clientMessageID) { [self] result in
             metrics.storeQueueDepth.add(-1)
-            metrics.storeCommit.observe(micros: Int(Self.monotonicMicros() - started))
+            metrics.storeCommit.observe(micros: Int(MonotonicTime.microseconds() - started))
             switch result {
             case .success:
                 if failing.load(ordering: .relaxed) {
@@ -53,7 +47,7 @@ final class ObservedMessageStore: MessageStore {
             case .failure(let error):
                 metrics.storeErrors.increment()
                 metrics.publishesRefused.counter(.storeFailed).increment()
-                lastFailure.withLock { $0 = (error, Self.monotonicMillis()) }
+                lastFailure.withLock { $0 = (error, MonotonicTime.milliseconds()) }
                 failing.store(true, ordering: .relaxed)
                 throttle.log("store error", to: logger, .error, "store append failed",
                              metadata: ["room": .string(message.room.description), "offset": .int(Int(message.offset)),
@@ -61,12 +55,6 @@ final class ObservedMessageStore: MessageStore {
             }
             completion(result)
         }
-    }
-
-    static func monotonicMicros() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
     }
 
     func messages(in room: RoomKey, after offset: Int64, limit: Int,

@@ -1,3 +1,4 @@
+import ParleyCore
 import ParleyIO
 
 /// Closes a connection that sends no message for the idle timeout. Re-armed lazily: activity
@@ -16,16 +17,8 @@ final class IdleWatch {
         arm(after: timeoutMillis)
     }
 
-    private static let origin = ContinuousClock.now
-
-    /// Monotonic milliseconds since the first watch.
-    private static func now() -> UInt64 {
-        // `origin` first: read after the clock, the first call would see a negative time.
-        let origin = self.origin
-        let elapsed = ContinuousClock.now - origin
-        let millis = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
-        return UInt64(max(0, millis))
-    }
+    /// Monotonic milliseconds.
+    private static func now() -> UInt64 { UInt64(MonotonicTime.milliseconds()) }
 
     private func arm(after milliseconds: UInt64) {
         timer.start(after: milliseconds) { [weak self] in self?.check() }

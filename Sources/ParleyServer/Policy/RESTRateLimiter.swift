@@ -20,8 +20,7 @@ final class RESTRateLimiter: Sendable {
     private struct Shard {
         var buckets: [String: TokenBucket] = [:]
         /// Addresses in the order they were last checked by the pruner (oldest first).
-        var order: [String] = []
-        var head = 0
+        var order = FIFO<String>()
     }
 
     /// Entries looked at by the pruner per request.
@@ -57,31 +56,19 @@ final class RESTRateLimiter: Sendable {
 
     /// Looks at the oldest few entries: a refilled bucket is forgotten, another goes to the back.
     private func prune(_ shard: inout Shard, nowMillis: Int64, limit: Int) {
-        for _ in 0..<Self.pruneStep where shard.head < shard.order.count {
-            let ip = shard.order[shard.head]
-            shard.head += 1
+        for _ in 0..<Self.pruneStep {
+            guard let ip = shard.order.popFirst() else { break }
             if let bucket = shard.buckets[ip], !bucket.isFull(nowMillis: nowMillis) {
                 shard.order.append(ip)
             } else {
                 shard.buckets[ip] = nil
             }
         }
-        compact(&shard)
     }
 
     private func evictOldest(_ shard: inout Shard) {
-        while shard.head < shard.order.count {
-            let ip = shard.order[shard.head]
-            shard.head += 1
+        while let ip = shard.order.popFirst() {
             if shard.buckets.removeValue(forKey: ip) != nil { break }
-        }
-        compact(&shard)
-    }
-
-    private func compact(_ shard: inout Shard) {
-        if shard.head > 1024 && shard.head * 2 > shard.order.count {
-            shard.order.removeFirst(shard.head)
-            shard.head = 0
         }
     }
 

@@ -24,7 +24,7 @@ struct DoorContext: Sendable {
     let memberIDTag: String
 
     /// The clock of timestamps, token expiry and rate buckets (the hub's).
-    var clock: any Clock { hub.clock }
+    var clock: any WallClock { hub.clock }
     var nowMillis: Int64 { hub.clock.nowMillis() }
     /// The configuration in force, as a snapshot (one read of a reference, not a copy).
     var configuration: ServerConfiguration { settings.current.configuration }

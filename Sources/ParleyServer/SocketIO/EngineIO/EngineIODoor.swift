@@ -108,7 +108,7 @@ struct EngineIODoor {
         EngineIOLoop.of(connection.loop).waiting[connection.id] = EngineIOLoop.Waiter(connection, sid: sid, owner: owner)
         let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: keepAlive, origin: origin)
         let isGet = head.method == "GET"
-        owner.executeSoon {
+        owner.executeNowOrSoon {
             guard let session = EngineIOLoop.of(owner).sessions[sid], session.version == version else {
                 return target.send(Self.errorResponse(400, code: 1, "Session ID unknown"))
             }
@@ -159,7 +159,7 @@ struct EngineIODoor {
 
     /// Ends session `sid` on its loop (a request about it broke a rule that ends it).
     static func endSession(_ sid: String, on owner: EventLoop, reason: String, heldPollGetsError: Bool = false) {
-        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.end(reason: reason, heldPollGetsError: heldPollGetsError) }
+        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.end(reason: reason, heldPollGetsError: heldPollGetsError) }
     }
 
     /// A POST over `maxPayload` ends its session so that the client sees the session end and
@@ -191,7 +191,7 @@ struct EngineIODoor {
         guard let waiter = EngineIOLoop.of(connection.loop).waiting.removeValue(forKey: connection.id) else { return }
         let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: false, origin: nil)
         let sid = waiter.sid, owner = waiter.owner
-        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.pollAborted(target) }
+        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.pollAborted(target) }
     }
 
     // MARK: websocket
@@ -243,7 +243,7 @@ struct EngineIODoor {
                                                version: version, owner: owner, sid: sid, sessionGuard: sessionGuard)
             connection.handler = handler
             EngineIOLoop.of(connection.loop).webSockets[connection.id] = handler
-            owner.executeSoon {
+            owner.executeNowOrSoon {
                 guard let session = EngineIOLoop.of(owner).sessions[sid], session.version == version else {
                     return link.close(.policyViolation, reason: "Session ID unknown")
                 }

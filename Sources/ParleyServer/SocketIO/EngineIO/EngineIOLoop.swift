@@ -12,14 +12,14 @@ import Synchronization
 //  - `EngineIOSessionRegistry` is a Mutex-protected sid → owning loop map, one per door
 //    (looked up once per request; never held while doing I/O).
 //  - A polling request on loop A for a session on loop B is handed to B with
-//    `B.executeSoon { ... }` carrying only Sendable values: the body bytes and an
+//    `B.executeNowOrSoon { ... }` carrying only Sendable values: the body bytes and an
 //    `HTTPReplyTarget` (loop A + connection id). B decides the response (at once for a POST,
-//    later for a held GET) and sends it back with `A.executeSoon`, where A looks the
+//    later for a held GET) and sends it back with `A.executeNowOrSoon`, where A looks the
 //    connection up in its loop-local table and writes it. A connection that closes meanwhile
 //    tells B (`pollAborted`), so a held GET never swallows packets.
 //  - A WebSocket on loop A for a session on loop B is a thin pipe: A decodes frames and
 //    forwards packet texts to B; B sends ready-made frames (`IOBuffer`, Sendable and shared
-//    by the room fan-out) back to A. On one loop both hops are plain calls (`executeSoon`).
+//    by the room fan-out) back to A. On one loop both hops are plain calls (`executeNowOrSoon`).
 
 /// Which loop owns each Engine.IO session of one door.
 final class EngineIOSessionRegistry: Sendable {
@@ -43,7 +43,7 @@ struct HTTPReplyTarget: Sendable {
     /// Writes `response` (with CORS headers) on the target's loop.
     func send(_ response: HTTPResponse) {
         let target = self
-        loop.executeSoon {
+        loop.executeNowOrSoon {
             guard let connection = EngineIOLoop.of(target.loop).waiting.removeValue(forKey: target.connectionID)?.connection,
                   connection.state == .open else { return }
             var response = response
@@ -63,19 +63,19 @@ struct WebSocketLink: Sendable {
 
     func write(_ frames: IOBuffer) {
         let link = self
-        loop.executeSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.write(frames) }
+        loop.executeNowOrSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.write(frames) }
     }
 
     func close(_ code: WebSocketCloseCode = .normal, reason: String = "") {
         let link = self
-        loop.executeSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.close(code, reason: reason) }
+        loop.executeNowOrSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.close(code, reason: reason) }
     }
 
     /// Stops reading the WebSocket until `backlog` is back under its low mark (publisher
     /// back-pressure; the connection lives on the link's loop).
     func throttle(by backlog: RoomBacklog) {
         let link = self
-        loop.executeSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.throttle(by: backlog) }
+        loop.executeNowOrSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.throttle(by: backlog) }
     }
 }
 

@@ -42,7 +42,7 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
                     // Over maxPayload: the session ends too, as an oversized POST ends it.
                     core.limits.breached(.messageSize)
                     let owner = self.owner, sid = self.sid, link = self.link
-                    owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketFailed(link, reason: "payload too large") }
+                    owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketFailed(link, reason: "payload too large") }
                 }
                 connection.close()
             case .peerClosed: break
@@ -52,7 +52,7 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
 
     private func forward(_ message: Inbound) {
         let owner = self.owner, sid = self.sid, link = self.link
-        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketReceived(message, from: link) }
+        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketReceived(message, from: link) }
     }
 
     func write(_ frames: IOBuffer) {
@@ -78,7 +78,7 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         EngineIOLoop.of(connection.loop).webSockets.removeValue(forKey: connection.id)
         let owner = self.owner, sid = self.sid, link = self.link
-        owner.executeSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketClosed(link) }
+        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketClosed(link) }
         sessionGuard.end(closing: connection, reason: reason)
     }
 }

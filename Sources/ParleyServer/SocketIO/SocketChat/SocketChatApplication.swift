@@ -72,7 +72,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             return .refuse(refusal.message)
         }
         self.socket = socket
-        LoopContext.of(loop).localHub.register(self)
+        LoopContext.of(loop).loopHub.register(self)
         startListening()
         return .accept()
     }
@@ -81,12 +81,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private func startListening() {
         guard listener == nil, authError(.subscribe) == nil else { return }
         let listener = SocketChatListener(app: self, sessionID: core.socketIO.makeSessionID(loop: loop))
-        LoopContext.of(loop).localHub.register(listener)
+        LoopContext.of(loop).loopHub.register(listener)
         do {
             try core.hub.listen(listener.sessionID, to: lobby, inbox: core.inbox(for: loop))
             self.listener = listener
         } catch {
-            LoopContext.of(loop).localHub.unregister(listener.sessionID)
+            LoopContext.of(loop).loopHub.unregister(listener.sessionID)
             core.socketIO.log.warning("socket.io: socket \(socket?.id ?? "?") cannot hear the lobby: \(error.message)")
         }
     }
@@ -95,7 +95,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         guard let listener else { return }
         self.listener = nil
         core.hub.unsubscribe(listener.sessionID, from: lobby)
-        LoopContext.of(loop).localHub.unregister(listener.sessionID)
+        LoopContext.of(loop).loopHub.unregister(listener.sessionID)
         if listenerInLobbyMirror {
             listenerInLobbyMirror = false
             LoopContext.of(loop).socketChat.sessionLeft()
@@ -122,7 +122,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         leaveLobby(exit: false)
         chat.end()
         stopListening()
-        LoopContext.of(loop).localHub.unregister(sessionID)
+        LoopContext.of(loop).loopHub.unregister(sessionID)
         self.socket = nil
     }
 
@@ -481,7 +481,7 @@ extension SocketChatApplication: AdministeredSession {
 final class SocketChatListener: RoomSubscriber {
     let sessionID: SessionID
     /// Unowned: the application outlives its listener's registration. It stays registered in
-    /// the same local hub itself until `disconnected`, which unregisters this listener first.
+    /// the same loop hub itself until `disconnected`, which unregisters this listener first.
     private unowned let app: SocketChatApplication
 
     init(app: SocketChatApplication, sessionID: SessionID) {

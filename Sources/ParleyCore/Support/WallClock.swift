@@ -5,13 +5,16 @@ import Glibc
 import Darwin
 #endif
 
-/// Wall-clock time for timestamps and expiry, in milliseconds since the Unix epoch.
-public protocol Clock: Sendable {
+/// Wall-clock time for timestamps and expiry, in milliseconds since the Unix epoch. Named
+/// apart from the standard library's `Clock` (durations between instants), which it would
+/// otherwise shadow in every module that imports ParleyCore; for deadlines and durations
+/// use ``MonotonicTime``.
+public protocol WallClock: Sendable {
     func nowMillis() -> Int64
 }
 
 /// The real clock.
-public struct SystemClock: Clock {
+public struct SystemWallClock: WallClock {
     public init() {}
     public func nowMillis() -> Int64 {
         var spec = timespec()
@@ -21,7 +24,7 @@ public struct SystemClock: Clock {
 }
 
 /// A clock tests move by hand.
-public final class ManualClock: Clock {
+public final class ManualClock: WallClock {
     private let now: Mutex<Int64>
     public init(millis: Int64 = 1_700_000_000_000) { now = Mutex(millis) }
     public func nowMillis() -> Int64 { now.withLock { $0 } }

@@ -11,16 +11,16 @@ import Synchronization
 /// stored offsets stay 1…n (the messages after it fail too: their offsets no longer follow).
 /// A room's sequencer is loaded from the store on first use and leaves memory when it has
 /// been idle for a while (``evictIdle(nowMillis:idleMillis:)``).
-public final class LocalBroker: Broker {
+public final class SingleNodeBroker: Broker {
     public let store: any MessageStore
-    private let clock: any Clock
+    private let clock: any WallClock
     private let idempotencyWindowMillis: Int64
     private let maxRooms: Int
     private let rooms = Mutex<[RoomKey: Sequencer]>([:])
     private let target = Mutex<(any BrokerDelivery)?>(nil)
 
     /// A broker over `store`. `maxRooms` bounds the rooms held in memory at once.
-    public init(store: any MessageStore, clock: any Clock = SystemClock(),
+    public init(store: any MessageStore, clock: any WallClock = SystemWallClock(),
                 idempotencyWindowMillis: Int64 = 24 * 3_600_000, maxRooms: Int = 1_000_000) {
         self.store = store
         self.clock = clock
@@ -282,7 +282,7 @@ private struct Remembered {
     var waiters: [@Sendable (Result<Message, ParleyError>) -> Void]?
 }
 
-/// One room of a ``LocalBroker``.
+/// One room of a ``SingleNodeBroker``.
 private final class Sequencer: Sendable {
     enum Entry {
         case message(Message, stored: Bool)

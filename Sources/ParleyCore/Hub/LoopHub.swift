@@ -5,7 +5,7 @@ public struct WireFormat: Hashable, Sendable {
     public init(_ rawValue: Int) { self.rawValue = rawValue }
 }
 
-/// A session as the local hub sees it: one connection on this loop.
+/// A session as the loop hub sees it: one connection on this loop.
 public protocol RoomSubscriber<Frame>: AnyObject {
     associatedtype Frame
     var sessionID: SessionID { get }
@@ -27,12 +27,12 @@ extension RoomSubscriber {
 }
 
 /// The sessions of one event loop and their rooms: the hub's deliveries for this loop land
-/// here and fan out to local subscribers. Not thread-safe: one per loop, used on it.
+/// here and fan out to its subscribers. Not thread-safe: one per loop, used on it.
 ///
 /// The delivery path (`handle`, `fanOut`) is `@inlinable` so the server's module specializes
 /// it for its concrete `Frame`: unspecialized, every delivery paid for generic metadata
 /// lookups (about half of the server's instructions in a 1×200 fan-out profile).
-public final class LocalHub<Frame> {
+public final class LoopHub<Frame> {
     public typealias Encoder = (WireFormat, RoomKey, RoomEvent) -> Frame?
     @usableFromInline let encode: Encoder
     @usableFromInline var sessions: [SessionID: any RoomSubscriber<Frame>] = [:]
@@ -51,7 +51,7 @@ public final class LocalHub<Frame> {
         sessions[session.sessionID] = session
     }
 
-    /// Forgets a session and drops it from every local room at once.
+    /// Forgets a session and drops it from every room of this loop at once.
     public func unregister(_ id: SessionID) {
         sessions.removeValue(forKey: id)
         for key in sessionRooms.removeValue(forKey: id) ?? [] { removeFromRoom(id, key) }

@@ -50,7 +50,7 @@ struct MemberMirror: Sendable {
 /// One room as this node serves it: its local sessions and their inboxes, and its view of
 /// the room (members, typists, the recent messages, the newest offset delivered here), kept
 /// current by the events the broker delivers, in the room's order.
-final class LocalRoom: Sendable {
+final class NodeRoom: Sendable {
     /// Where a local session's subscribe stands.
     enum Stage: Equatable {
         /// The node is still subscribing to the room.

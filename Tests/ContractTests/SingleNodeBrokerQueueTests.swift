@@ -6,10 +6,10 @@ import ParleyTestSupport
 
 /// The single-node broker's room queue under thousands of publishes in flight: stored in
 /// batches, delivered in call order, events after the messages published before them.
-@Suite struct LocalBrokerQueueTests {
+@Suite struct SingleNodeBrokerQueueTests {
     @Test func thousandsInFlightAreDeliveredInOrderAsBatchesAreStored() async throws {
         let store = GatedStore()
-        let broker = LocalBroker(store: store)
+        let broker = SingleNodeBroker(store: store)
         let deliveries = DeliveryRecorder()
         broker.setDelivery(deliveries)
         let room = RoomKey(channel: "demo", room: "queue")
