@@ -24,7 +24,7 @@ let package = Package(
 
         .target(name: "ParleyIO", dependencies: ["CLibUV", "COpenSSL"]),
         .target(name: "ParleyHTTP"),
-        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "CZlib", "COpenSSL"]),
+        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
         // Logging in swift-log's shape (no dependencies): the server passes its logger down.
         .target(name: "ParleyLog"),
