@@ -391,11 +391,10 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         webSocket.open(delegate: session, leftover: leftover)
     }
 
-    /// The policy of the door this connection is upgraded to, with this connection's place.
+    /// This connection's guard, now under the policy of the door it is upgraded to.
     private func takeOver(as door: DoorKind) -> SessionGuard {
-        let next = SessionGuard(DoorPolicy(door, core.configuration), loop: connection.loop, core: core, ticket: nil)
-        next.takeTicket(from: sessionGuard)
-        return next
+        sessionGuard.enter(DoorPolicy(door, core.configuration))
+        return sessionGuard
     }
 
     /// The diagnostic echo endpoint (``EchoSession``), when `--ws-echo-path` enables it.

@@ -227,9 +227,14 @@ struct EngineIODoor {
             return false
         }
         let link = WebSocketLink(loop: connection.loop, connectionID: connection.id)
-        let sessionGuard = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: connection.loop, core: core, ticket: nil)
-        sessionGuard.takeTicket(from: httpGuard)
+        // The connection's one guard goes on with it: the HTTP door's, now Socket.IO's.
+        let sessionGuard = httpGuard
+        var policy = DoorPolicy(.socketIO, core.configuration)
         if let sid, let owner {
+            // The session (opened by polling, maybe on another loop) has its own guard, whose
+            // bucket its application asks: this connection's keeps its place and its reading.
+            policy.rate = nil
+            sessionGuard.enter(policy)
             let handler = EngineIOWebSocketHandler(webSocket: webSocket, core: core, version: version, owner: owner, sid: sid,
                                                    sessionGuard: sessionGuard)
             EngineIOLoop.of(connection.loop).webSockets[connection.id] = handler
@@ -241,9 +246,12 @@ struct EngineIODoor {
             }
             webSocket.open(delegate: handler, leftover: leftover)
         } else {
-            // The WebSocket connection's own place at the gate counts this session.
+            // The WebSocket connection's own place at the gate counts this session, and its
+            // guard is the session's (idle watch, message rate).
+            sessionGuard.enter(policy)
             let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: link,
-                                               registry: sessions, admission: nil, makeHandler: makeHandler)
+                                               registry: sessions, admission: nil, connectionGuard: sessionGuard,
+                                               makeHandler: makeHandler)
             session.remoteIP = connection.clientIP
             let handler = EngineIOWebSocketHandler(webSocket: webSocket, core: core, version: version, owner: connection.loop,
                                                    sid: session.sid, sessionGuard: sessionGuard)

@@ -43,12 +43,14 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// The lobby channel's auth rules and this socket's token (CONNECT `auth: {token}`).
     private lazy var auth = ChannelAccess(channel: lobby.channel, core: core)
 
-    init(core: ServerCore, engineIO: any EngineIOMessageChannel) {
+    /// `rate`: the guard of the Engine.IO session (for a WebSocket-only session, its
+    /// connection's), whose message-rate bucket this application asks.
+    init(core: ServerCore, engineIO: any EngineIOMessageChannel, rate: SessionGuard) {
         self.core = core
         self.engineIO = engineIO
         loop = engineIO.loop
         sessionID = core.socketIO.makeSessionID(loop: loop)
-        rate = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: engineIO.loop, core: core, ticket: nil)
+        self.rate = rate
         LoopContext.of(loop).socketChat.core = core
     }
 
@@ -437,8 +439,8 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     // The door-wide rate limit as SocketChat applies it to `chatMessage` and typing: a token
     // bucket (`nativeRatePerSecond` / `nativeBurst`), refusals counted as `message_rate`, and
     // sustained abuse (RateAbuseDetector) closes the connection, counted as
-    // `rate_abuse_disconnect`. The Engine.IO session applies the rest of the policy
-    // (EngineIOSession+ConnectionPolicy.swift).
+    // `rate_abuse_disconnect`. The bucket is the Engine.IO session's guard's, which applies
+    // the rest of the policy (EngineIOSession+ConnectionPolicy.swift).
 
     private let rate: SessionGuard
 
