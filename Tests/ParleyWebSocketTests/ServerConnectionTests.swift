@@ -59,7 +59,7 @@ private final class EchoDelegate: WebSocketServerDelegate {
         heard.withLock { $0.append(.text(text)) }
         switch text {
         case "close-me": socket.close(.policyViolation, reason: "asked")
-        case "broadcast": socket.sendPreEncoded(IOBuffer(WebSocketProtocolMachine.serverTextFrame(Array("shared".utf8))))
+        case "broadcast": socket.sendPreEncoded(IOBuffer(sharedFrame))
         default: socket.sendText(utf8: payload)
         }
     }
@@ -231,8 +231,15 @@ private final class RawClient: Sendable {
     }
 }
 
-private let upgradeRequest = Array(("GET /ws HTTP/1.1\r\nHost: test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-    + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
+private func upgradeRequest(deflate: Bool = false) -> [UInt8] {
+    Array(("GET /ws HTTP/1.1\r\nHost: test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        + (deflate ? "Sec-WebSocket-Extensions: permessage-deflate\r\n" : "") + "\r\n").utf8)
+}
+
+/// A message long enough to be compressed (over the 64-byte threshold), framed once.
+private let sharedText = String(repeating: "shared ", count: 30)
+private let sharedFrame = WebSocketProtocolMachine.serverTextFrame(Array(sharedText.utf8))
 
 @Suite(.serialized) struct ServerConnectionTests {
     private let plain = WebSocketServerConnection.Options(configuration: WebSocketConfiguration(acceptsDeflate: false))
@@ -266,7 +273,7 @@ private let upgradeRequest = Array(("GET /ws HTTP/1.1\r\nHost: test\r\nUpgrade: 
         options.closeTimeoutMilliseconds = 100
         let server = try UpgradingServer(options)
         defer { server.stop() }
-        let client = RawClient(port: server.port, send: upgradeRequest + clientFrame(.text, "close-me"))
+        let client = RawClient(port: server.port, send: upgradeRequest() + clientFrame(.text, "close-me"))
         defer { client.stop() }
         let started = Date()
         try await waitUntil { client.closed.value }
@@ -284,7 +291,7 @@ private let upgradeRequest = Array(("GET /ws HTTP/1.1\r\nHost: test\r\nUpgrade: 
         let server = try UpgradingServer(plain)
         defer { server.stop() }
         let broken = rawClientFrame(firstByte: 0x83, payload: [1])       // reserved opcode 3
-        let client = RawClient(port: server.port, send: upgradeRequest + clientFrame(.text, "one") + broken)
+        let client = RawClient(port: server.port, send: upgradeRequest() + clientFrame(.text, "one") + broken)
         defer { client.stop() }
         try await waitUntil { client.closed.value }
         let reply = WebSocketFrameEncoder.encode(opcode: .text, payload: Array("one".utf8))
@@ -302,7 +309,7 @@ private let upgradeRequest = Array(("GET /ws HTTP/1.1\r\nHost: test\r\nUpgrade: 
         let server = try UpgradingServer(WebSocketServerConnection.Options(
             configuration: WebSocketConfiguration(acceptsDeflate: false), pingIntervalMilliseconds: 50))
         defer { server.stop() }
-        let client = RawClient(port: server.port, send: upgradeRequest)
+        let client = RawClient(port: server.port, send: upgradeRequest())
         defer { client.stop() }
         try await waitUntil { client.closed.value }
         #expect(client.closed.value)
@@ -320,19 +327,26 @@ private let upgradeRequest = Array(("GET /ws HTTP/1.1\r\nHost: test\r\nUpgrade: 
         defer { server.stop() }
         let client = try await runClient(port: server.port, offersDeflate: deflate, messages: ["broadcast", "bye-now"],
                                          server: server, until: hasClosed)
-        #expect(client == [.open, .text("shared"), .text("bye-now"), .closed(1000, "")])
+        #expect(client == [.open, .text(sharedText), .text("bye-now"), .closed(1000, "")])
         #expect(server.deflated.value == deflate)
     }
 
-    /// The pre-encoded path writes the shared bytes untouched when deflate is off.
-    @Test func preEncodedBytesAreWrittenAsTheyAre() async throws {
-        let server = try UpgradingServer(plain)
+    /// The pre-encoded path writes the shared bytes untouched when deflate is off, and a
+    /// compressed frame of its own (RSV1 set, smaller) for a connection that negotiated it.
+    @Test(arguments: [false, true])
+    func preEncodedBytesAreWrittenAsTheyAreOrCompressed(deflate: Bool) async throws {
+        let server = try UpgradingServer(WebSocketServerConnection.Options(configuration: WebSocketConfiguration(acceptsDeflate: true)))
         defer { server.stop() }
-        let client = RawClient(port: server.port, send: upgradeRequest + clientFrame(.text, "broadcast"))
+        let client = RawClient(port: server.port, send: upgradeRequest(deflate: deflate) + clientFrame(.text, "broadcast"))
         defer { client.stop() }
-        let shared = WebSocketProtocolMachine.serverTextFrame(Array("shared".utf8))
-        try await waitUntil { client.frames.count >= shared.count }
-        #expect(client.frames == shared)
+        try await waitUntil { client.frames.count >= (deflate ? 2 : sharedFrame.count) }
+        if deflate {
+            #expect(client.head.contains("permessage-deflate"))
+            #expect(client.frames.first == 0xC1)                      // FIN + RSV1 + text
+            #expect(client.frames.count < sharedFrame.count)
+        } else {
+            #expect(client.frames == sharedFrame)
+        }
     }
 
     /// A request that is no valid upgrade gets its status, with the caller's extra headers,
