@@ -24,7 +24,7 @@ let package = Package(
 
         .target(name: "ParleyIO", dependencies: ["CLibUV", "COpenSSL"]),
         .target(name: "ParleyHTTP"),
-        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "CZlib", "COpenSSL"]),
+        .target(name: "ParleyWebSocket", dependencies: ["ParleyIO", "ParleyHTTP", "CZlib", "COpenSSL"]),
         .target(name: "ParleyCore"),
         // Logging in swift-log's shape (no dependencies): the server passes its logger down.
         .target(name: "ParleyLog"),
@@ -60,7 +60,7 @@ let package = Package(
         .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyServer", "ParleyCore", "ParleyLog"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyTestSupport"]),
-        .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyIO", "ParleyTestSupport"]),
+        .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyIO", "ParleyHTTP", "ParleyTestSupport"]),
         .testTarget(name: "ParleyCoreTests", dependencies: ["ParleyCore", "ParleyTestSupport"]),
         .testTarget(name: "ParleyLogTests", dependencies: ["ParleyLog"]),
         .testTarget(name: "ParleySQLiteTests", dependencies: ["ParleySQLite", "ParleyCore", "ParleyTestSupport"]),

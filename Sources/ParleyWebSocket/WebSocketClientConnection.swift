@@ -148,8 +148,7 @@ public final class WebSocketClientConnection: ConnectionHandler {
     /// Made with the connection, so that it can be a `let`; the deflate parameters the
     /// handshake negotiates are handed to it at the upgrade.
     private let machine: WebSocketProtocolMachine
-    @exclusivity(unchecked) private var heardSinceTick = true
-    @exclusivity(unchecked) private var pingOutstanding = false
+    @exclusivity(unchecked) private var heartbeat = WebSocketHeartbeat()
     @exclusivity(unchecked) private var peerClose: (code: UInt16, reason: String)?
     private var openTimer: LoopTimer?
     private var keepAliveTimer: LoopTimer?
@@ -262,7 +261,7 @@ public final class WebSocketClientConnection: ConnectionHandler {
 
     private func receive(_ bytes: UnsafeRawBufferPointer) {
         guard delivering else { return }
-        heardSinceTick = true
+        heartbeat.heard()
         machine.receive(bytes, onMessage: { kind, payload in
             // Nothing reaches the delegate after `abort()` or its last call.
             if delivering { delegate.webSocket(self, didReceive: kind, payload: payload) }
@@ -287,14 +286,10 @@ public final class WebSocketClientConnection: ConnectionHandler {
 
     private func keepAliveTick() {
         guard state == .open, let connection else { return }
-        if heardSinceTick {
-            heardSinceTick = false
-            pingOutstanding = false
-        } else if pingOutstanding {
-            connection.close(flush: false)          // silent for two intervals: half-open
-        } else {
-            connection.write(machine.ping())
-            pingOutstanding = true
+        switch heartbeat.tick() {
+        case .none: break
+        case .sendPing: connection.write(machine.ping())
+        case .giveUp: connection.close(flush: false)   // silent for two intervals: half-open
         }
     }
 

@@ -189,6 +189,17 @@ private func isFinal(_ heard: [Heard]) -> Bool {
         #expect(try await run(port: 1, until: isFinal) == [.failed(.connectFailed, status: nil)])
     }
 
+    /// A server that stops answering (no pong, nothing) is given up after two keep-alive
+    /// intervals (``WebSocketHeartbeat``): close 1006.
+    @Test func aSilentServerIsGivenUpAfterTwoKeepAliveIntervals() async throws {
+        let server = try FakeServer(.acceptThenIgnore)
+        defer { server.stop() }
+        let started = Date()
+        let heard = try await run(port: server.port, configure: { $0.keepAliveMilliseconds = 50 }, until: isFinal)
+        #expect(heard == [.open, .closed(code: 1006, reason: "")])
+        #expect(Date().timeIntervalSince(started) < 4)
+    }
+
     @Test func aSilentServerTimesOut() async throws {
         let server = try FakeServer(.silent)
         defer { server.stop() }

@@ -18,8 +18,9 @@ struct HTTPDoor: Door {
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
         let routes = RESTRoutes.router()
         return try core.listen(.http, port: core.configuration.httpPort, group: group) { connection, ticket, policy in
-            // The ticket goes with the connection: to the native or Socket.IO session after
-            // an upgrade, which then gives it back when the connection ends.
+            // The guard (and its ticket) goes with the connection: to the native, echo or
+            // Socket.IO session after an upgrade (``SessionGuard/enter(_:)``), which then gives
+            // the place back when the connection ends.
             let sessionGuard = SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket)
             let session = HTTPSession(connection: connection, core: core, router: routes, sessionGuard: sessionGuard)
             connection.handler = session

@@ -373,48 +373,28 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             connection.close()
             return
         }
-        let configuration = HTTPDoor.webSocketConfiguration(core.configuration)
-        let headers = head.headers
-        let result = WebSocketHandshake.serverResponse(method: head.method, versionMinor: head.versionMinor, header: { name in
-            let values = headers.values(name)
-            return values.isEmpty ? nil : values.joined(separator: ", ")
-        }, configuration: configuration)
-        switch result {
-        case .failure(let error):
-            var response = HTTPResponse.text(error.status, error.message + "\n")
-            for (name, value) in error.headers { response.headers.add(name, value) }
-            connection.write(response.encoded(keepAlive: false))
-            connection.close()
-        case .success(let (responseHeaders, deflate)):
-            upgraded = true
-            timer?.stop()
-            timer = nil
-            connection.write(HTTPResponse(status: 101, headers: HTTPHeaders(responseHeaders)).encoded(keepAlive: true))
-            if isEchoPath(head.path) {
-                let echo = EchoSession(connection: connection, core: core, webSocket: configuration, deflate: deflate,
-                                       sessionGuard: takeOver(as: .echo))
-                connection.handler = echo
-                if !leftover.isEmpty {
-                    leftover.withUnsafeBytes { echo.connection(connection, didRead: $0) }
-                }
-                return
-            }
-            let session = NativeSession(connection: connection, core: core, webSocket: configuration, deflate: deflate,
-                                        sessionGuard: takeOver(as: .native))
-            connection.handler = session
-            LoopContext.of(connection.loop).loopHub.register(session)
-            session.start()
-            if !leftover.isEmpty {
-                leftover.withUnsafeBytes { session.connection(connection, didRead: $0) }
-            }
+        let echo = isEchoPath(head.path)
+        // The echo endpoint answers what comes and pings no one.
+        let options = WebSocketServerConnection.Options(configuration: HTTPDoor.webSocketConfiguration(core.configuration),
+                                                        pingIntervalMilliseconds: echo ? nil : core.configuration.webSocketPingIntervalMillis)
+        guard let webSocket = WebSocketServerConnection.upgrade(head, connection: connection, options: options) else { return }
+        upgraded = true
+        timer?.stop()
+        timer = nil
+        if echo {
+            webSocket.open(delegate: EchoSession(sessionGuard: takeOver(as: .echo)), leftover: leftover)
+            return
         }
+        let session = NativeSession(webSocket: webSocket, core: core, sessionGuard: takeOver(as: .native))
+        LoopContext.of(connection.loop).loopHub.register(session)
+        session.start()
+        webSocket.open(delegate: session, leftover: leftover)
     }
 
-    /// The policy of the door this connection is upgraded to, with this connection's place.
+    /// This connection's guard, now under the policy of the door it is upgraded to.
     private func takeOver(as door: DoorKind) -> SessionGuard {
-        let next = SessionGuard(DoorPolicy(door, core.configuration), loop: connection.loop, core: core, ticket: nil)
-        next.takeTicket(from: sessionGuard)
-        return next
+        sessionGuard.enter(DoorPolicy(door, core.configuration))
+        return sessionGuard
     }
 
     /// The diagnostic echo endpoint (``EchoSession``), when `--ws-echo-path` enables it.

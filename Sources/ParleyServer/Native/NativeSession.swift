@@ -6,13 +6,15 @@ import ParleyWebSocket
 ///
 /// A thin door: it parses commands, calls the hub, and writes replies; room events arrive
 /// already encoded once per loop (``NativeEncoding``) and are written as shared bytes, or
-/// compressed per connection when permessage-deflate was negotiated.
-final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
+/// compressed per connection when permessage-deflate was negotiated. The WebSocket itself
+/// (control frames, ping, the closing handshake) is its ``WebSocketServerConnection``'s.
+final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
+    /// The WebSocket this session speaks through; it holds the session until it closes.
+    let webSocket: WebSocketServerConnection
     let connection: TCPConnection
     let core: ServerCore
     var sessionID: SessionID { connection.id }
     let wireFormat = WireFormat.native
-    private let machine: WebSocketProtocolMachine
     /// Sent in the handshake reply; the member id in every room.
     let clientID: String
     /// The chat rules: the channel, the token, the member, the rooms, bans, rates.
@@ -21,9 +23,6 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private var expiryTimer: LoopTimer?
     /// Callbacks of subscribes waiting for their snapshot, per room, in order.
     private var pendingSubscribes: [RoomKey: [Int?]] = [:]
-    private var pingTimer: LoopTimer?
-    private var heardSinceTick = true
-    private var pingOutstanding = false
     /// The door policy's share of this connection: its place, idle watch and publish rate.
     private let sessionGuard: SessionGuard
     /// A publish with attachments is being checked against the upload registry (on a worker
@@ -38,18 +37,15 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
     /// Most publishes that may wait behind one being checked.
     static let maxHeldPublishes = 256
-    /// The close code and reason this side sent, for the log.
-    private var sentCloseCode: WebSocketCloseCode?
-    private var sentCloseReason: String?
     /// This loop's count of native deliveries.
     private let delivered: MetricCounter
 
-    init(connection: TCPConnection, core: ServerCore, webSocket: WebSocketConfiguration,
-         deflate: PerMessageDeflateParameters?, sessionGuard: SessionGuard) {
-        self.connection = connection
+    /// A session on `webSocket`, which the caller then opens with it as delegate.
+    init(webSocket: WebSocketServerConnection, core: ServerCore, sessionGuard: SessionGuard) {
+        self.webSocket = webSocket
+        connection = webSocket.connection
         self.core = core
         self.sessionGuard = sessionGuard
-        machine = WebSocketProtocolMachine(role: .server, configuration: webSocket, deflate: deflate)
         clientID = NativeSession.makeClientID(connectionID: connection.id)
         delivered = core.loopMetrics(connection.loop).delivered.counter(.native)
         chat = ChatSession(door: .native, context: core.doorContext, sessionGuard: sessionGuard, sessionID: connection.id,
@@ -66,13 +62,10 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     func start() {
-        let timer = LoopTimer(loop: connection.loop)
-        pingTimer = timer
-        let interval = core.configuration.webSocketPingIntervalMillis
-        // `unowned`: these timers belong to the session and stop when it closes (see
-        // `connectionDidClose`), so they never fire after it is gone; a weak reference would
-        // give every session a side table and make each retain in the fan-out a slow one.
-        timer.start(after: interval, repeating: interval) { [unowned self] in self.pingTick() }
+        // `unowned`: the idle watch and the expiry timer belong to the session and stop when
+        // it closes (see `webSocketDidClose`), so they never fire after it is gone; a weak
+        // reference would give every session a side table and make each retain in the
+        // fan-out a slow one.
         let idle = sessionGuard.policy.idleTimeoutMillis
         sessionGuard.watchIdle { [unowned self] in
             guard self.connection.state == .open else { return }
@@ -80,63 +73,22 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
     }
 
-    /// Sends a close frame, then waits for the client's (``TCPConnection/closeAfterClosingHandshake()``).
-    /// When the server stops it closes at once (`waitForPeer: false`).
-    private func closeWith(_ code: WebSocketCloseCode, reason: String, waitForPeer: Bool = true) {
-        if sentCloseCode == nil {
-            sentCloseCode = code
-            sentCloseReason = reason
-        }
-        for case .send(let bytes) in machine.close(code: code, reason: reason) { write(bytes) }
-        guard waitForPeer else {
-            connection.close()
-            return
-        }
-        connection.closeAfterClosingHandshake()
-    }
-
-    private func pingTick() {
-        guard connection.state == .open else { return }
-        if heardSinceTick {
-            heardSinceTick = false
-            pingOutstanding = false
-        } else if pingOutstanding {
-            // A whole interval since our ping and not a byte back: the peer is gone.
-            connection.close(flush: false)
-        } else {
-            write(machine.ping())
-            pingOutstanding = true
-        }
+    /// Sends a close frame, then waits for the client's (``WebSocketServerConnection/close(_:reason:waitForPeer:)``).
+    private func closeWith(_ code: WebSocketCloseCode, reason: String) {
+        webSocket.close(code, reason: reason)
     }
 
     // MARK: reading
 
-    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        heardSinceTick = true
-        // Replies are written from inside `receive`: a command followed by a broken frame in
-        // the same read still gets its reply before our close frame.
-        machine.receive(bytes) { action in
-            guard connection.state == .open else { return }
-            switch action {
-            case .text(let text):
-                // After our close frame, what the client still sends is dropped.
-                guard machine.state == .open else { return }
-                sessionGuard.heard()
-                handle(Array(text.utf8))
-            case .binary(let bytes):
-                guard machine.state == .open else { return }
-                sessionGuard.heard()
-                // The Scaledrone Swift SDK sends its JSON in binary frames.
-                handle(bytes)
-            case .send(let bytes):
-                write(bytes)
-            case .closeConnection:
-                if machine.failureCode == .messageTooBig { core.limits.breached(.messageSize) }
-                connection.close()
-            case .peerClosed:
-                break
-            }
-        }
+    /// One text or binary message (the Scaledrone Swift SDK sends its JSON in binary
+    /// frames). Its reply is written before anything a later frame in the same read causes.
+    func webSocket(_ socket: WebSocketServerConnection, didReceive kind: WebSocketMessageKind, payload: UnsafeRawBufferPointer) {
+        sessionGuard.heard()
+        handle(Array(payload))
+    }
+
+    func webSocket(_ socket: WebSocketServerConnection, didFail code: WebSocketCloseCode) {
+        if code == .messageTooBig { core.limits.breached(.messageSize) }
     }
 
     private func handle(_ payload: [UInt8]) {
@@ -329,27 +281,18 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     // MARK: writing
 
-    private func write(_ bytes: [UInt8]) {
-        guard !bytes.isEmpty else { return }
-        connection.write(bytes)
-    }
-
     /// One JSON text frame for this connection alone (compressed when negotiated).
     private func sendJSON(_ json: [UInt8]) {
-        guard connection.state == .open else { return }
-        write(machine.sendText(String(decoding: json, as: UTF8.self)))
+        webSocket.sendText(String(decoding: json, as: UTF8.self))
     }
 
     // MARK: room events
 
     func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
         // Between our unsubscribe and the hub's confirmation, the room is already gone for us.
-        guard let frame, chat.isIn(room), connection.state == .open, machine.state == .open else { return }
-        if machine.usesDeflate {
-            sendJSON(NativeEncoding.payload(ofServerFrame: frame))
-        } else {
-            connection.write(frame)
-        }
+        guard let frame, chat.isIn(room), webSocket.canSend else { return }
+        // The shared bytes as they are, or compressed for this connection when negotiated.
+        webSocket.sendPreEncoded(frame)
         delivered.incrementFromOwner()
         if case .roomClosed = event {
             // Told (`room_closed`): now out of the room, as after an unsubscribe.
@@ -401,19 +344,13 @@ final class NativeSession: ConnectionHandler, RoomSubscriber, GracefulSession {
 
     // MARK: closing
 
-    func serverIsStopping() {
-        closeWith(.goingAway, reason: "server shutting down", waitForPeer: false)
-    }
-
-    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
-        pingTimer?.stop()
-        pingTimer = nil
+    func webSocketDidClose(_ socket: WebSocketServerConnection, close: WebSocketServerClose) {
         expiryTimer?.stop()
         expiryTimer = nil
         LoopContext.of(connection.loop).loopHub.unregister(sessionID)
         chat.end()
-        sessionGuard.end(closing: connection, reason: reason, code: (sentCloseCode ?? machine.failureCode).map { Int($0.rawValue) },
-                         why: sentCloseReason)
+        sessionGuard.end(closing: connection, reason: close.connection, code: close.code.map { Int($0.rawValue) },
+                         why: close.sent?.reason)
     }
 }
 

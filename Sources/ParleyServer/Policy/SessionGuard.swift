@@ -6,8 +6,13 @@ import ParleyLog
 /// at the gate, the handshake timer, the idle watch and the message-rate bucket with its
 /// abuse detector. Every breach is counted in `/metrics` here, so doors only decide what to
 /// tell the peer. Loop-confined; ``end()`` stops everything and gives the place back.
+///
+/// One per TCP connection: made when the connection is accepted, and passed up when the
+/// connection changes doors (``enter(_:)``, an HTTP upgrade), to the native or echo session,
+/// or to the Engine.IO WebSocket and the Socket.IO session it opens. A long-polling
+/// Engine.IO session, which has no connection of its own, has one of its own.
 final class SessionGuard {
-    let policy: DoorPolicy
+    private(set) var policy: DoorPolicy
     private let loop: EventLoop
     private let context: DoorContext
     private var ticket: AdmissionTicket? {
@@ -49,10 +54,17 @@ final class SessionGuard {
     /// connection); the refusal when that client is over the limit.
     func claim(ip: String) -> ConnectionGate.Refusal? { ticket?.claim(ip: ip) }
 
-    /// Takes over `other`'s place at the gate (a connection upgraded to another door).
-    func takeTicket(from other: SessionGuard) {
-        ticket = other.ticket
-        other.ticket = nil
+    /// The connection moves to another door (an HTTP upgrade): it counts under that door in
+    /// `parley_connections` from now on, and gets that door's message rate.
+    func enter(_ policy: DoorPolicy) {
+        if ticket != nil {
+            context.metrics.openConnections.gauge(self.policy.door).add(-1)
+            context.metrics.openConnections.gauge(policy.door).add(1)
+        }
+        self.policy = policy
+        rate = nil
+        abuse = nil
+        if let rate = policy.rate { limitRate(perSecond: rate.perSecond, burst: rate.burst) }
     }
 
     /// Starts the handshake timer: unless ``handshakeCompleted()`` comes first, the breach is
@@ -83,6 +95,12 @@ final class SessionGuard {
             self.context.limits.breached(.idleTimeout, remote: self.remote)
             onIdle()
         }
+    }
+
+    /// Stops the idle watch (a session that ends before its connection).
+    func stopWatchingIdle() {
+        idleWatch?.stop()
+        idleWatch = nil
     }
 
     /// The peer sent a message (heartbeats do not count).

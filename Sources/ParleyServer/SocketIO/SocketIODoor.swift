@@ -111,7 +111,7 @@ struct SocketIODoor: Door {
         return EngineIODoor(core: core, sessions: core.socketIO.sessions, versions: testApp ? [.v4] : [.v3, .v4]) { session in
             let application: any SocketIOApplication = testApp
                 ? SocketIOTestApplication()
-                : SocketChatApplication(core: core, engineIO: session)
+                : SocketChatApplication(core: core, engineIO: session, rate: session.sessionGuard)
             return SocketIOConnection(channel: session, application: application,
                                       maxPayload: core.configuration.socketIOMaxPayload, connectTimeoutMillis: timeout) {
                 core.limits.breached(.handshakeTimeout)

@@ -23,10 +23,13 @@ struct EngineIODoor {
 
     /// CORS for browser pages on other origins: echo the Origin, allow credentials.
     static func addCORS(_ response: inout HTTPResponse, origin: String?) {
-        guard let origin else { return }
-        response.headers.set("Access-Control-Allow-Origin", origin)
-        response.headers.set("Access-Control-Allow-Credentials", "true")
-        response.headers.set("Vary", "Origin")
+        for (name, value) in corsHeaders(origin: origin) { response.headers.set(name, value) }
+    }
+
+    /// The CORS header fields for a request from `origin` (none without one).
+    static func corsHeaders(origin: String?) -> [(name: String, value: String)] {
+        guard let origin else { return [] }
+        return [("Access-Control-Allow-Origin", origin), ("Access-Control-Allow-Credentials", "true"), ("Vary", "Origin")]
     }
 
     static func errorResponse(_ status: Int, code: Int, _ message: String) -> HTTPResponse {
@@ -217,31 +220,23 @@ struct EngineIODoor {
             owner = sessions.owner(of: sid)
             guard owner != nil else { return refuse(Self.errorResponse(400, code: 1, "Session ID unknown")) }
         }
-        let configuration = Self.webSocketConfiguration(core.configuration)
-        let headers = head.headers
-        let result = WebSocketHandshake.serverResponse(method: head.method, versionMinor: head.versionMinor, header: { name in
-            let values = headers.values(name)
-            return values.isEmpty ? nil : values.joined(separator: ", ")
-        }, configuration: configuration)
-        guard case .success(let (responseHeaders, _)) = result else {
-            if case .failure(let error) = result {
-                var response = HTTPResponse.text(error.status, error.message + "\n")
-                for (name, value) in error.headers { response.headers.add(name, value) }
-                return refuse(response)
-            }
+        // Engine.IO has its own heartbeat: no WebSocket ping.
+        let options = WebSocketServerConnection.Options(configuration: Self.webSocketConfiguration(core.configuration))
+        guard let webSocket = WebSocketServerConnection.upgrade(head, connection: connection, options: options,
+                                                                responseHeaders: Self.corsHeaders(origin: origin)) else {
             return false
         }
-        var response = HTTPResponse(status: 101, headers: HTTPHeaders(responseHeaders))
-        Self.addCORS(&response, origin: origin)
-        connection.write(response.encoded(keepAlive: true))
         let link = WebSocketLink(loop: connection.loop, connectionID: connection.id)
-        let sessionGuard = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: connection.loop, core: core, ticket: nil)
-        sessionGuard.takeTicket(from: httpGuard)
-        let handler: EngineIOWebSocketHandler
+        // The connection's one guard goes on with it: the HTTP door's, now Socket.IO's.
+        let sessionGuard = httpGuard
+        var policy = DoorPolicy(.socketIO, core.configuration)
         if let sid, let owner {
-            handler = EngineIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
-                                               version: version, owner: owner, sid: sid, sessionGuard: sessionGuard)
-            connection.handler = handler
+            // The session (opened by polling, maybe on another loop) has its own guard, whose
+            // bucket its application asks: this connection's keeps its place and its reading.
+            policy.rate = nil
+            sessionGuard.enter(policy)
+            let handler = EngineIOWebSocketHandler(webSocket: webSocket, core: core, version: version, owner: owner, sid: sid,
+                                                   sessionGuard: sessionGuard)
             EngineIOLoop.of(connection.loop).webSockets[connection.id] = handler
             owner.executeNowOrSoon {
                 guard let session = EngineIOLoop.of(owner).sessions[sid], session.version == version else {
@@ -249,19 +244,21 @@ struct EngineIODoor {
                 }
                 session.attachProbe(link)
             }
+            webSocket.open(delegate: handler, leftover: leftover)
         } else {
-            // The WebSocket connection's own place at the gate counts this session.
+            // The WebSocket connection's own place at the gate counts this session, and its
+            // guard is the session's (idle watch, message rate).
+            sessionGuard.enter(policy)
             let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: link,
-                                               registry: sessions, admission: nil, makeHandler: makeHandler)
+                                               registry: sessions, admission: nil, connectionGuard: sessionGuard,
+                                               makeHandler: makeHandler)
             session.remoteIP = connection.clientIP
-            handler = EngineIOWebSocketHandler(connection: connection, core: core, configuration: configuration,
-                                               version: version, owner: connection.loop, sid: session.sid,
-                                               sessionGuard: sessionGuard)
-            connection.handler = handler
+            let handler = EngineIOWebSocketHandler(webSocket: webSocket, core: core, version: version, owner: connection.loop,
+                                                   sid: session.sid, sessionGuard: sessionGuard)
             EngineIOLoop.of(connection.loop).webSockets[connection.id] = handler
             session.sendOpening()
+            webSocket.open(delegate: handler, leftover: leftover)
         }
-        if !leftover.isEmpty { leftover.withUnsafeBytes { handler.connection(connection, didRead: $0) } }
         return true
     }
 }

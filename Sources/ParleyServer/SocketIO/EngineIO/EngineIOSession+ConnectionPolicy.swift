@@ -56,7 +56,9 @@ extension EngineIOSession {
     /// Whether the outbox has outgrown the write-queue limit.
     var outboxOverLimit: Bool { outbox.bytes > core.configuration.writeQueueLimit }
 
+    /// The session is over; its connection (if the guard is the connection's) may still be
+    /// closing, and gives its place back when it is closed.
     func stopConnectionPolicy() {
-        sessionGuard.end()
+        if ownsGuard { sessionGuard.end() } else { sessionGuard.stopWatchingIdle() }
     }
 }

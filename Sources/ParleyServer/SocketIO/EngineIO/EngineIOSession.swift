@@ -32,8 +32,13 @@ final class EngineIOSession: EngineIOMessageChannel {
     private var heartbeat: EngineIOHeartbeat
     private var pingTimer: LoopTimer?
     private var timeoutTimer: LoopTimer?
-    /// The connection policy's share of this session (EngineIOSession+ConnectionPolicy.swift).
+    /// The connection policy's share of this session (EngineIOSession+ConnectionPolicy.swift):
+    /// the guard of the WebSocket connection that opened it, or, for a session opened by
+    /// long-polling (no connection of its own), one of its own.
     let sessionGuard: SessionGuard
+    /// Whether ``sessionGuard`` is the session's own (a polling open) rather than its
+    /// connection's, which the connection ends when it closes.
+    let ownsGuard: Bool
     /// The IP address of the connection that opened the session (bans, the admin API).
     var remoteIP: String?
     /// A long-polling session's own place at the gate and under the polling cap; given back
@@ -79,14 +84,15 @@ final class EngineIOSession: EngineIOMessageChannel {
     var transport: EngineIOTransport { webSocket == nil ? .polling : .webSocket }
 
     private init(core: ServerCore, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?,
-                 registry: EngineIOSessionRegistry) {
+                 registry: EngineIOSessionRegistry, connectionGuard: SessionGuard?) {
         self.core = core
         self.loop = loop
         self.version = version
         self.webSocket = webSocket
         self.registry = registry
         sid = EngineIOSession.randomID()
-        sessionGuard = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: loop, core: core, ticket: nil)
+        sessionGuard = connectionGuard ?? SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: loop, core: core, ticket: nil)
+        ownsGuard = connectionGuard == nil
         heartbeat = EngineIOHeartbeat(version: version, intervalMillis: core.configuration.socketIOPingIntervalMillis,
                                       timeoutMillis: core.configuration.socketIOPingTimeoutMillis)
     }
@@ -103,11 +109,12 @@ final class EngineIOSession: EngineIOMessageChannel {
     /// polling open) or ``sendOpening()`` (a WebSocket-only session).
     ///
     /// A polling session brings its `admission` (counted in `pollingSessions` already); a
-    /// WebSocket-only one has none.
+    /// WebSocket-only one has none, and brings its connection's guard (on `loop`).
     static func open(core: ServerCore, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?,
-                     registry: EngineIOSessionRegistry, admission: AdmissionTicket?,
+                     registry: EngineIOSessionRegistry, admission: AdmissionTicket?, connectionGuard: SessionGuard? = nil,
                      makeHandler: (EngineIOSession) -> any EngineIOSessionHandler) -> EngineIOSession {
-        let session = EngineIOSession(core: core, loop: loop, version: version, webSocket: webSocket, registry: registry)
+        let session = EngineIOSession(core: core, loop: loop, version: version, webSocket: webSocket, registry: registry,
+                                      connectionGuard: connectionGuard)
         session.admission = admission
         EngineIOLoop.of(loop).sessions[session.sid] = session
         registry.register(session.sid, on: loop)

@@ -2,52 +2,47 @@ import ParleyCore
 import ParleyIO
 import ParleyWebSocket
 
-/// A WebSocket connection of an Engine.IO door: decodes frames and hands packet texts to
-/// the session's loop; writes the frames the session sends.
-final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
-    let connection: TCPConnection
+/// A WebSocket connection of an Engine.IO door: hands the messages of its
+/// ``WebSocketServerConnection`` as packet texts to the session's loop; writes the frames
+/// the session sends.
+final class EngineIOWebSocketHandler: WebSocketServerDelegate {
+    let webSocket: WebSocketServerConnection
     let core: ServerCore
     let version: EngineIOVersion
     let owner: EventLoop
     let sid: String
-    private let machine: WebSocketProtocolMachine
     /// This connection's place at the gate (its session's policy lives with the session).
     private let sessionGuard: SessionGuard
 
     enum Inbound: Sendable { case text(String), binary([UInt8]) }
 
-    init(connection: TCPConnection, core: ServerCore, configuration: WebSocketConfiguration,
-         version: EngineIOVersion, owner: EventLoop, sid: String, sessionGuard: SessionGuard) {
-        self.connection = connection
+    /// A handler on `webSocket`, which the caller then opens with it as delegate.
+    init(webSocket: WebSocketServerConnection, core: ServerCore, version: EngineIOVersion, owner: EventLoop, sid: String,
+         sessionGuard: SessionGuard) {
+        self.webSocket = webSocket
         self.sessionGuard = sessionGuard
         self.core = core
         self.version = version
         self.owner = owner
         self.sid = sid
-        machine = WebSocketProtocolMachine(role: .server, configuration: configuration, deflate: nil)
     }
 
+    private var connection: TCPConnection { webSocket.connection }
     private var link: WebSocketLink { WebSocketLink(loop: connection.loop, connectionID: connection.id) }
 
-    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        for action in machine.receive(bytes) {
-            guard connection.state == .open else { return }
-            switch action {
-            // After our close frame, what the client still sends is dropped.
-            case .text(let text): if machine.state == .open { forward(.text(text)) }
-            case .binary(let bytes): if machine.state == .open { forward(.binary(bytes)) }
-            case .send(let bytes): connection.write(bytes)
-            case .closeConnection:
-                if machine.failureCode == .messageTooBig {
-                    // Over maxPayload: the session ends too, as an oversized POST ends it.
-                    core.limits.breached(.messageSize)
-                    let owner = self.owner, sid = self.sid, link = self.link
-                    owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketFailed(link, reason: "payload too large") }
-                }
-                connection.close()
-            case .peerClosed: break
-            }
+    func webSocket(_ socket: WebSocketServerConnection, didReceive kind: WebSocketMessageKind, payload: UnsafeRawBufferPointer) {
+        switch kind {
+        case .text: forward(.text(String(decoding: payload, as: UTF8.self)))
+        case .binary: forward(.binary(Array(payload)))
         }
+    }
+
+    func webSocket(_ socket: WebSocketServerConnection, didFail code: WebSocketCloseCode) {
+        guard code == .messageTooBig else { return }
+        // Over maxPayload: the session ends too, as an oversized POST ends it.
+        core.limits.breached(.messageSize)
+        let owner = self.owner, sid = self.sid, link = self.link
+        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketFailed(link, reason: "payload too large") }
     }
 
     private func forward(_ message: Inbound) {
@@ -55,19 +50,15 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
         owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketReceived(message, from: link) }
     }
 
+    /// Frames encoded by the session (Engine.IO never negotiates deflate: written as they are).
     func write(_ frames: IOBuffer) {
-        guard machine.state == .open else { return }
-        connection.write(frames)
+        webSocket.sendPreEncoded(frames)
     }
 
-    /// Sends a close frame, then waits for the client's (``TCPConnection/closeAfterClosingHandshake()``).
-    /// When the server stops it closes at once (`waitForPeer: false`).
-    func close(_ code: WebSocketCloseCode, reason: String, waitForPeer: Bool = true) {
-        for case .send(let bytes) in machine.close(code: code, reason: reason) { connection.write(bytes) }
-        if waitForPeer { connection.closeAfterClosingHandshake() } else { connection.close() }
+    /// Sends a close frame, then waits for the client's (``WebSocketServerConnection/close(_:reason:waitForPeer:)``).
+    func close(_ code: WebSocketCloseCode, reason: String) {
+        webSocket.close(code, reason: reason)
     }
-
-    func serverIsStopping() { close(.goingAway, reason: "server shutting down", waitForPeer: false) }
 
     /// Publisher back-pressure: this connection is not read until `backlog` drains.
     func throttle(by backlog: RoomBacklog) {
@@ -75,10 +66,11 @@ final class EngineIOWebSocketHandler: ConnectionHandler, GracefulSession {
         sessionGuard.throttle(by: backlog, reading: connection)
     }
 
-    func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
+    func webSocketDidClose(_ socket: WebSocketServerConnection, close: WebSocketServerClose) {
+        let connection = socket.connection
         EngineIOLoop.of(connection.loop).webSockets.removeValue(forKey: connection.id)
         let owner = self.owner, sid = self.sid, link = self.link
         owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketClosed(link) }
-        sessionGuard.end(closing: connection, reason: reason)
+        sessionGuard.end(closing: connection, reason: close.connection)
     }
 }

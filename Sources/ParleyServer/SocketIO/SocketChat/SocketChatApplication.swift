@@ -44,13 +44,14 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// The lobby (restart-only: fixed for the connection's life).
     private let lobby: RoomKey
 
-    init(core: ServerCore, engineIO: any EngineIOMessageChannel) {
+    /// `rate`: the guard of the Engine.IO session (for a WebSocket-only session, its
+    /// connection's), whose message-rate bucket this application asks.
+    init(core: ServerCore, engineIO: any EngineIOMessageChannel, rate: SessionGuard) {
         self.core = core
         self.engineIO = engineIO
         loop = engineIO.loop
         sessionID = core.socketIO.makeSessionID(loop: loop)
         lobby = core.configuration.lobby
-        let rate = SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: engineIO.loop, core: core, ticket: nil)
         chat = ChatSession(door: .socketIO, context: core.doorContext, sessionGuard: rate, sessionID: sessionID,
                            inbox: core.inbox(for: loop), channel: lobby.channel, clientIP: nil, remote: nil)
         LoopContext.of(loop).socketChat.core = core
@@ -433,8 +434,8 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     // The door-wide rate limit as SocketChat applies it to `chatMessage` and typing: a token
     // bucket (`nativeRatePerSecond` / `nativeBurst`), refusals counted as `message_rate`, and
     // sustained abuse (RateAbuseDetector) closes the connection, counted as
-    // `rate_abuse_disconnect`. The Engine.IO session applies the rest of the policy
-    // (EngineIOSession+ConnectionPolicy.swift).
+    // `rate_abuse_disconnect`. The bucket is the Engine.IO session's guard's, which applies
+    // the rest of the policy (EngineIOSession+ConnectionPolicy.swift).
 
     // MARK: - Operations: bans, the admin API, reloads
 
