@@ -2,6 +2,9 @@ import ParleyCore
 import ParleyIO
 import ParleyWebSocket
 
+private typealias Field = NativeProtocol.Field
+private typealias MessageType = NativeProtocol.MessageType
+
 /// What one bench connection is and does.
 struct ClientSpec {
     /// Global connection index.
@@ -51,7 +54,7 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
         joinedLine = Array("m\(spec.index) has joined".utf8)
         switch bench.door {
         case .native:
-            publishPrefix = Array("{\"type\":\"publish\",\"room\":\"\(spec.roomName)\",\"message\":\"".utf8)
+            publishPrefix = Array("{\"\(Field.type)\":\"\(MessageType.publish)\",\"\(Field.room)\":\"\(spec.roomName)\",\"\(Field.message)\":\"".utf8)
             publishSuffix = Array("\"}".utf8)
         case .line:
             publishPrefix = Array("msg:".utf8)
@@ -128,8 +131,8 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
         guard stage == .connecting else { return }
         stage = .joining
         if bench.door == .native {
-            sendText(Array("{\"type\":\"handshake\",\"channel\":\"\(bench.channel)\",\"callback\":0}".utf8))
-            sendText(Array("{\"type\":\"subscribe\",\"room\":\"\(spec.roomName)\",\"callback\":1}".utf8))
+            sendText(Array("{\"\(Field.type)\":\"\(MessageType.handshake)\",\"\(Field.channel)\":\"\(bench.channel)\",\"\(Field.callback)\":0}".utf8))
+            sendText(Array("{\"\(Field.type)\":\"\(MessageType.subscribe)\",\"\(Field.room)\":\"\(spec.roomName)\",\"\(Field.callback)\":1}".utf8))
         }
     }
 
@@ -171,6 +174,10 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
         if start < bytes.count { lineCarry.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start...])) }
     }
 
+    /// What marks a native reply as an error, and the reply to the subscribe (callback 1).
+    private static let errorMarker = Array("\"\(Field.error)\"".utf8)
+    private static let subscribedMarker = Array("\"\(Field.callback)\":1".utf8)
+
     /// One text message (WebSocket doors) or line (line door).
     private func message(_ payload: UnsafeRawBufferPointer) {
         guard stage != .closed else { return }
@@ -180,10 +187,10 @@ final class BenchClient: ConnectionHandler, WebSocketClientDelegate {
         }
         switch bench.door {
         case .native:
-            if contains(payload, "\"error\"") {
+            if contains(payload, Self.errorMarker) {
                 bench.serverError(String(decoding: payload.prefix(200), as: UTF8.self))
                 if stage == .joining { fail("join: server answered with an error") }
-            } else if stage == .joining && contains(payload, "\"callback\":1") {
+            } else if stage == .joining && contains(payload, Self.subscribedMarker) {
                 becameReady()
             }
         case .line:

@@ -4,6 +4,9 @@ import ParleyIO
 import ParleyWebSocket
 import Synchronization
 
+private typealias Field = NativeProtocol.Field
+private typealias MessageType = NativeProtocol.MessageType
+
 /// `parley bench publish-durable`: N native-protocol publishers, each keeping a window of
 /// publishes with callbacks in flight, counting receipts (which the server sends only once a
 /// message is durable) and timing each from send to receipt. A libuv load generator on the
@@ -201,7 +204,7 @@ public enum DurablePublishBench {
         }
 
         func webSocketDidOpen(_ socket: WebSocketClientConnection) {
-            send(#"{"type":"handshake","channel":"demo","callback":0}"#)
+            send(#"{"\#(Field.type)":"\#(MessageType.handshake)","\#(Field.channel)":"demo","\#(Field.callback)":0}"#)
         }
 
         func webSocket(_ socket: WebSocketClientConnection, didReceive kind: WebSocketMessageKind, payload: UnsafeRawBufferPointer) {
@@ -228,7 +231,7 @@ public enum DurablePublishBench {
                 return
             }
             guard let callback = Self.callback(in: reply) else { return }
-            if reply.contains(#""error""#) {
+            if reply.contains(#""\#(Field.error)""#) {
                 run.errors.add(1, ordering: .relaxed)
                 run.firstError.withLock { $0 = $0 ?? reply }
             } else if let sent = sentAt.removeValue(forKey: callback), run.measuring.load(ordering: .relaxed) {
@@ -250,7 +253,7 @@ public enum DurablePublishBench {
             let callback = nextCallback
             nextCallback += 1
             sentAt[callback] = UInt64(MonotonicTime.nanoseconds())
-            send(#"{"type":"publish","room":"\#(room)","message":"\#(text)","callback":\#(callback)}"#)
+            send(#"{"\#(Field.type)":"\#(MessageType.publish)","\#(Field.room)":"\#(room)","\#(Field.message)":"\#(text)","\#(Field.callback)":\#(callback)}"#)
         }
 
         private func send(_ json: String) {
@@ -260,7 +263,7 @@ public enum DurablePublishBench {
         /// The reply's `"callback":N`, read without a full JSON parse (the client must stay cheap).
         static func callback(in reply: String) -> Int? {
             var utf8 = reply.utf8[...]
-            guard let range = reply.utf8.firstRange(of: #""callback":"#.utf8) else { return nil }
+            guard let range = reply.utf8.firstRange(of: #""\#(Field.callback)":"#.utf8) else { return nil }
             utf8 = utf8[range.upperBound...]
             var value = 0, digits = 0
             for byte in utf8 {

@@ -69,15 +69,15 @@ public enum BenchPayload {
 }
 
 /// Whether `needle` occurs in `haystack`.
-func contains(_ haystack: UnsafeRawBufferPointer, _ needle: StaticString) -> Bool {
-    let count = needle.utf8CodeUnitCount
+func contains(_ haystack: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
+    let count = needle.count
     guard count > 0, haystack.count >= count else { return false }
-    let first = needle.utf8Start[0]
+    let first = needle[0]
     var i = 0
     while i + count <= haystack.count {
         if haystack[i] == first {
             var k = 1
-            while k < count && haystack[i + k] == needle.utf8Start[k] { k += 1 }
+            while k < count && haystack[i + k] == needle[k] { k += 1 }
             if k == count { return true }
         }
         i += 1

@@ -1,6 +1,9 @@
 import Foundation
 import ParleyCore
 
+private typealias Field = NativeProtocol.Field
+private typealias MessageType = NativeProtocol.MessageType
+
 /// A client of Parley's native protocol (Scaledrone API v3 plus Parley's durability extensions).
 ///
 /// ```swift
@@ -162,32 +165,32 @@ public actor ParleyClient {
                 await self.handle(event, generation: current)
             }
         }
-        var handshake: JSONObject = ["type": "handshake", "channel": .string(channel)]
-        if let clientData { handshake.append(key: "client_data", value: clientData) }
+        var handshake: JSONObject = [Field.type: .string(MessageType.handshake), Field.channel: .string(channel)]
+        if let clientData { handshake.append(key: Field.clientData, value: clientData) }
         let reply = try await request(handshake)
-        if let error = reply["error"]?.stringValue {
+        if let error = reply[Field.error]?.stringValue {
             opened.close(code: 1000, reason: "rejected")
             throw ParleyClientError(.rejected, "handshake refused: \(error)")
         }
-        guard let id = reply["client_id"]?.stringValue else {
+        guard let id = reply[Field.clientID]?.stringValue else {
             throw ParleyClientError(.protocolViolation, "handshake reply without client_id")
         }
         clientID = id
         ownIDs.insert(id)
         if let token {
-            let answer = try await request(["type": "authenticate", "token": .string(token)])
-            if let error = answer["error"]?.stringValue {
+            let answer = try await request([Field.type: .string(MessageType.authenticate), Field.token: .string(token)])
+            if let error = answer[Field.error]?.stringValue {
                 opened.close(code: 1000, reason: "rejected")
                 throw ParleyClientError(.rejected, "token refused: \(error)")
             }
-        } else if reply["require_auth"]?.boolValue == true {
+        } else if reply[Field.requireAuth]?.boolValue == true {
             opened.close(code: 1000, reason: "rejected")
             throw ParleyClientError(.rejected, "channel \(channel) requires a token")
         }
         for name in rooms.keys.sorted() {
             guard let record = rooms[name] else { continue }
             let answer = try await request(subscribeCommand(record))
-            if answer["error"] != nil {
+            if answer[Field.error] != nil {
                 // The server no longer lets us in (e.g. a permission changed): end that room's
                 // stream rather than the whole session.
                 rooms[name]?.finish()
@@ -206,12 +209,12 @@ public actor ParleyClient {
     }
 
     private func subscribeCommand(_ record: RoomRecord) -> JSONObject {
-        var command: JSONObject = ["type": "subscribe", "room": .string(record.name)]
+        var command: JSONObject = [Field.type: .string(MessageType.subscribe), Field.room: .string(record.name)]
         if record.lastOffset > 0 {
-            command.append(key: "since", value: .number(JSONNumber(record.lastOffset)))
-            command.append(key: "history_count", value: .number(JSONNumber(resumeHistoryCount)))
+            command.append(key: Field.since, value: .number(JSONNumber(record.lastOffset)))
+            command.append(key: Field.historyCount, value: .number(JSONNumber(resumeHistoryCount)))
         } else {
-            command.append(key: "history_count", value: .number(JSONNumber(record.historyCount)))
+            command.append(key: Field.historyCount, value: .number(JSONNumber(record.historyCount)))
         }
         return command
     }
@@ -223,7 +226,7 @@ public actor ParleyClient {
         case .text(let text):
             guard case .object(let object) = try? JSONParser.parse(text) else { return }
             let value = JSONValue.object(object)
-            if let callback = value["callback"]?.intValue {
+            if let callback = value[Field.callback]?.intValue {
                 resolve(callback, value)
             } else {
                 dispatchPush(value)
@@ -306,7 +309,7 @@ public actor ParleyClient {
         let callback = nextCallback
         nextCallback += 1
         var command = command
-        command.append(key: "callback", value: .number(JSONNumber(callback)))
+        command.append(key: Field.callback, value: .number(JSONNumber(callback)))
         let timeout = requestTimeout
         let result = await withCheckedContinuation { continuation in
             pending[callback] = continuation
@@ -331,10 +334,10 @@ public actor ParleyClient {
         }
         guard let reply, let index = outbox.firstIndex(where: { $0.callback == callback }) else { return }
         let entry = outbox.remove(at: index)
-        if let error = reply["error"]?.stringValue {
+        if let error = reply[Field.error]?.stringValue {
             entry.continuation.resume(returning: .failure(ParleyClientError(.server, error)))
         } else {
-            let ack = PublishAck(id: reply["id"]?.stringValue ?? "", offset: reply["offset"]?.intValue ?? 0,
+            let ack = PublishAck(id: reply[Field.id]?.stringValue ?? "", offset: reply[Field.offset]?.intValue ?? 0,
                                  messageID: entry.messageID)
             entry.continuation.resume(returning: .success(ack))
         }
@@ -362,7 +365,7 @@ public actor ParleyClient {
             rooms[room] = nil
             throw error
         }
-        if let error = reply["error"]?.stringValue {
+        if let error = reply[Field.error]?.stringValue {
             rooms[room]?.finish()
             rooms[room] = nil
             throw ParleyClientError(.server, error)
@@ -374,7 +377,7 @@ public actor ParleyClient {
     public func unsubscribe(_ room: String) async {
         guard let record = rooms.removeValue(forKey: room) else { return }
         record.finish()
-        connection?.send(JSONValue.object(["type": "unsubscribe", "room": .string(room)]).jsonString)
+        connection?.send(JSONValue.object([Field.type: .string(MessageType.unsubscribe), Field.room: .string(room)]).jsonString)
     }
 
     /// The members of a subscribed observable room, as last reported.
@@ -388,49 +391,49 @@ public actor ParleyClient {
     }
 
     private func dispatchPush(_ value: JSONValue) {
-        guard let type = value["type"]?.stringValue, let name = value["room"]?.stringValue,
+        guard let type = value[Field.type]?.stringValue, let name = value[Field.room]?.stringValue,
               let record = rooms[name] else { return }
         switch type {
-        case "publish", "history_message":
+        case MessageType.publish, MessageType.historyMessage:
             guard let message = makeMessage(value, room: name, members: record.knownMembers) else { return }
             if case .object(let body) = message.body, body.count == 1, let typing = body["typing"]?.boolValue,
                message.offset == nil {
                 record.typing(message.clientID, typing, sender: message.sender)
                 return
             }
-            record.deliver(message, asHistory: type == "history_message" && !record.hasBaseline)
-        case "observable_members":
-            let members = (value["data"]?.arrayValue ?? []).compactMap(makeMember)
+            record.deliver(message, asHistory: type == MessageType.historyMessage && !record.hasBaseline)
+        case MessageType.observableMembers:
+            let members = (value[Field.data]?.arrayValue ?? []).compactMap(makeMember)
             record.setMembers(members)
-        case "observable_member_join":
-            if let member = value["data"].flatMap(makeMember) { record.joined(member) }
-        case "observable_member_leave":
-            if let member = value["data"].flatMap(makeMember) { record.left(member) }
-        case "message_deleted":
-            if let offset = value["offset"]?.intValue, offset > 0 { record.deleted(offset: offset) }
-        case "room_closed":
+        case MessageType.observableMemberJoin:
+            if let member = value[Field.data].flatMap(makeMember) { record.joined(member) }
+        case MessageType.observableMemberLeave:
+            if let member = value[Field.data].flatMap(makeMember) { record.left(member) }
+        case MessageType.messageDeleted:
+            if let offset = value[Field.offset]?.intValue, offset > 0 { record.deleted(offset: offset) }
+        case MessageType.roomClosed:
             // The server has already taken this client out of the room: forget it without an
             // unsubscribe, and do not subscribe it again on reconnect.
             rooms[name] = nil
-            record.closed(reason: value["reason"]?.stringValue ?? "")
+            record.closed(reason: value[Field.reason]?.stringValue ?? "")
         default:
             break
         }
     }
 
     private func makeMember(_ value: JSONValue) -> ChatMember? {
-        guard let id = value["id"]?.stringValue else { return nil }
-        return ChatMember(id: id, clientData: value["clientData"], authData: value["authData"], isMe: ownIDs.contains(id))
+        guard let id = value[Field.id]?.stringValue else { return nil }
+        return ChatMember(id: id, clientData: value[Field.memberClientData], authData: value[Field.memberAuthData], isMe: ownIDs.contains(id))
     }
 
     func makeMessage(_ value: JSONValue, room: String, members: [String: ChatMember]) -> ChatMessage? {
-        guard let id = value["id"]?.stringValue, let body = value["message"] else { return nil }
-        let sender = value["client_id"]?.stringValue
+        guard let id = value[Field.id]?.stringValue, let body = value[Field.message] else { return nil }
+        let sender = value[Field.clientID]?.stringValue
         return ChatMessage(id: id, room: room, body: body, clientID: sender,
-                           sender: sender.flatMap { members[$0] }, offset: value["offset"]?.intValue,
-                           timestamp: Date(timeIntervalSince1970: Double(value["timestamp"]?.intValue ?? 0)),
+                           sender: sender.flatMap { members[$0] }, offset: value[Field.offset]?.intValue,
+                           timestamp: Date(timeIntervalSince1970: Double(value[Field.timestamp]?.intValue ?? 0)),
                            isMine: sender.map(ownIDs.contains) ?? false,
-                           isDeleted: value["deleted"]?.boolValue ?? false)
+                           isDeleted: value[Field.deleted]?.boolValue ?? false)
     }
 
     // MARK: publishing
@@ -481,15 +484,15 @@ public actor ParleyClient {
         nextCallback += 1
         outbox[index].callback = callback
         let entry = outbox[index]
-        let command: JSONValue = ["type": "publish", "room": .string(entry.room), "message": entry.message,
-                                  "message_id": .string(entry.messageID), "callback": .number(JSONNumber(callback))]
+        let command: JSONValue = [Field.type: .string(MessageType.publish), Field.room: .string(entry.room), Field.message: entry.message,
+                                  Field.messageID: .string(entry.messageID), Field.callback: .number(JSONNumber(callback))]
         connection.send(command.jsonString)
     }
 
     /// Sends an ephemeral `{"typing": Bool}` (never stored, never queued).
     fileprivate func sendTyping(_ typing: Bool, in room: String) {
         guard state == .connected, let connection else { return }
-        let command: JSONValue = ["type": "publish", "room": .string(room), "message": ["typing": .bool(typing)]]
+        let command: JSONValue = [Field.type: .string(MessageType.publish), Field.room: .string(room), Field.message: ["typing": .bool(typing)]]
         connection.send(command.jsonString)
     }
 
@@ -537,15 +540,15 @@ public actor ParleyClient {
     /// first. Needs a server with the `history` command; others answer
     /// ``ParleyClientError/Code/unsupported``.
     public func history(of room: String, before: Int? = nil, limit: Int = 50) async throws(ParleyClientError) -> HistoryPage {
-        var command: JSONObject = ["type": "history", "room": .string(room), "limit": .number(JSONNumber(limit))]
-        if let before { command.append(key: "before", value: .number(JSONNumber(before))) }
+        var command: JSONObject = [Field.type: .string(MessageType.history), Field.room: .string(room), Field.limit: .number(JSONNumber(limit))]
+        if let before { command.append(key: Field.before, value: .number(JSONNumber(before))) }
         let reply = try await request(command)
-        if let error = reply["error"]?.stringValue {
+        if let error = reply[Field.error]?.stringValue {
             throw ParleyClientError(error.hasPrefix("unknown type") ? .unsupported : .server, error)
         }
         let known = rooms[room]?.knownMembers ?? [:]
-        let messages = (reply["messages"]?.arrayValue ?? []).compactMap { makeMessage($0, room: room, members: known) }
-        return HistoryPage(messages: messages, hasMore: reply["has_more"]?.boolValue ?? false)
+        let messages = (reply[Field.messages]?.arrayValue ?? []).compactMap { makeMessage($0, room: room, members: known) }
+        return HistoryPage(messages: messages, hasMore: reply[Field.hasMore]?.boolValue ?? false)
     }
 }
 

@@ -1,5 +1,8 @@
 import ParleyCore
 
+private typealias Field = NativeProtocol.Field
+private typealias MessageType = NativeProtocol.MessageType
+
 /// One client → server message of the Scaledrone v3 protocol (docs/protocols.md, "Native"), validated.
 enum NativeCommand: Equatable, Sendable {
     case handshake(channel: String, clientData: JSONValue?, callback: Int?)
@@ -45,20 +48,20 @@ enum NativeCommand: Equatable, Sendable {
         }
         let fields = JSONValue.object(object)
         var callback: Int?
-        if let raw = fields["callback"], !raw.isNull {
+        if let raw = fields[Field.callback], !raw.isNull {
             guard let number = raw.intValue else {
                 return .failure(Failure(callback: nil, isHandshake: false, message: "callback must be an integer"))
             }
             callback = number
         }
-        guard let type = fields["type"]?.stringValue else {
+        guard let type = fields[Field.type]?.stringValue else {
             return .failure(Failure(callback: callback, isHandshake: false, message: "missing or non-string type"))
         }
         func fail(_ message: String) -> Result<NativeCommand, Failure> {
-            .failure(Failure(callback: callback, isHandshake: type == "handshake", message: message))
+            .failure(Failure(callback: callback, isHandshake: type == MessageType.handshake, message: message))
         }
         func room() -> Result<String, Failure> {
-            guard let raw = fields["room"] else {
+            guard let raw = fields[Field.room] else {
                 return .failure(Failure(callback: callback, isHandshake: false, message: "missing room"))
             }
             guard let name = raw.stringValue else {
@@ -71,67 +74,67 @@ enum NativeCommand: Equatable, Sendable {
             return .success(name)
         }
         switch type {
-        case "handshake":
-            guard let raw = fields["channel"] else { return fail("missing channel") }
+        case MessageType.handshake:
+            guard let raw = fields[Field.channel] else { return fail("missing channel") }
             guard let channel = raw.stringValue else { return fail("channel must be a string") }
             guard RoomKey.isValidName(channel) else { return fail("invalid channel name") }
-            var clientData = fields["client_data"]
+            var clientData = fields[Field.clientData]
             if clientData?.isNull == true { clientData = nil }
             return .success(.handshake(channel: channel, clientData: clientData, callback: callback))
-        case "authenticate":
-            guard let token = fields["token"]?.stringValue else { return fail("missing or non-string token") }
+        case MessageType.authenticate:
+            guard let token = fields[Field.token]?.stringValue else { return fail("missing or non-string token") }
             return .success(.authenticate(token: token, callback: callback))
-        case "subscribe":
+        case MessageType.subscribe:
             let name: String
             switch room() {
             case .success(let value): name = value
             case .failure(let failure): return .failure(failure)
             }
             var count = 0
-            for key in ["history_count", "history"] {
+            for key in [Field.historyCount, Field.history] {
                 guard let raw = fields[key], !raw.isNull else { continue }
                 guard let n = raw.intValue, n >= 0 else { return fail("\(key) must be a non-negative integer") }
                 count = max(count, n)
             }
             var since: Int64?
-            if let raw = fields["since"], !raw.isNull {
+            if let raw = fields[Field.since], !raw.isNull {
                 guard let n = raw.intValue, n >= 0 else { return fail("since must be a non-negative integer (an offset)") }
                 since = Int64(n)
             }
             return .success(.subscribe(room: name, historyCount: count, callback: callback, since: since))
-        case "unsubscribe":
+        case MessageType.unsubscribe:
             switch room() {
             case .success(let name): return .success(.unsubscribe(room: name, callback: callback))
             case .failure(let failure): return .failure(failure)
             }
-        case "publish":
+        case MessageType.publish:
             let name: String
             switch room() {
             case .success(let value): name = value
             case .failure(let failure): return .failure(failure)
             }
-            guard let message = fields["message"] else { return fail("missing message") }
+            guard let message = fields[Field.message] else { return fail("missing message") }
             var messageID: String?
-            if let raw = fields["message_id"], !raw.isNull {
+            if let raw = fields[Field.messageID], !raw.isNull {
                 guard let id = raw.stringValue, !id.isEmpty, id.utf8.count <= maxMessageIDLength else {
                     return fail("message_id must be a string of 1-\(maxMessageIDLength) bytes")
                 }
                 messageID = id
             }
             return .success(.publish(room: name, message: message, callback: callback, messageID: messageID))
-        case "history":
+        case MessageType.history:
             let name: String
             switch room() {
             case .success(let value): name = value
             case .failure(let failure): return .failure(failure)
             }
             var before: Int64?
-            if let raw = fields["before"], !raw.isNull {
+            if let raw = fields[Field.before], !raw.isNull {
                 guard let n = raw.intValue, n >= 0 else { return fail("before must be a non-negative integer (an offset)") }
                 before = Int64(n)
             }
             var limit = defaultHistoryLimit
-            if let raw = fields["limit"], !raw.isNull {
+            if let raw = fields[Field.limit], !raw.isNull {
                 guard let n = raw.intValue, n >= 0 else { return fail("limit must be a non-negative integer") }
                 limit = n
             }

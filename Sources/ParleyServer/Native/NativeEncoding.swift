@@ -2,8 +2,12 @@ import ParleyCore
 import ParleyIO
 import ParleyWebSocket
 
+private typealias Field = NativeProtocol.Field
+private typealias MessageType = NativeProtocol.MessageType
+
 /// How the native (Scaledrone v3) door writes JSON: room events once per loop, replies per
-/// connection. Field names and types are exactly what the official SDKs read.
+/// connection. Field names (`NativeProtocol`, shared with the SDK and the bench) and types
+/// are exactly what the official SDKs read.
 enum NativeEncoding {
     /// A room event as one shared, uncompressed WebSocket text frame; nil when the door does
     /// not show it (membership of rooms that are not observable).
@@ -16,26 +20,26 @@ enum NativeEncoding {
         var w = JSONWriter()
         switch event {
         case .message(let message):
-            writeMessage(message, type: "publish", index: nil, into: &w)
+            writeMessage(message, type: MessageType.publish, index: nil, into: &w)
         case .messageDeleted(let offset):
             w.beginObject()
-            w.key("type"); w.writeString("message_deleted")
-            w.key("room"); w.writeString(room.room)
-            w.key("offset"); w.writeInt(Int(offset))
+            w.key(Field.type); w.writeString(MessageType.messageDeleted)
+            w.key(Field.room); w.writeString(room.room)
+            w.key(Field.offset); w.writeInt(Int(offset))
             w.endObject()
         case .roomClosed(let reason):
             w.beginObject()
-            w.key("type"); w.writeString("room_closed")
-            w.key("room"); w.writeString(room.room)
-            w.key("reason"); w.writeString(reason)
+            w.key(Field.type); w.writeString(MessageType.roomClosed)
+            w.key(Field.room); w.writeString(room.room)
+            w.key(Field.reason); w.writeString(reason)
             w.endObject()
         case .memberJoined(let member), .memberLeft(let member):
             guard room.isObservable else { return nil }
             let joined = if case .memberJoined = event { true } else { false }
             w.beginObject()
-            w.key("type"); w.writeString(joined ? "observable_member_join" : "observable_member_leave")
-            w.key("room"); w.writeString(room.room)
-            w.key("data"); writeMember(member, into: &w)
+            w.key(Field.type); w.writeString(joined ? MessageType.observableMemberJoin : MessageType.observableMemberLeave)
+            w.key(Field.room); w.writeString(room.room)
+            w.key(Field.data); writeMember(member, into: &w)
             w.endObject()
         }
         return w.bytes
@@ -46,22 +50,22 @@ enum NativeEncoding {
     /// deleted: true`).
     static func writeMessage(_ message: Message, type: String, index: Int?, into w: inout JSONWriter) {
         w.beginObject()
-        w.key("type"); w.writeString(type)
-        w.key("room"); w.writeString(message.room.room)
-        w.key("message"); w.write(message.body)
-        if message.isDeleted { w.key("deleted"); w.writeBool(true) }
-        w.key("id"); w.writeString(message.id)
-        w.key("timestamp"); w.writeInt(Int(message.timestampSeconds))
-        if let sender = message.sender { w.key("client_id"); w.writeString(sender.id) }
-        if message.offset > 0 { w.key("offset"); w.writeInt(Int(message.offset)) }
-        if let index { w.key("index"); w.writeInt(index) }
+        w.key(Field.type); w.writeString(type)
+        w.key(Field.room); w.writeString(message.room.room)
+        w.key(Field.message); w.write(message.body)
+        if message.isDeleted { w.key(Field.deleted); w.writeBool(true) }
+        w.key(Field.id); w.writeString(message.id)
+        w.key(Field.timestamp); w.writeInt(Int(message.timestampSeconds))
+        if let sender = message.sender { w.key(Field.clientID); w.writeString(sender.id) }
+        if message.offset > 0 { w.key(Field.offset); w.writeInt(Int(message.offset)) }
+        if let index { w.key(Field.index); w.writeInt(index) }
         w.endObject()
     }
 
     /// A replayed message (subscribe `since`): exactly the live `publish` push.
     static func replayMessage(_ message: Message) -> [UInt8] {
         var w = JSONWriter()
-        writeMessage(message, type: "publish", index: nil, into: &w)
+        writeMessage(message, type: MessageType.publish, index: nil, into: &w)
         return w.bytes
     }
 
@@ -69,26 +73,26 @@ enum NativeEncoding {
     /// as in `history_message`, without `index`.
     static func historyPage(callback: Int?, _ page: MessagePage) -> [UInt8] {
         reply(callback: callback) { w in
-            w.key("messages")
+            w.key(Field.messages)
             w.beginArray()
-            for message in page.messages { writeMessage(message, type: "history_message", index: nil, into: &w) }
+            for message in page.messages { writeMessage(message, type: MessageType.historyMessage, index: nil, into: &w) }
             w.endArray()
-            w.key("has_more"); w.writeBool(page.hasMore)
+            w.key(Field.hasMore); w.writeBool(page.hasMore)
         }
     }
 
     static func historyMessage(_ message: Message, index: Int) -> [UInt8] {
         var w = JSONWriter()
-        writeMessage(message, type: "history_message", index: index, into: &w)
+        writeMessage(message, type: MessageType.historyMessage, index: index, into: &w)
         return w.bytes
     }
 
     /// `{"id":"..","clientData":..,"authData":..}`, the optional fields only when set.
     static func writeMember(_ member: Member, into w: inout JSONWriter) {
         w.beginObject()
-        w.key("id"); w.writeString(member.id)
-        if let clientData = member.clientData { w.key("clientData"); w.write(clientData) }
-        if let authData = member.authData { w.key("authData"); w.write(authData) }
+        w.key(Field.id); w.writeString(member.id)
+        if let clientData = member.clientData { w.key(Field.memberClientData); w.write(clientData) }
+        if let authData = member.authData { w.key(Field.memberAuthData); w.write(authData) }
         w.endObject()
     }
 
@@ -100,9 +104,9 @@ enum NativeEncoding {
                                   maxBytes: Int = .max) -> (json: [UInt8], truncated: Bool) {
         var w = JSONWriter()
         w.beginObject()
-        w.key("type"); w.writeString("observable_members")
-        w.key("room"); w.writeString(room.room)
-        w.key("data")
+        w.key(Field.type); w.writeString(MessageType.observableMembers)
+        w.key(Field.room); w.writeString(room.room)
+        w.key(Field.data)
         w.beginArray()
         let start = w.bytes.count
         var truncated = members.count > limit
@@ -118,8 +122,8 @@ enum NativeEncoding {
         }
         w.endArray()
         if truncated {
-            w.key("truncated"); w.writeBool(true)
-            w.key("count"); w.writeInt(members.count)
+            w.key(Field.truncated); w.writeBool(true)
+            w.key(Field.count); w.writeInt(members.count)
         }
         w.endObject()
         return (w.bytes, truncated)
@@ -131,10 +135,10 @@ enum NativeEncoding {
                       extra: (inout JSONWriter) -> Void = { _ in }) -> [UInt8] {
         var w = JSONWriter()
         w.beginObject()
-        if let callback { w.key("callback"); w.writeInt(callback) }
-        if let clientID { w.key("client_id"); w.writeString(clientID) }
+        if let callback { w.key(Field.callback); w.writeInt(callback) }
+        if let clientID { w.key(Field.clientID); w.writeString(clientID) }
         extra(&w)
-        if let error { w.key("error"); w.writeString(error) }
+        if let error { w.key(Field.error); w.writeString(error) }
         w.endObject()
         return w.bytes
     }

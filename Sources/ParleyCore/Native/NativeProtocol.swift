@@ -1,0 +1,68 @@
+/// The wire names of the native protocol (Scaledrone API v3 and Parley's extensions,
+/// docs/protocols.md "Native"), written once for the three programs that speak it: the
+/// server's native door, the Swift SDK and the bench. A name here is a promise to every
+/// Scaledrone SDK in the field: change none of them.
+public enum NativeProtocol {
+    /// Field names of the JSON objects both ways.
+    public enum Field {
+        public static let type = "type"
+        public static let callback = "callback"
+        public static let error = "error"
+        public static let room = "room"
+        // handshake → and its reply ←
+        public static let channel = "channel"
+        /// The handshake's member data (snake case); a member object spells it ``memberClientData``.
+        public static let clientData = "client_data"
+        public static let clientID = "client_id"
+        public static let requireAuth = "require_auth"
+        // authenticate →
+        public static let token = "token"
+        // subscribe →
+        public static let historyCount = "history_count"
+        /// The older spelling of ``historyCount``, still accepted.
+        public static let history = "history"
+        public static let since = "since"
+        // publish →
+        public static let message = "message"
+        public static let messageID = "message_id"
+        // history →
+        public static let before = "before"
+        public static let limit = "limit"
+        // publish, history_message ← and the publish reply
+        public static let id = "id"
+        public static let timestamp = "timestamp"
+        public static let offset = "offset"
+        public static let index = "index"
+        public static let deleted = "deleted"
+        // a history page ←
+        public static let messages = "messages"
+        public static let hasMore = "has_more"
+        // observable_* and room_closed ←
+        public static let data = "data"
+        public static let truncated = "truncated"
+        public static let count = "count"
+        public static let reason = "reason"
+        // a member object (in `data`)
+        public static let memberClientData = "clientData"
+        public static let memberAuthData = "authData"
+    }
+
+    /// Values of the `type` field.
+    public enum MessageType {
+        // client → server
+        public static let handshake = "handshake"
+        public static let authenticate = "authenticate"
+        public static let subscribe = "subscribe"
+        public static let unsubscribe = "unsubscribe"
+        /// Also server → client: a room message, live or replayed.
+        public static let publish = "publish"
+        public static let history = "history"
+        // server → client
+        public static let historyMessage = "history_message"
+        public static let messageDeleted = "message_deleted"
+        public static let roomClosed = "room_closed"
+        public static let observableMembers = "observable_members"
+        public static let observableMemberJoin = "observable_member_join"
+        public static let observableMemberLeave = "observable_member_leave"
+    }
+}
