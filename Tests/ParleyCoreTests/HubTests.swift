@@ -248,6 +248,32 @@ private let carol = Member(id: "c3")
     }
 }
 
+/// A door's ``RoomMirror`` and the hub's own view of a room follow one set of rules
+/// (``RoomPresence``): fed what the hub delivers, the mirror ends where the hub is.
+@Suite struct RoomMirrorAgreesWithTheHubTests {
+    @Test func mirrorFedTheHubsDeliveriesShowsTheHubsMembersAndTypists() throws {
+        let hub = Hub()
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: lobby, inbox: inbox)
+        let snapshot = try #require(inbox.snapshots.last)
+        var mirror = RoomMirror(members: snapshot.members, typing: hub.typingMembers(of: lobby))
+        inbox.clear()
+        try hub.subscribe(2, as: bob, to: lobby, inbox: RecordingInbox())
+        try hub.subscribe(3, as: carol, to: lobby, inbox: RecordingInbox())
+        try hub.publish(["typing": true], to: lobby, from: bob)
+        try hub.publish(["typing": true], to: lobby, from: carol)
+        try hub.publish(["typing": true], to: lobby, from: alice)
+        try hub.publishNow("hi", to: lobby, from: bob)
+        try hub.publish(["typing": false], to: lobby, from: alice)
+        #expect(hub.unsubscribe(3, from: lobby))
+        try hub.publishNow("from the server", to: lobby, from: nil)
+        for event in inbox.events { mirror.apply(event) }
+        #expect(mirror.members == hub.members(of: lobby))
+        #expect(mirror.typing == hub.typingMembers(of: lobby))
+        #expect(mirror == RoomMirror(members: [alice, bob], typing: []))
+    }
+}
+
 @Suite struct RoomPartsTests {
     @Test func historyRingKeepsTheNewest() {
         var history = MessageHistory(capacity: 3)

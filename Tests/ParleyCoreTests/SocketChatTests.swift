@@ -58,7 +58,7 @@ import Testing
         #expect(!SocketChatRoster.isValidNickname(String(repeating: "a", count: 65)))
     }
 
-    @Test func mirrorFollowsTheEventStreamLikeRoomState() {
+    @Test func mirrorFollowsTheEventStreamByTheHubsRules() {
         var mirror = RoomMirror(members: [alice])
         mirror.apply(.memberJoined(bob))
         mirror.apply(.memberJoined(bob))

@@ -28,30 +28,20 @@ extension Hub {
     /// Applies `event` to the room's view; false when it changes nothing the sessions must
     /// see (a join of a member already present, a leave of one already gone, a message
     /// already delivered).
+    /// Members and typists follow ``RoomPresence``'s rules, the ones every mirror of a room
+    /// follows; history and the delivered offset are the hub's own.
     func apply(_ event: RoomEvent, to state: inout NodeRoom.State) -> Bool {
         switch event {
-        case .memberJoined(let member):
-            return state.members.insert(member)
-        case .memberLeft(let member):
-            guard state.members.remove(member.id) != nil else { return false }
-            _ = state.typing.clear(member.id)
-            return true
-        case .message(let message):
-            if let flag = Message.typingState(of: message.body) {
-                if let sender = message.sender { _ = state.typing.set(sender, typing: flag, nowMillis: message.timestampMillis) }
-                return true
-            }
+        case .message(let message) where Message.typingState(of: message.body) == nil:
             guard message.offset > state.deliveredOffset else { return false }
             state.deliveredOffset = message.offset
             state.history.append(message)
-            if let sender = message.sender { _ = state.typing.clear(sender.id) }
-            return true
         case .messageDeleted(let offset):
             state.history.markDeleted(offset)
-            return true
-        case .roomClosed:
-            return true
+        case .message, .memberJoined, .memberLeft, .roomClosed:
+            break
         }
+        return state.presence.apply(event)
     }
 
     /// Rebuilds a room's members from presence after the broker may have lost joins or
@@ -65,7 +55,7 @@ extension Hub {
             let reads = room.lock.withLock { state -> [@Sendable () -> Void] in
                 guard case .live = state.phase else { return [] }
                 let fresh = Set(members.map(\.id))
-                for member in state.members.list() where !fresh.contains(member.id) {
+                for member in state.presence.members.list() where !fresh.contains(member.id) {
                     if apply(.memberLeft(member), to: &state) { state.post(.event(key, .memberLeft(member))) }
                 }
                 for member in members where apply(.memberJoined(member), to: &state) {

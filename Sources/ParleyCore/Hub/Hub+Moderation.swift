@@ -41,13 +41,13 @@ extension Hub {
     public func roomSummaries() -> [RoomSummary] {
         let rooms = self.rooms.withLock { Array($0.values) }
         return rooms.map { room in
-            room.lock.withLock { state in RoomSummary(key: room.key, members: state.members.count, localSessions: state.sessions.count) }
+            room.lock.withLock { state in RoomSummary(key: room.key, members: state.presence.members.count, localSessions: state.sessions.count) }
         }.sorted { ($0.key.channel, $0.key.room) < ($1.key.channel, $1.key.room) }
     }
 
     /// Members of the rooms held in memory, summed (a member in two rooms counts twice).
     public var membersInMemory: Int {
         let rooms = self.rooms.withLock { Array($0.values) }
-        return rooms.reduce(0) { total, room in total + room.lock.withLock { $0.members.count } }
+        return rooms.reduce(0) { total, room in total + room.lock.withLock { $0.presence.members.count } }
     }
 }

@@ -46,14 +46,14 @@ extension Hub {
             state.lastActivityMillis = now
             if let existing = state.sessions[session], case .live = existing.stage {
                 // Already in: a fresh snapshot from memory, and no join for anybody.
-                let snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? state.members.list() : [],
+                let snapshot = SubscribeSnapshot(room: key, members: key.isObservable ? state.presence.members.list() : [],
                                                  history: state.history.before(.max, limit: entry.historyCount,
                                                                                         maxBytes: configuration.historyPageBytes),
                                                  lastOffset: state.deliveredOffset)
                 entry.inbox.post(.subscribed(session, snapshot))
                 return .done
             }
-            guard entry.listensOnly || state.members.contains(member.id) || state.members.count < limit else {
+            guard entry.listensOnly || state.presence.members.contains(member.id) || state.presence.members.count < limit else {
                 throw ParleyError(.limitReached, "room \(key.room) is full (\(limit) members)")
             }
             var entry = entry
@@ -92,7 +92,7 @@ extension Hub {
                     var reads: [@Sendable () -> Void] = []
                     let waiting = room.lock.withLock { state -> [(SessionID, NodeRoom.Session)] in
                         state.phase = .live
-                        state.members = MemberMirror(members)
+                        state.presence.members = MemberMirror(members)
                         state.deliveredOffset = position.stored
                         let buffered = state.buffered
                         state.buffered = []
@@ -192,7 +192,7 @@ extension Hub {
         state.addInbox(session.inbox)
         // Only observable rooms show their members: copying a large room's list on every
         // join made subscribing O(members) in time and transient memory.
-        var snapshot = SubscribeSnapshot(room: room.key, members: room.key.isObservable ? state.members.list() : [],
+        var snapshot = SubscribeSnapshot(room: room.key, members: room.key.isObservable ? state.presence.members.list() : [],
                                          history: history, lastOffset: state.deliveredOffset)
         snapshot.replay = replay
         session.inbox.post(.subscribed(id, snapshot))
@@ -261,7 +261,7 @@ extension Hub {
             // A full page: send it and wait until the session asks for the next.
             state.sessions[session]!.stage = .replaying(after: read, requested: false)
             if let history {
-                var snapshot = SubscribeSnapshot(room: room.key, members: room.key.isObservable ? state.members.list() : [],
+                var snapshot = SubscribeSnapshot(room: room.key, members: room.key.isObservable ? state.presence.members.list() : [],
                                                  history: history, lastOffset: state.deliveredOffset)
                 snapshot.replay = replay
                 snapshot.replayComplete = false

@@ -167,13 +167,13 @@ public final class Hub: Sendable {
     /// not followed and answer empty (ask ``members(of:limit:completion:)`` for any room).
     public func members(of key: RoomKey) -> [Member] {
         guard let room = rooms.withLock({ $0[key] }) else { return [] }
-        return room.lock.withLock { $0.members.list() }
+        return room.lock.withLock { $0.presence.members.list() }
     }
 
     /// Members typing in a room now, as this node sees it.
     public func typingMembers(of key: RoomKey) -> [Member] {
         guard let room = rooms.withLock({ $0[key] }) else { return [] }
-        return room.lock.withLock { $0.typing.members }
+        return room.lock.withLock { $0.presence.typing.members }
     }
 
     /// Members of any room across every node (at most `limit`), and how many there are.

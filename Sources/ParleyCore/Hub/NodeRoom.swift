@@ -1,52 +1,5 @@
 import Synchronization
 
-/// The members of a room as this node sees them, in join order, keyed by member id (unique
-/// across the cluster). Joins and leaves are idempotent, so events that overlap a snapshot
-/// apply cleanly.
-struct MemberMirror: Sendable {
-    private var byID: [String: (sequence: UInt64, member: Member)] = [:]
-    private var nextSequence: UInt64 = 0
-    /// The list in join order, built when first asked for after a change.
-    private var ordered: [Member]? = []
-
-    init(_ members: [Member] = []) {
-        for member in members { _ = insert(member) }
-    }
-
-    var count: Int { byID.count }
-    func contains(_ id: String) -> Bool { byID[id] != nil }
-
-    /// Adds `member`, or refreshes its data in place; true when it is new.
-    mutating func insert(_ member: Member) -> Bool {
-        if let existing = byID[member.id] {
-            if existing.member != member {
-                byID[member.id] = (existing.sequence, member)
-                ordered = nil
-            }
-            return false
-        }
-        nextSequence += 1
-        byID[member.id] = (nextSequence, member)
-        ordered?.append(member)
-        return true
-    }
-
-    /// Removes the member with `id`; returns it when it was there.
-    mutating func remove(_ id: String) -> Member? {
-        guard let removed = byID.removeValue(forKey: id) else { return nil }
-        ordered = nil
-        return removed.member
-    }
-
-    /// Members in join order.
-    mutating func list() -> [Member] {
-        if let ordered { return ordered }
-        let built = byID.values.sorted { $0.sequence < $1.sequence }.map(\.member)
-        ordered = built
-        return built
-    }
-}
-
 /// One room as this node serves it: its local sessions and their inboxes, and its view of
 /// the room (members, typists, the recent messages, the newest offset delivered here), kept
 /// current by the events the broker delivers, in the room's order.
@@ -94,8 +47,8 @@ final class NodeRoom: Sendable {
         var phase = Phase.subscribing
         /// Events that came while subscribing, applied once the snapshot is in.
         var buffered: [RoomEvent] = []
-        var members = MemberMirror()
-        var typing: TypingTracker
+        /// Members and typists, by the rules every mirror of a room follows.
+        var presence: RoomPresence
         var history: MessageHistory
         /// The newest offset delivered here; local subscribers have seen exactly up to it.
         var deliveredOffset: Int64 = 0
@@ -143,7 +96,7 @@ final class NodeRoom: Sendable {
     init(key: RoomKey, configuration: HubConfiguration, budget: HistoryBudget?, nowMillis: Int64) {
         self.key = key
         backlog = RoomBacklog(highMark: configuration.backlogHighMark, lowMark: configuration.backlogHighMark / 2)
-        lock = Mutex(State(typing: TypingTracker(timeoutMillis: configuration.typingTimeoutMillis),
+        lock = Mutex(State(presence: RoomPresence(typingTimeoutMillis: configuration.typingTimeoutMillis),
                            history: MessageHistory(capacity: configuration.historyCapacity,
                                                    maxBytes: configuration.historyBytesPerRoom, budget: budget),
                            lastActivityMillis: nowMillis))
