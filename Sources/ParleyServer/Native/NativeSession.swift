@@ -182,7 +182,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         }
         let requiresAuth = chat.needsToken
         sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID) { w in
-            if requiresAuth { w.key("require_auth"); w.writeBool(true) }
+            if requiresAuth { w.key(NativeProtocol.Field.requireAuth); w.writeBool(true) }
         })
     }
 
@@ -233,8 +233,8 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
                 guard let callback else { return }
                 me.execute { session in
                     session.sendJSON(NativeEncoding.reply(callback: callback) { w in
-                        w.key("id"); w.writeString(published.id)
-                        w.key("offset"); w.writeInt(Int(published.offset))
+                        w.key(NativeProtocol.Field.id); w.writeString(published.id)
+                        w.key(NativeProtocol.Field.offset); w.writeInt(Int(published.offset))
                     })
                 }
             case .failure(let error):
