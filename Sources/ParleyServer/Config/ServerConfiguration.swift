@@ -291,7 +291,13 @@ public struct ServerConfiguration: Sendable, Equatable {
         }
         lines.append("  --help                        show this help")
         lines.append("")
-        lines.append("Each setting also has a config-file path (README.md, \"parley serve options\").")
+        lines.append("Each option also has a config-file path (README.md, \"parley serve options\"); these only that:")
+        for setting in ServerSetting.table where setting.flag == nil {
+            guard let path = setting.path else { continue }
+            let left = "  \(path)"
+            lines.append(left.padding(toLength: max(32, left.count + 2), withPad: " ", startingAt: 0)
+                         + setting.help + " (default \(setting.defaultText))")
+        }
         return lines.joined(separator: "\n")
     }
 

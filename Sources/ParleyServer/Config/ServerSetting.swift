@@ -303,3 +303,24 @@ extension SettingRule {
         SettingRule(accepts: accepts, text: parse, json: { $0.stringValue.flatMap(parse) }, show: show)
     }
 }
+
+extension ServerSetting {
+    /// The README's option table, one row per setting (README.md, "`parley serve` options";
+    /// `SettingsTableTests` keeps the two the same).
+    static var markdownTable: String {
+        func cell(_ text: String) -> String { text.replacingOccurrences(of: "|", with: "\\|") }
+        func code(_ text: String) -> String { "`\(cell(text))`" }
+        var lines = ["| flag | env | config file | default | accepts | reload | meaning |",
+                     "| --- | --- | --- | --- | --- | --- | --- |"]
+        for setting in table {
+            let flag = setting.flag.map { code(setting.placeholder.isEmpty ? $0 : "\($0) \(setting.placeholder)") } ?? ""
+            let env = setting.environment.map(code) ?? ""
+            var file = setting.path.map(code) ?? ""
+            if !setting.aliases.isEmpty { file += " (or " + setting.aliases.map(code).joined(separator: ", ") + ")" }
+            let meaning = cell(setting.help) + (setting.more.map { "; " + $0 } ?? "")
+            let reload = setting.path == nil ? "" : setting.reloadable ? "yes" : "restart"
+            lines.append("| \(flag) | \(env) | \(file) | \(cell(setting.defaultText)) | \(cell(setting.accepts)) | \(reload) | \(meaning) |")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
