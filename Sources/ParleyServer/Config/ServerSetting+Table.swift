@@ -51,7 +51,7 @@ extension ServerSetting {
                       \.webSocketMaxMessageSize, .integer(1024...(64 << 20)), help: "largest native WebSocket message (close 1009 above)"),
         ServerSetting("--max-rooms", "N", path: "doors.native.max_rooms", aliases: ["limits.nativeMaxRooms"],
                       \.nativeMaxRooms, .integer(1...100_000),
-                      help: "rooms one native connection may be subscribed to at once (per connection, not a node-wide room count)"),
+                      help: "rooms one native connection may be subscribed to at once: a limit per connection, not per node (a node holds at most \(HubConfiguration().maxRooms) rooms in memory, fixed)"),
         ServerSetting("--publish-rate", "N", path: "doors.native.publish_rate_per_second", aliases: ["limits.nativeRatePerSecond"],
                       \.nativeRatePerSecond, .number(1...10_000_000), burst: \.nativeBurst,
                       help: "native and Socket.IO publishes per second per connection"),
