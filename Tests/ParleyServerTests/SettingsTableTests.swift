@@ -194,6 +194,15 @@ import Testing
         #expect(running.reloaded(from: fresh).needsRestart == ["--tls-cert", "--tls-key"])
     }
 
+    /// Messages elsewhere name a setting through the table, never a literal.
+    @Test func aPropertyNamesItsFlag() {
+        #expect(ServerSetting.flag(of: \ServerConfiguration.tlsKeyFile) == "--tls-key")
+        #expect(ServerSetting.flag(of: \ServerConfiguration.restBurst) == "--rest-rate", "a rate's burst is its row's")
+        #expect(ServerSetting.flag(of: \ServerConfiguration.nativeBurst) == "--publish-rate")
+        #expect(ServerSetting.flag(of: \ServerConfiguration.metricsToken) == "metrics.token")
+        #expect(ServerSetting.configEnvironment == "PARLEY_CONFIG")
+    }
+
     @Test func helpShowsEveryRow() {
         let usage = ServerConfiguration.usage
         for setting in ServerSetting.table {

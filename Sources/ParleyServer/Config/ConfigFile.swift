@@ -53,16 +53,17 @@ extension ServerConfiguration {
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
-            if argument == "--config", index + 1 < arguments.count {
+            let flag = ServerSetting.configFlag
+            if argument == flag, index + 1 < arguments.count {
                 found = arguments[index + 1]
                 index += 1
-            } else if argument.hasPrefix("--config=") {
-                found = String(argument.dropFirst("--config=".count))
+            } else if argument.hasPrefix(flag + "=") {
+                found = String(argument.dropFirst(flag.count + 1))
             }
             index += 1
         }
         if let found { return found }
-        if let path = environment["PARLEY_CONFIG"], !path.isEmpty { return path }
+        if let path = environment[ServerSetting.configEnvironment], !path.isEmpty { return path }
         return nil
     }
 }

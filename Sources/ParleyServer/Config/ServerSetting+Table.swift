@@ -13,7 +13,7 @@ extension ServerSetting {
     /// `cluster.*`, ...); `aliases` are the keys earlier versions read, still accepted.
     /// A file applies its settings in this order, so a burst row after its rate wins.
     static let table: [ServerSetting] = [
-        .configFile("--config"),
+        .configFile(configFlag),
 
         // MARK: Server and doors
         ServerSetting("--host", "ADDR", path: "server.host", \.host, .string("an address or host name"), reloadable: false,
@@ -248,6 +248,10 @@ extension ServerSetting {
     ]
 
     typealias UsageError = ServerConfiguration.UsageError
+
+    /// `--config FILE`: the file is read first, so its flag is looked for before the others.
+    static let configFlag = "--config"
+    static var configEnvironment: String { configFile(configFlag).environment! }
 
     /// An admin or metrics token: guessed over the network, so not short.
     static let minimumTokenLength = 16
