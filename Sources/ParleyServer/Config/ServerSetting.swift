@@ -264,8 +264,7 @@ extension SettingRule where Value == String {
                     check: { value, _ in valid(value) }, show: { $0 })
     }
 
-    /// A string checked by a throwing validator that words its own refusal (`NAME: why`);
-    /// `transform` may normalise it.
+    /// A string checked (and maybe normalised) by a validator that words its own refusal.
     static func validated(_ accepts: String,
                           _ validate: @escaping @Sendable (String, _ name: String) throws(UsageError) -> String) -> SettingRule {
         SettingRule(accepts: accepts,
