@@ -221,7 +221,7 @@ extension ServerSetting {
                           do throws(RedisError) { _ = try RedisEndpoint(url: url) } catch { throw UsageError(description: "\(name): \(error.message)") }
                           return url
                       }).optional, reloadable: false, defaultText: "off",
-                      help: "cluster mode on Redis: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (default: one node, SQLite)"),
+                      help: "cluster mode on Redis: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (off: one node on SQLite)"),
         ServerSetting("--redis-cluster", "HOST:PORT,...", path: "cluster.redis_cluster", aliases: ["redis.cluster"], \.redisClusterSeeds,
                       seeds, reloadable: false, defaultText: "off",
                       help: "cluster mode on a Redis Cluster, given seed nodes (in the file: a string or an array)"),
