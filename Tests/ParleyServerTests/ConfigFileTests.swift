@@ -23,7 +23,7 @@ import ParleyCore
         {"id": "public"}
       ],
       "limits": {"nativeRatePerSecond": 25, "writeQueueLimit": 65536, "nativeMaxRooms": 7,
-                 "webSocketMaxMessageSize": 2048, "lineMaxLength": 100, "httpMaxBodyBytes": 1000},
+                 "webSocketMaxMessageSize": 2048, "lineMaxLength": 100, "httpMaxBodyBytes": 2048},
       "history": {"retentionCount": 10000},
       "tls": {"cert": "/etc/parley/cert.pem", "key": "/etc/parley/key.pem", "line": true}
     }
@@ -38,7 +38,7 @@ import ParleyCore
         #expect(c.channels[1].secret == nil && !c.channels[1].requireAuth)
         #expect(c.nativeRatePerSecond == 25 && c.nativeBurst == 50)
         #expect(c.writeQueueLimit == 65536 && c.nativeMaxRooms == 7 && c.webSocketMaxMessageSize == 2048)
-        #expect(c.lineMaxLength == 100 && c.httpMaxBodyBytes == 1000)
+        #expect(c.lineMaxLength == 100 && c.httpMaxBodyBytes == 2048)
         #expect(c.retentionCount == 10000)
         #expect(c.tlsCertificateFile == "/etc/parley/cert.pem" && c.tlsKeyFile == "/etc/parley/key.pem" && c.lineTLS)
         #expect(c.refusal(ofChannel: "acme") == nil)

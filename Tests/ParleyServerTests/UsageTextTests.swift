@@ -5,12 +5,13 @@ import Testing
 @Suite struct UsageTextTests {
     @Test func everyFlagIsSetApartFromItsText() throws {
         let lines = ServerConfiguration.usage.split(separator: "\n").map(String.init)
-        for option in ServerConfiguration.options {
-            let left = "  \(option.flag) \(option.value)"
-            let line = try #require(lines.first { $0.hasPrefix(left) }, "no line for \(option.flag)")
+        for setting in ServerSetting.table {
+            guard let flag = setting.flag else { continue }
+            let left = "  \(flag) \(setting.placeholder)"
+            let line = try #require(lines.first { $0.hasPrefix(left) }, "no line for \(flag)")
             let rest = line.dropFirst(left.count)
-            #expect(rest.hasPrefix("  "), "\(option.flag): \(line)")
-            #expect(rest.trimmingPrefix(while: { $0 == " " }).hasPrefix(option.help), "\(option.flag): \(line)")
+            #expect(rest.hasPrefix("  "), "\(flag): \(line)")
+            #expect(rest.trimmingPrefix(while: { $0 == " " }).hasPrefix(setting.help), "\(flag): \(line)")
         }
     }
 }

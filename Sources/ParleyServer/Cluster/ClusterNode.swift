@@ -39,7 +39,7 @@ final class ClusterNode: Sendable {
                 redisDescription = endpoint.description
                 redis = RedisClient(endpoint: endpoint, group: group, configuration: redisConfiguration)
             } else {
-                throw StartupError(description: "cluster mode needs --redis or --redis-cluster")
+                throw StartupError(description: "cluster mode needs \(ServerSetting.flag(of: \ServerConfiguration.redisURL)) or \(ServerSetting.flag(of: \ServerConfiguration.redisClusterSeeds))")
             }
         } catch let error as RedisError {
             throw StartupError(description: error.message)

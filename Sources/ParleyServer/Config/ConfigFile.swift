@@ -53,23 +53,27 @@ extension ServerConfiguration {
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
-            if argument == "--config", index + 1 < arguments.count {
+            let flag = ServerSetting.configFlag
+            if argument == flag, index + 1 < arguments.count {
                 found = arguments[index + 1]
                 index += 1
-            } else if argument.hasPrefix("--config=") {
-                found = String(argument.dropFirst("--config=".count))
+            } else if argument.hasPrefix(flag + "=") {
+                found = String(argument.dropFirst(flag.count + 1))
             }
             index += 1
         }
         if let found { return found }
-        if let path = environment["PARLEY_CONFIG"], !path.isEmpty { return path }
+        if let path = environment[ServerSetting.configEnvironment], !path.isEmpty { return path }
         return nil
     }
 }
 
 /// The JSON configuration file (`parley serve --config FILE`, or `PARLEY_CONFIG`): applied
-/// first, so `PARLEY_*` variables and flags override it. Unknown keys and bad values are
-/// errors naming the key path (`channels[1].requireAuth must be true or false`).
+/// first, so `PARLEY_*` variables and flags override it. Every setting of
+/// ``ServerSetting/table`` has a dotted path in it, with the same rule as its flag; older keys
+/// (`limits.nativeMaxRooms`, `redis.url`, ...) are the table's aliases and still read. Unknown
+/// keys and bad values are errors naming the key path (`channels[1].requireAuth must be true
+/// or false`).
 ///
 /// ```json
 /// {
@@ -80,14 +84,15 @@ extension ServerConfiguration {
 ///      "limits": {"publishRate": 10, "maxUploadBytes": 5242880, "uploadTypes": ["image/*"],
 ///                 "uploadsPerMinute": 10, "filesQuotaBytes": 104857600}}
 ///   ],
-///   "limits": {"nativeRatePerSecond": 50, "writeQueueLimit": 4194304, "maxUploadBytes": 10485760},
-///   "files": {"directory": "/srv/parley-files", "publicURL": "https://chat.example.com"},
-///   "history": {"retentionCount": 10000},
+///   "doors": {"native": {"max_rooms": 100, "publish_rate_per_second": 50}, "line": {"port": 8081}},
+///   "limits": {"write_queue_bytes": 4194304},
+///   "files": {"directory": "/srv/parley-files", "public_url": "https://chat.example.com"},
+///   "history": {"retention_count": 10000},
 ///   "tls": {"cert": "/etc/parley/cert.pem", "key": "/etc/parley/key.pem", "line": false},
 ///   "log": {"level": "info", "format": "json"},
 ///   "metrics": {"token": "a-long-random-scrape-token"},
 ///   "admin": {"token": "a-long-random-admin-token"},
-///   "redis": {"url": "redis://127.0.0.1:6379", "nodeId": "node-1", "presenceLease": 10, "prefix": "parley"}
+///   "cluster": {"redis_url": "redis://127.0.0.1:6379", "node_id": "node-1", "presence_lease_seconds": 10}
 /// }
 /// ```
 public enum ConfigFile {
@@ -138,9 +143,6 @@ public enum ConfigFile {
             return object
         }
 
-        /// Shortest admin or metrics token accepted (they are guessed over the network).
-        static let minimumTokenLength = 16
-
         func bool(_ value: JSONValue, _ path: String) throws(Failure) -> Bool {
             guard let flag = value.boolValue else { throw Failure(message: "\(path) must be true or false") }
             return flag
@@ -177,162 +179,93 @@ public enum ConfigFile {
             }
         }
 
-        /// Server-wide limits, keyed by their ServerConfiguration names (attachment limits
-        /// take their config names: maxUploadBytes, uploadsPerMinute, filesQuotaBytes).
-        static var integerLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Int>, range: ClosedRange<Int>)] { [
-            ("writeQueueLimit", \.writeQueueLimit, 4096...(1 << 30)),
-            ("webSocketMaxMessageSize", \.webSocketMaxMessageSize, 1024...(64 << 20)),
-            ("nativeMaxRooms", \.nativeMaxRooms, 1...100_000),
-            ("nativeMaxHistoryCount", \.nativeMaxHistoryCount, 0...1_000_000),
-            ("lineMaxLength", \.lineMaxLength, 16...(16 << 20)),
-            ("httpMaxBodyBytes", \.httpMaxBodyBytes, 1...(1 << 30)),
-            ("multiPublishMaxBytes", \.multiPublishMaxBytes, 1024...(1 << 34)),
-            ("historyPageLimit", \.historyPageLimit, 1...1_000_000),
-            ("historyPageBytes", \.historyPageBytes, 1024...(1 << 30)),
-            ("socketIOMaxPayload", \.socketIOMaxPayload, 1024...(64 << 20)),
-            ("joinHistory", \.joinHistory, 0...1_000),
-            ("maxUploadBytes", \.uploadMaxBytes, 1...(16 << 30)),
-            ("uploadsPerMinute", \.uploadsPerMinute, 1...1_000_000),
-            ("filesQuotaBytes", \.filesQuotaBytes, 0...(1 << 50)),
-            ("uploadsPerMinuteTotal", \.uploadsPerMinuteTotal, 1...100_000_000),
-            ("uploadBytesPerIPPerDay", \.uploadBytesPerIPPerDay, 1...(1 << 50)),
-            ("uploadBytesTotalPerDay", \.uploadBytesTotalPerDay, 1...(1 << 50)),
-            ("socketIOMaxPollingSessions", \.socketIOMaxPollingSessions, 1...10_000_000),
-            ("maxClientDataBytes", \.maxClientDataBytes, 2...(1 << 20)),
-            ("maxMembersListedBytes", \.maxMembersListedBytes, 1024...(1 << 30)),
-        ] }
-        static var rateLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>, burst: WritableKeyPath<ServerConfiguration, Double>)] { [
-            ("nativeRatePerSecond", \.nativeRatePerSecond, \.nativeBurst),
-            ("lineRatePerSecond", \.lineRatePerSecond, \.lineBurst),
-            ("historyRatePerSecond", \.historyRatePerSecond, \.historyBurst),
-        ] }
-        static var burstLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, Double>)] { [
-            ("nativeBurst", \.nativeBurst),
-            ("lineBurst", \.lineBurst),
-            ("historyBurst", \.historyBurst),
-        ] }
-        static var millisLimits: [(key: String, field: WritableKeyPath<ServerConfiguration, UInt64>)] { [
-            ("httpRequestTimeoutMillis", \.httpRequestTimeoutMillis),
-            ("httpIdleTimeoutMillis", \.httpIdleTimeoutMillis),
-            ("webSocketPingIntervalMillis", \.webSocketPingIntervalMillis),
-            ("socketIOPingIntervalMillis", \.socketIOPingIntervalMillis),
-            ("socketIOPingTimeoutMillis", \.socketIOPingTimeoutMillis),
-            ("socketIOConnectTimeoutMillis", \.socketIOConnectTimeoutMillis),
-        ] }
+        /// The paths the file may hold: every setting's (``ServerSetting/table``) and its
+        /// aliases, and the channel list.
+        static let leaves: [String: Int] = {
+            var leaves: [String: Int] = [:]
+            for (index, setting) in ServerSetting.table.enumerated() {
+                for path in setting.paths {
+                    precondition(leaves.updateValue(index, forKey: path) == nil, "config-file path \(path) is in the table twice")
+                }
+            }
+            return leaves
+        }()
+        static let listKeys = ["openChannels", "channels"]
+        /// Every object a leaf lies in (`doors`, `doors.native`, ...).
+        static let branches: Set<String> = {
+            var branches = Set<String>()
+            for path in leaves.keys {
+                var parts = path.split(separator: ".").dropLast()
+                while !parts.isEmpty {
+                    branches.insert(parts.joined(separator: "."))
+                    parts.removeLast()
+                }
+            }
+            precondition(branches.isDisjoint(with: leaves.keys), "a config-file path is both a value and an object")
+            return branches
+        }()
 
-        static var limitKeys: [String] {
-            integerLimits.map(\.key) + rateLimits.map(\.key) + burstLimits.map(\.key) + millisLimits.map(\.key) + ["uploadTypes"]
+        /// The keys an object at `prefix` may hold, documented paths first.
+        static func allowed(under prefix: String) -> [String] {
+            let paths = ServerSetting.table.flatMap { $0.path.map { [$0] } ?? [] } + listKeys + ServerSetting.table.flatMap(\.aliases)
+            var keys: [String] = []
+            for path in paths {
+                guard prefix.isEmpty || path.hasPrefix(prefix + ".") else { continue }
+                let rest = prefix.isEmpty ? path : String(path.dropFirst(prefix.count + 1))
+                let key = String(rest.prefix { $0 != "." })
+                if !keys.contains(key) { keys.append(key) }
+            }
+            return keys
+        }
+
+        /// Collects the values at known paths; an unknown or duplicate key is an error naming its path.
+        func collect(_ object: JSONObject, at prefix: String, into found: inout [(path: String, value: JSONValue)]) throws(Failure) {
+            var seen = Set<String>()
+            for (key, value) in object {
+                let path = prefix.isEmpty ? key : "\(prefix).\(key)"
+                guard seen.insert(key).inserted else { throw Failure(message: "duplicate key \(path)") }
+                if Self.leaves[path] != nil || (prefix.isEmpty && Self.listKeys.contains(key)) {
+                    found.append((path, value))
+                } else if Self.branches.contains(path) {
+                    guard case .object(let inner) = value else { throw Failure(message: "\(path) must be an object") }
+                    try collect(inner, at: path, into: &found)
+                } else {
+                    throw Failure(message: "unknown key \(path) (allowed here: \(Self.allowed(under: prefix).joined(separator: ", ")))")
+                }
+            }
         }
 
         mutating func apply(_ root: JSONValue, to configuration: inout ServerConfiguration) throws(Failure) {
-            let top = try object(root, "", allowed: ["channels", "openChannels", "limits", "history", "tls", "log", "metrics", "admin", "files", "redis", "allowedOrigins",
-                                                      "trustedProxies", "lineProxyProtocol"])
-            if let value = top["trustedProxies"] {
-                guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
-                    throw Failure(message: "trustedProxies must be an array of strings")
+            guard case .object(let top) = root else { throw Failure(message: "the top level must be an object") }
+            var found: [(path: String, value: JSONValue)] = []
+            try collect(top, at: "", into: &found)
+            // One value per setting, under its path or one alias.
+            var bySetting: [Int: (path: String, value: JSONValue)] = [:]
+            for item in found {
+                guard let index = Self.leaves[item.path] else { continue }
+                if let other = bySetting[index] {
+                    throw Failure(message: "\(other.path) and \(item.path) set the same setting; keep \(ServerSetting.table[index].path ?? item.path)")
                 }
+                bySetting[index] = item
+            }
+            // In table order: a burst row comes after its rate, whatever the key order.
+            for (index, setting) in ServerSetting.table.enumerated() {
+                guard let (path, value) = bySetting[index] else { continue }
                 do throws(ServerConfiguration.UsageError) {
-                    configuration.trustedProxies = try ServerConfiguration.trustedProxies(
-                        list.compactMap(\.stringValue).joined(separator: ","), "trustedProxies")
+                    try setting.apply(&configuration, .json(value), path)
                 } catch {
                     throw Failure(message: error.description)
                 }
             }
-            if let value = top["lineProxyProtocol"] { configuration.lineProxyProtocol = try bool(value, "lineProxyProtocol") }
-            if let value = top["allowedOrigins"] {
-                guard let list = value.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
-                    throw Failure(message: "allowedOrigins must be an array of strings")
-                }
-                do throws(ServerConfiguration.UsageError) {
-                    configuration.allowedOrigins = try ServerConfiguration.allowedOrigins(list.compactMap(\.stringValue), "allowedOrigins")
-                } catch {
-                    throw Failure(message: error.description)
-                }
+            func given(_ field: AnyKeyPath) -> String? {
+                bySetting.first { ServerSetting.table[$0.key].landsIn(field) }?.value.path
             }
-            if let value = top["log"] {
-                let log = try object(value, "log", allowed: ["level", "format"])
-                if let v = log["level"] {
-                    guard let level = LogLevel(name: try string(v, "log.level")) else {
-                        throw Failure(message: "log.level must be trace, debug, info, warn or error")
-                    }
-                    configuration.logLevel = level
-                }
-                if let v = log["format"] {
-                    guard let format = LogFormat(rawValue: try string(v, "log.format")) else {
-                        throw Failure(message: "log.format must be text or json")
-                    }
-                    configuration.logFormat = format
-                }
+            if given(\ServerConfiguration.tlsCertificateFile) != nil || given(\ServerConfiguration.tlsKeyFile) != nil,
+               (configuration.tlsCertificateFile == nil) != (configuration.tlsKeyFile == nil) {
+                throw Failure(message: "tls needs both cert and key")
             }
-            for (key, field) in [("metrics", \ServerConfiguration.metricsToken), ("admin", \ServerConfiguration.adminToken)] {
-                guard let value = top[key] else { continue }
-                let section = try object(value, key, allowed: ["token"])
-                if let v = section["token"] {
-                    let token = try string(v, "\(key).token")
-                    guard token.count >= Self.minimumTokenLength, !token.contains(where: { $0.isWhitespace }) else {
-                        throw Failure(message: "\(key).token must be at least \(Self.minimumTokenLength) characters with no spaces")
-                    }
-                    configuration[keyPath: field] = token
-                }
-            }
-            if let value = top["limits"] {
-                let limits = try object(value, "limits", allowed: Self.limitKeys)
-                for item in Self.integerLimits {
-                    if let v = limits[item.key] { configuration[keyPath: item.field] = try integer(v, "limits.\(item.key)", item.range) }
-                }
-                for item in Self.rateLimits {
-                    if let v = limits[item.key] {
-                        let rate = try number(v, "limits.\(item.key)", 0.001...10_000_000)
-                        configuration[keyPath: item.field] = rate
-                        configuration[keyPath: item.burst] = max(1, rate * 2)
-                    }
-                }
-                // An explicit burst wins over the 2x default, whatever the key order.
-                for item in Self.burstLimits {
-                    if let v = limits[item.key] { configuration[keyPath: item.field] = try number(v, "limits.\(item.key)", 1...20_000_000) }
-                }
-                for item in Self.millisLimits {
-                    if let v = limits[item.key] {
-                        configuration[keyPath: item.field] = UInt64(try integer(v, "limits.\(item.key)", 100...86_400_000))
-                    }
-                }
-                if let v = limits["uploadTypes"] { configuration.uploadTypes = try types(v, "limits.uploadTypes") }
-            }
-            if let value = top["files"] {
-                let files = try object(value, "files", allowed: ["directory", "publicURL", "uploadGraceSeconds",
-                                                                 "collectIntervalSeconds", "uploadTimeoutMillis", "workers"])
-                if let v = files["directory"] { configuration.filesDirectory = try string(v, "files.directory") }
-                if let v = files["publicURL"] {
-                    let text = try string(v, "files.publicURL")
-                    do throws(ServerConfiguration.UsageError) {
-                        configuration.publicURL = try ServerConfiguration.publicURL(text, "files.publicURL")
-                    } catch {
-                        throw Failure(message: error.description)
-                    }
-                }
-                if let v = files["uploadGraceSeconds"] { configuration.uploadGraceSeconds = try integer(v, "files.uploadGraceSeconds", 1...(365 * 86_400)) }
-                if let v = files["collectIntervalSeconds"] { configuration.filesCollectIntervalSeconds = try integer(v, "files.collectIntervalSeconds", 1...86_400) }
-                if let v = files["uploadTimeoutMillis"] { configuration.uploadTimeoutMillis = UInt64(try integer(v, "files.uploadTimeoutMillis", 1000...86_400_000)) }
-                if let v = files["workers"] { configuration.fileWorkers = try integer(v, "files.workers", 1...64) }
-            }
-            if let value = top["history"] {
-                let history = try object(value, "history", allowed: ["retentionCount", "retentionDays", "cacheRoomBytes", "cacheBytes"])
-                if let v = history["retentionCount"] { configuration.retentionCount = try integer(v, "history.retentionCount", 1...Int(Int32.max)) }
-                if let v = history["retentionDays"] { configuration.retentionDays = try integer(v, "history.retentionDays", 1...100_000) }
-                if let v = history["cacheRoomBytes"] { configuration.historyBytesPerRoom = try integer(v, "history.cacheRoomBytes", 0...(1 << 40)) }
-                if let v = history["cacheBytes"] { configuration.historyBytesTotal = try integer(v, "history.cacheBytes", 0...(1 << 50)) }
-            }
-            if let value = top["tls"] {
-                let tls = try object(value, "tls", allowed: ["cert", "key", "line"])
-                if let v = tls["cert"] { configuration.tlsCertificateFile = try string(v, "tls.cert") }
-                if let v = tls["key"] { configuration.tlsKeyFile = try string(v, "tls.key") }
-                if let v = tls["line"] { configuration.lineTLS = try bool(v, "tls.line") }
-                guard (configuration.tlsCertificateFile == nil) == (configuration.tlsKeyFile == nil) else {
-                    throw Failure(message: "tls needs both cert and key")
-                }
-            }
-            if let value = top["redis"] {
-                try redis(value, into: &configuration)
+            if let url = given(\ServerConfiguration.redisURL), let seeds = given(\ServerConfiguration.redisClusterSeeds) {
+                throw Failure(message: "\(url) and \(seeds) cannot be used together")
             }
             if let value = top["channels"] {
                 guard case .array(let list) = value else { throw Failure(message: "channels must be an array of objects") }
@@ -348,49 +281,6 @@ public enum ConfigFile {
                 if !channels.isEmpty { configuration.openChannels = false }
             }
             if let value = top["openChannels"] { configuration.openChannels = try bool(value, "openChannels") }
-        }
-
-        /// `redis`: cluster mode. `url` (one Redis) or `cluster` (seed nodes, a comma-separated
-        /// string or an array), `nodeId`, `presenceLease` (seconds), `prefix`.
-        func redis(_ value: JSONValue, into configuration: inout ServerConfiguration) throws(Failure) {
-            let redis = try object(value, "redis", allowed: ["url", "cluster", "nodeId", "presenceLease", "prefix"])
-            if let v = redis["url"] {
-                let url = try string(v, "redis.url")
-                do throws(RedisError) { _ = try RedisEndpoint(url: url) } catch { throw Failure(message: "redis.url: \(error.message)") }
-                configuration.redisURL = url
-            }
-            if let v = redis["cluster"] {
-                let seeds: String
-                if case .array(let items) = v {
-                    var list: [String] = []
-                    for (index, item) in items.enumerated() { list.append(try string(item, "redis.cluster[\(index)]")) }
-                    seeds = list.joined(separator: ",")
-                } else {
-                    seeds = try string(v, "redis.cluster")
-                }
-                do throws(RedisError) { _ = try RedisEndpoint.seeds(seeds) } catch { throw Failure(message: "redis.cluster: \(error.message)") }
-                configuration.redisClusterSeeds = seeds
-            }
-            if configuration.redisURL != nil && configuration.redisClusterSeeds != nil {
-                throw Failure(message: "redis.url and redis.cluster cannot be used together")
-            }
-            if let v = redis["nodeId"] {
-                let id = try string(v, "redis.nodeId")
-                guard RedisPresenceOptions.isValidNodeID(id) else {
-                    throw Failure(message: "redis.nodeId must be 1-64 letters, digits, '.', '_' or '-'")
-                }
-                configuration.nodeID = id
-            }
-            if let v = redis["presenceLease"] {
-                configuration.presenceLeaseMillis = Int(try number(v, "redis.presenceLease", 1.5...3_600) * 1000)
-            }
-            if let v = redis["prefix"] {
-                let prefix = try string(v, "redis.prefix")
-                guard RedisKeyspace.isValidPrefix(prefix) else {
-                    throw Failure(message: "redis.prefix must be 1-64 letters, digits, '.', '_', '-' or ':'")
-                }
-                configuration.redisKeyPrefix = prefix
-            }
         }
 
         func channel(_ value: JSONValue, _ path: String) throws(Failure) -> ChannelSettings {

@@ -2,8 +2,9 @@ import ParleyCore
 import ParleyLog
 import ParleyRedis
 
-/// Everything `parley serve` can be told. Each flag has a `PARLEY_*` environment variable;
-/// a flag wins over the variable.
+/// Everything `parley serve` can be told: an immutable snapshot once built (a reload swaps in
+/// a new one). ``ServerSetting/table`` says how each property is set: its flag, `PARLEY_*`
+/// variable and config-file path; a flag wins over the variable, which wins over the file.
 public struct ServerConfiguration: Sendable, Equatable {
     public var host = "127.0.0.1"
     public var httpPort = 8080
@@ -227,254 +228,6 @@ public struct ServerConfiguration: Sendable, Equatable {
         public let description: String
     }
 
-    struct Option: Sendable {
-        let flag: String
-        let env: String
-        let value: String
-        let help: String
-        let apply: @Sendable (inout ServerConfiguration, String) throws(UsageError) -> Void
-    }
-
-    static let options: [Option] = [
-        // Read before everything else by `parse` (the file is the lowest layer).
-        Option(flag: "--config", env: "PARLEY_CONFIG", value: "FILE", help: "JSON config file: channels, secrets, limits, TLS") { _, _ throws(UsageError) in },
-        Option(flag: "--host", env: "PARLEY_HOST", value: "ADDR", help: "address to bind (default 127.0.0.1; 0.0.0.0 for all)") { c, v throws(UsageError) in
-            c.host = v
-        },
-        Option(flag: "--http-port", env: "PARLEY_HTTP_PORT", value: "PORT", help: "HTTP/WebSocket port (default 8080; 0 picks a free port)") { c, v throws(UsageError) in
-            c.httpPort = try port(v, "--http-port")
-        },
-        Option(flag: "--line-port", env: "PARLEY_LINE_PORT", value: "PORT", help: "line-protocol TCP port (default 8081; 0 picks a free port)") { c, v throws(UsageError) in
-            c.linePort = try port(v, "--line-port")
-        },
-        Option(flag: "--data", env: "PARLEY_DATA", value: "DIR", help: "data directory (default ./parley-data)") { c, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError(description: "--data needs a directory") }
-            c.dataDirectory = v
-        },
-        Option(flag: "--loops", env: "PARLEY_LOOPS", value: "N", help: "event loops (threads); default one per core") { c, v throws(UsageError) in
-            c.loops = .fixed(try integer(v, "--loops", 1...256))
-        },
-        Option(flag: "--lobby", env: "PARLEY_LOBBY", value: "CHANNEL/ROOM", help: "room shared by the line and Socket.IO doors (default demo/observable-room)") { c, v throws(UsageError) in
-            guard let key = RoomKey(parsing: v) else { throw UsageError(description: "--lobby must look like CHANNEL/ROOM, got \"\(v)\"") }
-            c.lobby = key
-        },
-        Option(flag: "--max-line-length", env: "PARLEY_MAX_LINE_LENGTH", value: "BYTES", help: "longest line-door line (default 16384)") { c, v throws(UsageError) in
-            c.lineMaxLength = try integer(v, "--max-line-length", 16...(16 << 20))
-        },
-        Option(flag: "--line-rate", env: "PARLEY_LINE_RATE", value: "N", help: "line-door messages per second per connection (default 20, burst 2x)") { c, v throws(UsageError) in
-            let rate = try integer(v, "--line-rate", 1...1_000_000)
-            c.lineRatePerSecond = Double(rate)
-            c.lineBurst = Double(rate * 2)
-        },
-        Option(flag: "--write-queue-limit", env: "PARLEY_WRITE_QUEUE_LIMIT", value: "BYTES", help: "unsent bytes per connection before it is cut off (default 4194304)") { c, v throws(UsageError) in
-            c.writeQueueLimit = try integer(v, "--write-queue-limit", 4096...(1 << 30))
-        },
-        Option(flag: "--max-message-size", env: "PARLEY_MAX_MESSAGE_SIZE", value: "BYTES", help: "largest WebSocket message (default 1048576; close 1009 above)") { c, v throws(UsageError) in
-            c.webSocketMaxMessageSize = try integer(v, "--max-message-size", 1024...(64 << 20))
-        },
-        Option(flag: "--max-rooms", env: "PARLEY_MAX_ROOMS", value: "N", help: "rooms one native connection may join (default 100)") { c, v throws(UsageError) in
-            c.nativeMaxRooms = try integer(v, "--max-rooms", 1...100_000)
-        },
-        Option(flag: "--publish-rate", env: "PARLEY_PUBLISH_RATE", value: "N", help: "native publishes per second per connection (default 50, burst 2x)") { c, v throws(UsageError) in
-            let rate = try integer(v, "--publish-rate", 1...10_000_000)
-            c.nativeRatePerSecond = Double(rate)
-            c.nativeBurst = Double(rate * 2)
-        },
-        Option(flag: "--history", env: "PARLEY_HISTORY", value: "N", help: "recent messages cached in memory per room (default 1000)") { c, v throws(UsageError) in
-            c.historyCapacity = try integer(v, "--history", 0...1_000_000)
-        },
-        Option(flag: "--history-room-memory", env: "PARLEY_HISTORY_ROOM_MEMORY", value: "BYTES", help: "bytes of recent messages cached per room (default 1048576)") { c, v throws(UsageError) in
-            c.historyBytesPerRoom = try integer(v, "--history-room-memory", 0...(1 << 40))
-        },
-        Option(flag: "--history-memory", env: "PARLEY_HISTORY_MEMORY", value: "BYTES", help: "bytes of recent messages cached across all rooms (default 268435456)") { c, v throws(UsageError) in
-            c.historyBytesTotal = try integer(v, "--history-memory", 0...(1 << 50))
-        },
-        Option(flag: "--room-backlog", env: "PARLEY_ROOM_BACKLOG", value: "N", help: "a room's deliveries in progress before its publishers are slowed (default 4096)") { c, v throws(UsageError) in
-            c.roomBacklog = try integer(v, "--room-backlog", 2...100_000_000)
-        },
-        Option(flag: "--retention-count", env: "PARLEY_RETENTION_COUNT", value: "N", help: "stored messages kept per room (default: all)") { c, v throws(UsageError) in
-            c.retentionCount = try integer(v, "--retention-count", 1...Int(Int32.max))
-        },
-        Option(flag: "--retention-days", env: "PARLEY_RETENTION_DAYS", value: "D", help: "days a stored message is kept (default: forever)") { c, v throws(UsageError) in
-            c.retentionDays = try integer(v, "--retention-days", 1...100_000)
-        },
-        Option(flag: "--join-history", env: "PARLEY_JOIN_HISTORY", value: "N", help: "lobby messages a line user gets on joining (default 20)") { c, v throws(UsageError) in
-            c.joinHistory = try integer(v, "--join-history", 0...1_000)
-        },
-        Option(flag: "--max-history-count", env: "PARLEY_MAX_HISTORY_COUNT", value: "N", help: "most history_count one subscribe may ask for (default 1000)") { c, v throws(UsageError) in
-            c.nativeMaxHistoryCount = try integer(v, "--max-history-count", 0...1_000_000)
-        },
-        Option(flag: "--history-page-bytes", env: "PARLEY_HISTORY_PAGE_BYTES", value: "BYTES", help: "most bytes of messages in one history page (default 1048576)") { c, v throws(UsageError) in
-            c.historyPageBytes = try integer(v, "--history-page-bytes", 1024...(1 << 30))
-        },
-        Option(flag: "--history-rate", env: "PARLEY_HISTORY_RATE", value: "N", help: "native history requests per second per connection (default 5, burst 2x)") { c, v throws(UsageError) in
-            let rate = try integer(v, "--history-rate", 1...1_000_000)
-            c.historyRatePerSecond = Double(rate)
-            c.historyBurst = Double(rate * 2)
-        },
-        Option(flag: "--max-body-size", env: "PARLEY_MAX_BODY_SIZE", value: "BYTES", help: "largest HTTP request body (default 1048576; 413 above)") { c, v throws(UsageError) in
-            c.httpMaxBodyBytes = try integer(v, "--max-body-size", 1024...(1 << 30))
-        },
-        Option(flag: "--max-store-bytes", env: "PARLEY_MAX_STORE_BYTES", value: "BYTES", help: "size budget of the embedded store (all history; default 10737418240, 0: as the disk allows)") { c, v throws(UsageError) in
-            let bytes = try integer(v, "--max-store-bytes", 0...(1 << 50))
-            guard bytes == 0 || bytes >= 1 << 20 else { throw UsageError(description: "--max-store-bytes must be 0 (no budget) or at least 1048576") }
-            c.storeMaxBytes = bytes == 0 ? nil : bytes
-        },
-        Option(flag: "--max-multi-publish-bytes", env: "PARLEY_MAX_MULTI_PUBLISH_BYTES", value: "BYTES", help: "body bytes x rooms one REST publish to several rooms may store (default 4194304; 413 above)") { c, v throws(UsageError) in
-            c.multiPublishMaxBytes = try integer(v, "--max-multi-publish-bytes", 1024...(1 << 34))
-        },
-        Option(flag: "--socketio-max-payload", env: "PARLEY_SOCKETIO_MAX_PAYLOAD", value: "BYTES", help: "largest Socket.IO polling body or message (default 1000000)") { c, v throws(UsageError) in
-            c.socketIOMaxPayload = try integer(v, "--socketio-max-payload", 1024...(64 << 20))
-        },
-        Option(flag: "--max-connections", env: "PARLEY_MAX_CONNECTIONS", value: "N", help: "connections open at once, all doors (default 10000)") { c, v throws(UsageError) in
-            c.maxConnections = try integer(v, "--max-connections", 1...10_000_000)
-        },
-        Option(flag: "--max-connections-per-ip", env: "PARLEY_MAX_CONNECTIONS_PER_IP", value: "N", help: "connections open at once from one IP (default 1000)") { c, v throws(UsageError) in
-            c.maxConnectionsPerIP = try integer(v, "--max-connections-per-ip", 1...10_000_000)
-        },
-        Option(flag: "--handshake-timeout", env: "PARLEY_HANDSHAKE_TIMEOUT", value: "SECONDS", help: "time to finish the HTTP request/upgrade or line iam: (default 10)") { c, v throws(UsageError) in
-            c.handshakeTimeoutMillis = try millis(v, "--handshake-timeout")
-        },
-        Option(flag: "--idle-timeout", env: "PARLEY_IDLE_TIMEOUT", value: "SECONDS", help: "close a connection silent this long (default 300)") { c, v throws(UsageError) in
-            c.idleTimeoutMillis = try millis(v, "--idle-timeout")
-        },
-        Option(flag: "--rate-abuse-factor", env: "PARLEY_RATE_ABUSE_FACTOR", value: "N", help: "disconnect after N x the message rate refused within 10 s (default 10)") { c, v throws(UsageError) in
-            c.rateAbuseFactor = Double(try integer(v, "--rate-abuse-factor", 1...1_000_000))
-        },
-        Option(flag: "--max-members-listed", env: "PARLEY_MAX_MEMBERS_LISTED", value: "N", help: "members listed in one observable_members (default 1000)") { c, v throws(UsageError) in
-            c.maxMembersListed = try integer(v, "--max-members-listed", 1...10_000_000)
-        },
-        Option(flag: "--max-members-list-bytes", env: "PARLEY_MAX_MEMBERS_LIST_BYTES", value: "BYTES", help: "bytes of members in one observable_members (default 262144)") { c, v throws(UsageError) in
-            c.maxMembersListedBytes = try integer(v, "--max-members-list-bytes", 1024...(1 << 30))
-        },
-        Option(flag: "--max-client-data", env: "PARLEY_MAX_CLIENT_DATA", value: "BYTES", help: "largest native client_data, as JSON (default 4096)") { c, v throws(UsageError) in
-            c.maxClientDataBytes = try integer(v, "--max-client-data", 2...(1 << 20))
-        },
-        Option(flag: "--rest-rate", env: "PARLEY_REST_RATE", value: "N", help: "REST requests per second per IP (default 20, burst 2x; 429 above)") { c, v throws(UsageError) in
-            let rate = try integer(v, "--rest-rate", 1...10_000_000)
-            c.restRatePerSecond = Double(rate)
-            c.restBurst = Double(rate * 2)
-        },
-        Option(flag: "--trusted-proxies", env: "PARLEY_TRUSTED_PROXIES", value: "LIST", help: "reverse proxies (addresses or CIDRs, e.g. 10.0.0.0/8,::1) whose X-Forwarded-For / PROXY header names the client (default none)") { c, v throws(UsageError) in
-            c.trustedProxies = try trustedProxies(v, "--trusted-proxies")
-        },
-        Option(flag: "--line-proxy-protocol", env: "PARLEY_LINE_PROXY_PROTOCOL", value: "", help: "line connections from a trusted proxy start with a PROXY protocol v1/v2 header") { c, v throws(UsageError) in
-            c.lineProxyProtocol = try switchValue(v, "--line-proxy-protocol", env: "PARLEY_LINE_PROXY_PROTOCOL")
-        },
-        Option(flag: "--files", env: "PARLEY_FILES", value: "DIR", help: "where uploads are stored (default: the data directory; share it between cluster nodes)") { c, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError(description: "--files needs a directory") }
-            c.filesDirectory = v
-        },
-        Option(flag: "--public-url", env: "PARLEY_PUBLIC_URL", value: "URL", help: "http(s)://host[:port] that attachment links start with") { c, v throws(UsageError) in
-            c.publicURL = try publicURL(v, "--public-url")
-        },
-        Option(flag: "--allowed-origins", env: "PARLEY_ALLOWED_ORIGINS", value: "LIST", help: "web origins besides this server's own whose pages may use it, e.g. https://app.example.com (* for any; default none)") { c, v throws(UsageError) in
-            c.allowedOrigins = try allowedOrigins(v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, "--allowed-origins")
-        },
-        Option(flag: "--max-upload-size", env: "PARLEY_MAX_UPLOAD_SIZE", value: "BYTES", help: "largest uploaded file (default 10485760; 413 above)") { c, v throws(UsageError) in
-            c.uploadMaxBytes = try integer(v, "--max-upload-size", 1...(16 << 30))
-        },
-        Option(flag: "--upload-types", env: "PARLEY_UPLOAD_TYPES", value: "LIST", help: "allowed upload types, e.g. image/*,application/pdf (default: images, PDF, text, office)") { c, v throws(UsageError) in
-            c.uploadTypes = try uploadTypes(v.split(separator: ",").map { String($0) }, "--upload-types")
-        },
-        Option(flag: "--upload-rate", env: "PARLEY_UPLOAD_RATE", value: "N", help: "uploads per minute per client address, all channels together (default 30; 429 above)") { c, v throws(UsageError) in
-            c.uploadsPerMinute = try integer(v, "--upload-rate", 1...1_000_000)
-        },
-        Option(flag: "--upload-rate-total", env: "PARLEY_UPLOAD_RATE_TOTAL", value: "N", help: "uploads per minute the whole server takes (default 600; 429 above)") { c, v throws(UsageError) in
-            c.uploadsPerMinuteTotal = try integer(v, "--upload-rate-total", 1...100_000_000)
-        },
-        Option(flag: "--upload-bytes-per-ip", env: "PARLEY_UPLOAD_BYTES_PER_IP", value: "BYTES", help: "bytes of files one client address may upload per day, all channels together (default 1073741824; 429 above)") { c, v throws(UsageError) in
-            c.uploadBytesPerIPPerDay = try integer(v, "--upload-bytes-per-ip", 1...(1 << 50))
-        },
-        Option(flag: "--upload-bytes-total", env: "PARLEY_UPLOAD_BYTES_TOTAL", value: "BYTES", help: "bytes of files the whole server takes per day (default 10737418240; 429 above)") { c, v throws(UsageError) in
-            c.uploadBytesTotalPerDay = try integer(v, "--upload-bytes-total", 1...(1 << 50))
-        },
-        Option(flag: "--files-quota", env: "PARLEY_FILES_QUOTA", value: "BYTES", help: "bytes of uploads one channel may hold (default 1073741824; 429 above)") { c, v throws(UsageError) in
-            c.filesQuotaBytes = try integer(v, "--files-quota", 0...(1 << 50))
-        },
-        Option(flag: "--upload-grace", env: "PARLEY_UPLOAD_GRACE", value: "SECONDS", help: "keep uploads no message refers to this long (default 86400)") { c, v throws(UsageError) in
-            c.uploadGraceSeconds = try integer(v, "--upload-grace", 1...(365 * 86_400))
-        },
-        Option(flag: "--file-workers", env: "PARLEY_FILE_WORKERS", value: "N", help: "threads for file I/O and image work (default 2)") { c, v throws(UsageError) in
-            c.fileWorkers = try integer(v, "--file-workers", 1...64)
-        },
-        Option(flag: "--tls-cert", env: "PARLEY_TLS_CERT", value: "FILE", help: "PEM certificate chain: serve https:// and wss:// (needs --tls-key)") { c, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError(description: "--tls-cert needs a file") }
-            c.tlsCertificateFile = v
-        },
-        Option(flag: "--tls-key", env: "PARLEY_TLS_KEY", value: "FILE", help: "PEM private key for --tls-cert") { c, v throws(UsageError) in
-            guard !v.isEmpty else { throw UsageError(description: "--tls-key needs a file") }
-            c.tlsKeyFile = v
-        },
-        Option(flag: "--line-tls", env: "PARLEY_LINE_TLS", value: "", help: "the line door speaks TLS too (same certificate)") { c, v throws(UsageError) in
-            switch v {
-            case "", "1", "true", "yes": c.lineTLS = true
-            case "0", "false", "no": c.lineTLS = false
-            default: throw UsageError(description: "--line-tls takes no value (PARLEY_LINE_TLS=1 or 0), got \"\(v)\"")
-            }
-        },
-        Option(flag: "--sync", env: "PARLEY_SYNC", value: "full|normal", help: "fsync each group commit (full, default) or not (normal)") { c, v throws(UsageError) in
-            guard v == "full" || v == "normal" else { throw UsageError(description: "--sync must be full or normal, got \"\(v)\"") }
-            c.syncFull = v == "full"
-        },
-        Option(flag: "--log-level", env: "PARLEY_LOG_LEVEL", value: "LEVEL", help: "trace, debug, info (default), warn or error; to standard error") { c, v throws(UsageError) in
-            guard let level = LogLevel(name: v) else {
-                throw UsageError(description: "--log-level must be trace, debug, info, warn or error, got \"\(v)\"")
-            }
-            c.logLevel = level
-        },
-        Option(flag: "--log-format", env: "PARLEY_LOG_FORMAT", value: "text|json", help: "log lines as text (default) or one JSON object each") { c, v throws(UsageError) in
-            guard let format = LogFormat(rawValue: v) else { throw UsageError(description: "--log-format must be text or json, got \"\(v)\"") }
-            c.logFormat = format
-        },
-        Option(flag: "--drain-time", env: "PARLEY_DRAIN_TIME", value: "SECONDS", help: "on SIGTERM, /readyz says 503 this long before clients are told to go (default 0)") { c, v throws(UsageError) in
-            c.drainMillis = try millis(v, "--drain-time", allowZero: true)
-        },
-        Option(flag: "--shutdown-timeout", env: "PARLEY_SHUTDOWN_TIMEOUT", value: "SECONDS", help: "then how long clients get to leave before the server stops (default 3)") { c, v throws(UsageError) in
-            c.shutdownGraceMillis = try millis(v, "--shutdown-timeout", allowZero: true)
-        },
-        Option(flag: "--redis", env: "PARLEY_REDIS", value: "URL", help: "cluster mode on Redis: redis://HOST:PORT[/DB] (default off: one node, SQLite)") { c, v throws(UsageError) in
-            do throws(RedisError) { _ = try RedisEndpoint(url: v) } catch { throw UsageError(description: "--redis: \(error.message)") }
-            c.redisURL = v
-        },
-        Option(flag: "--redis-cluster", env: "PARLEY_REDIS_CLUSTER", value: "HOST:PORT,...", help: "cluster mode on a Redis Cluster, given seed nodes") { c, v throws(UsageError) in
-            do throws(RedisError) { _ = try RedisEndpoint.seeds(v) } catch { throw UsageError(description: "--redis-cluster: \(error.message)") }
-            c.redisClusterSeeds = v
-        },
-        Option(flag: "--node-id", env: "PARLEY_NODE_ID", value: "ID", help: "this node's name in the cluster (default random; letters, digits, . _ -)") { c, v throws(UsageError) in
-            guard RedisPresenceOptions.isValidNodeID(v) else {
-                throw UsageError(description: "--node-id must be 1-64 letters, digits, '.', '_' or '-', got \"\(v)\"")
-            }
-            c.nodeID = v
-        },
-        Option(flag: "--presence-lease", env: "PARLEY_PRESENCE_LEASE", value: "SECONDS", help: "a dead node's members leave everywhere after about this long (default 10)") { c, v throws(UsageError) in
-            let millis = try millis(v, "--presence-lease")
-            guard millis >= 1_500, millis <= 3_600_000 else {
-                throw UsageError(description: "--presence-lease must be between 1.5 and 3600 seconds, got \"\(v)\"")
-            }
-            c.presenceLeaseMillis = Int(millis)
-        },
-        Option(flag: "--redis-prefix", env: "PARLEY_REDIS_PREFIX", value: "PREFIX", help: "prefix of Parley's Redis keys (default parley)") { c, v throws(UsageError) in
-            guard RedisKeyspace.isValidPrefix(v) else {
-                throw UsageError(description: "--redis-prefix must be 1-64 letters, digits, '.', '_', '-' or ':', got \"\(v)\"")
-            }
-            c.redisKeyPrefix = v
-        },
-        Option(flag: "--ws-echo-path", env: "PARLEY_WS_ECHO_PATH", value: "PATH", help: "serve a diagnostic WebSocket echo endpoint at PATH (default off)") { c, v throws(UsageError) in
-            guard v.hasPrefix("/"), !v.contains("?"), !v.contains(" ") else {
-                throw UsageError(description: "--ws-echo-path must be a path starting with /, got \"\(v)\"")
-            }
-            c.webSocketEchoPath = v
-        },
-    ] + socketIOOptions
-
-    private static func integer(_ text: String, _ flag: String, _ range: ClosedRange<Int>) throws(UsageError) -> Int {
-        guard let value = Int(text), range.contains(value) else {
-            throw UsageError(description: "\(flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), got \"\(text)\"")
-        }
-        return value
-    }
-
     /// Comma-separated addresses or CIDR ranges, IPv4 or IPv6 (at most 1,000).
     static func trustedProxies(_ text: String, _ flag: String) throws(UsageError) -> [IPNetwork] {
         let items = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
@@ -487,14 +240,6 @@ public struct ServerConfiguration: Sendable, Equatable {
             networks.append(network)
         }
         return networks
-    }
-
-    static func switchValue(_ v: String, _ flag: String, env: String) throws(UsageError) -> Bool {
-        switch v {
-        case "", "1", "true", "yes": return true
-        case "0", "false", "no": return false
-        default: throw UsageError(description: "\(flag) takes no value (\(env)=1 or 0), got \"\(v)\"")
-        }
     }
 
     /// `http://host[:port]` or `https://...`, without a path (a trailing `/` is dropped).
@@ -534,27 +279,25 @@ public struct ServerConfiguration: Sendable, Equatable {
         return types
     }
 
-    /// Seconds, fractions allowed (e.g. 0.5), as milliseconds.
-    private static func millis(_ text: String, _ flag: String, allowZero: Bool = false) throws(UsageError) -> UInt64 {
-        guard let seconds = Double(text), seconds > 0 || (allowZero && seconds == 0), seconds <= 86_400 * 365 else {
-            throw UsageError(description: "\(flag) must be a number of seconds \(allowZero ? "(0 or more)" : "above 0"), got \"\(text)\"")
-        }
-        return UInt64((seconds * 1000).rounded())
-    }
-
-    private static func port(_ text: String, _ flag: String) throws(UsageError) -> Int {
-        try integer(text, flag, 0...65535)
-    }
-
-    /// The `--help` text.
+    /// The `--help` text: a line per setting of ``ServerSetting/table`` that has a flag.
     public static var usage: String {
         var lines = ["usage: parley serve [options]", "", "Starts the Parley chat server.", "", "options (each also read from its environment variable):"]
-        for option in options {
-            let left = "  \(option.flag) \(option.value)"
+        for setting in ServerSetting.table {
+            guard let flag = setting.flag, let env = setting.environment else { continue }
+            let left = "  \(flag) \(setting.placeholder)"
             // A long flag keeps two spaces before its text (padding to 32 would cut it).
-            lines.append(left.padding(toLength: max(32, left.count + 2), withPad: " ", startingAt: 0) + option.help + "  [\(option.env)]")
+            lines.append(left.padding(toLength: max(32, left.count + 2), withPad: " ", startingAt: 0)
+                         + setting.help + " (default \(setting.defaultText))  [\(env)]")
         }
         lines.append("  --help                        show this help")
+        lines.append("")
+        lines.append("Each option also has a config-file path (README.md, \"parley serve options\"); these only that:")
+        for setting in ServerSetting.table where setting.flag == nil {
+            guard let path = setting.path else { continue }
+            let left = "  \(path)"
+            lines.append(left.padding(toLength: max(32, left.count + 2), withPad: " ", startingAt: 0)
+                         + setting.help + " (default \(setting.defaultText))")
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -565,11 +308,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let path = configFilePath(arguments: arguments, environment: environment) {
             try ConfigFile.load(path: path, into: &configuration)
         }
-        for option in options {
-            if let value = environment[option.env] {
-                do { try option.apply(&configuration, value) } catch {
-                    throw UsageError(description: "\(option.env): \(error.description)")
-                }
+        for setting in ServerSetting.table {
+            if let env = setting.environment, let value = environment[env] {
+                try setting.apply(&configuration, .text(value), env)
             }
         }
         var index = 0
@@ -581,20 +322,20 @@ public struct ServerConfiguration: Sendable, Equatable {
                 flag = String(argument[..<equals])
                 inlineValue = String(argument[argument.index(after: equals)...])
             }
-            guard let option = options.first(where: { $0.flag == flag }) else {
+            guard let setting = ServerSetting.table.first(where: { $0.flag == flag }) else {
                 throw UsageError(description: "unknown option \(argument) (see parley serve --help)")
             }
             let value: String
             if let inlineValue {
                 value = inlineValue
-            } else if option.value.isEmpty {
-                value = ""  // a switch
+            } else if setting.isSwitch {
+                value = ""
             } else {
                 index += 1
                 guard index < arguments.count else { throw UsageError(description: "\(flag) needs a value") }
                 value = arguments[index]
             }
-            try option.apply(&configuration, value)
+            try setting.apply(&configuration, .text(value), flag)
             index += 1
         }
         if let problem = configuration.clusterProblem { throw UsageError(description: problem) }
@@ -625,7 +366,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Why the cluster settings cannot be used together, or nil.
     public var clusterProblem: String? {
         if redisURL != nil && redisClusterSeeds != nil {
-            return "--redis and --redis-cluster cannot be used together (one Redis, or one Redis Cluster)"
+            return "\(ServerSetting.flag(of: \Self.redisURL)) and \(ServerSetting.flag(of: \Self.redisClusterSeeds)) cannot be used together (one Redis, or one Redis Cluster)"
         }
         return nil
     }

@@ -323,10 +323,10 @@ public final class ParleyServer: Sendable {
     static func loadTLS(_ configuration: ServerConfiguration) throws -> TLSContext? {
         switch (configuration.tlsCertificateFile, configuration.tlsKeyFile) {
         case (nil, nil):
-            if configuration.lineTLS { throw StartupError(description: "--line-tls needs --tls-cert and --tls-key") }
+            if configuration.lineTLS { throw StartupError(description: "\(ServerSetting.flag(of: \ServerConfiguration.lineTLS)) needs \(ServerSetting.flag(of: \ServerConfiguration.tlsCertificateFile)) and \(ServerSetting.flag(of: \ServerConfiguration.tlsKeyFile))") }
             return nil
-        case (.some, nil): throw StartupError(description: "--tls-cert needs --tls-key (the certificate's private key)")
-        case (nil, .some): throw StartupError(description: "--tls-key needs --tls-cert")
+        case (.some, nil): throw StartupError(description: "\(ServerSetting.flag(of: \ServerConfiguration.tlsCertificateFile)) needs \(ServerSetting.flag(of: \ServerConfiguration.tlsKeyFile)) (the certificate's private key)")
+        case (nil, .some): throw StartupError(description: "\(ServerSetting.flag(of: \ServerConfiguration.tlsKeyFile)) needs \(ServerSetting.flag(of: \ServerConfiguration.tlsCertificateFile))")
         case (.some(let certificate), .some(let key)):
             for (what, path) in [("certificate", certificate), ("private key", key)] where access(path, R_OK) != 0 {
                 throw StartupError(description: "cannot read the TLS \(what) file \(path): \(String(cString: strerror(errno)))")

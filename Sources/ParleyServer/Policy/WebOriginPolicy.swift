@@ -45,7 +45,7 @@ struct WebOriginPolicy: Sendable {
         let host = head.headers["Host"]
         if let loopbackHosts, let host, let name = Self.splitHost(host.lowercased())?.host,
            !ServerConfiguration.isLoopback(name), !loopbackHosts.contains(name) {
-            return (421, "this server listens on a loopback address and answers only requests for localhost, 127.0.0.1 or [::1] (Host was \"\(String(host.prefix(80)))\"); to serve another name, set --public-url or --allowed-origins\n")
+            return (421, "this server listens on a loopback address and answers only requests for localhost, 127.0.0.1 or [::1] (Host was \"\(String(host.prefix(80)))\"); to serve another name, set \(ServerSetting.flag(of: \ServerConfiguration.publicURL)) or \(ServerSetting.flag(of: \ServerConfiguration.allowedOrigins))\n")
         }
         guard let origin = head.headers["Origin"], !allowsAnyOrigin else { return nil }
         if let normalized = Self.normalize(origin) {
@@ -55,7 +55,7 @@ struct WebOriginPolicy: Sendable {
                 return nil
             }
         }
-        return (403, "origin \"\(String(origin.prefix(80)))\" may not use this server; an operator can allow it with --allowed-origins\n")
+        return (403, "origin \"\(String(origin.prefix(80)))\" may not use this server; an operator can allow it with \(ServerSetting.flag(of: \ServerConfiguration.allowedOrigins))\n")
     }
 
     // MARK: parsing

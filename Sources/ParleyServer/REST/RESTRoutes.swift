@@ -99,7 +99,7 @@ enum RESTRoutes {
         // for one request.
         let limit = core.configuration.multiPublishMaxBytes
         guard request.body.count * names.count <= limit else {
-            return .text(413, "a body of \(request.body.count) bytes to \(names.count) rooms would store \(request.body.count * names.count) bytes (limit \(limit) per request, --max-multi-publish-bytes); publish to fewer rooms or send less\n")
+            return .text(413, "a body of \(request.body.count) bytes to \(names.count) rooms would store \(request.body.count * names.count) bytes (limit \(limit) per request, \(ServerSetting.flag(of: \ServerConfiguration.multiPublishMaxBytes))); publish to fewer rooms or send less\n")
         }
         let parsed: JSONValue
         switch parseBody(request.body) {
