@@ -42,7 +42,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         // Nothing named `error` ever came, and /metrics has the counts.
         try ws.sendText("429[\"chatMessage\",\"una\",\"sync\"]")
         #expect(try ws.receiveText(until: { $0.hasPrefix("439") }) == "439[]")
-        let metrics = try rawHTTP(port: server.httpPort, "GET", "/metrics")
+        let metrics = try httpRequest(port: server.httpPort, "GET", "/metrics")
         #expect(metrics.body.contains("parley_socketio_ignored_events_total{reason=\"unknown_event\"} 4\n"), "\(metrics.body)")
         #expect(metrics.body.contains("parley_socketio_ignored_events_total{reason=\"refused\"} 1\n"))
     }
@@ -116,7 +116,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         try eventuallyBlocking("two sessions counted") { server.openConnectionCount == 2 }
         _ = try PollingClient.open(port: server.httpPort, version: 3)
         try eventuallyBlocking("three sessions counted") { server.openConnectionCount == 3 }
-        let refused = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
+        let refused = try httpRequest(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
         #expect(refused.status == 503, "\(refused)")
         #expect(refused.body.contains("server is full"))
         // The refused request's HTTP connection held a place until the server closed it.
@@ -143,14 +143,14 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         _ = try PollingClient.open(port: server.httpPort, version: 4)
         _ = try PollingClient.open(port: server.httpPort, version: 4)
         try eventuallyBlocking("both counted") { server.openConnectionCount == 2 }
-        let refused = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
+        let refused = try httpRequest(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
         #expect(refused.status == 503)
         #expect(server.core.limits.count(.maxConnectionsPerIP) >= 1)
         let capped = try startTestServer { $0.socketIOMaxPollingSessions = 2 }
         defer { capped.shutdown() }
         _ = try PollingClient.open(port: capped.httpPort, version: 4)
         _ = try PollingClient.open(port: capped.httpPort, version: 4)
-        let over = try rawHTTP(port: capped.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
+        let over = try httpRequest(port: capped.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
         #expect(over.status == 503)
         #expect(over.body.contains("too many long-polling sessions"))
         #expect(capped.core.limits.count(.pollingSessions) == 1)
@@ -194,7 +194,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         defer { server.shutdown() }
         var statuses: [Int] = []
         for _ in 0..<10 {
-            statuses.append(try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling&sid=none").status)
+            statuses.append(try httpRequest(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling&sid=none").status)
         }
         #expect(statuses.prefix(4).allSatisfy { $0 == 400 }, "\(statuses)")
         #expect(statuses.contains(429))
