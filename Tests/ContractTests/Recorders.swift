@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import ParleyCore
+import ParleyTestSupport
 
 /// Records what a broker delivers to a node, per room, in order.
 final class DeliveryRecorder: BrokerDelivery {
@@ -23,12 +24,12 @@ final class DeliveryRecorder: BrokerDelivery {
 
     /// Waits until `condition` holds for the room's events (at most `timeout` seconds).
     func wait(in room: RoomKey, timeout: Double = 10, until condition: ([RoomEvent]) -> Bool) async -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition(events(in: room)) { return true }
-            try? await Task.sleep(for: .milliseconds(5))
+        do {
+            try await eventually("the room's events", timeout: timeout) { condition(events(in: room)) }
+            return true
+        } catch {
+            return condition(events(in: room))
         }
-        return condition(events(in: room))
     }
 }
 

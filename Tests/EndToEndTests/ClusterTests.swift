@@ -46,7 +46,7 @@ import ParleyTestSupport
     }
 
     static func memberIDs(_ server: ParleyServer) throws -> [String] {
-        let response = try rawHTTP(port: server.httpPort, "GET", "/demo/observable-room/members")
+        let response = try httpRequest(port: server.httpPort, "GET", "/demo/observable-room/members")
         guard response.status == 200 else { throw TestSocket.Failure("members: \(response.status) \(response.body)") }
         return (try JSONParser.parse(response.body)).arrayValue?.compactMap(\.stringValue) ?? []
     }
@@ -175,10 +175,10 @@ import ParleyTestSupport
         let (a, b) = try Self.twoNodes()
         defer { a.shutdown(); b.shutdown() }
         try await eventually("node a ready", timeout: 10) {
-            let metrics = try rawHTTP(port: a.httpPort, "GET", "/metrics").body
+            let metrics = try httpRequest(port: a.httpPort, "GET", "/metrics").body
             return metrics.contains("parley_redis_up 1") && metrics.contains("parley_cluster_node_info{node_id=\"node-a\"")
         }
-        let metrics = try rawHTTP(port: a.httpPort, "GET", "/metrics").body
+        let metrics = try await httpRequest(port: a.httpPort, "GET", "/metrics").body
         #expect(metrics.contains("parley_redis_reconnects_total 0"))
         #expect(metrics.contains("parley_redis_pending_commands "))
     }
@@ -208,7 +208,7 @@ import ParleyTestSupport
         try await eventually("the log says Redis is ready", timeout: 5) { redisLog().count >= 1 }
         redis.kill()
         try await eventually("metrics say Redis is down", timeout: 10) {
-            try rawHTTP(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 0")
+            try httpRequest(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 0")
         }
         try await eventually("the log says Redis is down", timeout: 5) { redisLog().count >= 2 }
         let start = ContinuousClock.now
@@ -219,7 +219,7 @@ import ParleyTestSupport
 
         try redis.restart()
         try await eventually("metrics say Redis is up", timeout: 15) {
-            try rawHTTP(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 1")
+            try httpRequest(port: node.httpPort, "GET", "/metrics").body.contains("parley_redis_up 1")
         }
         var delivered: JSONValue = .null
         // A try every 100 ms (every 5 ms ran into the publish rate limit while the node was still

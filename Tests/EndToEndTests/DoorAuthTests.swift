@@ -146,38 +146,38 @@ extension LineDoorTests {
         let port = server.httpPort
         let body = Array(#""hello""#.utf8)
         // None on an auth channel: 401 with WWW-Authenticate.
-        let none = try rawHTTP(port: port, "POST", "/acme/room/publish", body: body)
+        let none = try httpRequest(port: port, "POST", "/acme/room/publish", body: body)
         #expect(none.status == 401)
         #expect(none.header("WWW-Authenticate")?.contains("Basic") == true)
         #expect(none.body.contains("requires authentication"))
-        #expect(try rawHTTP(port: port, "GET", "/acme/stats").status == 401)
+        #expect(try httpRequest(port: port, "GET", "/acme/stats").status == 401)
         // Basic.
-        #expect(try rawHTTP(port: port, "POST", "/acme/room/publish", body: body, headers: [basic("acme:s3cret")]).status == 200)
-        #expect(try rawHTTP(port: port, "GET", "/acme/stats", headers: [basic("acme:s3cret")]).status == 200)
-        let wrong = try rawHTTP(port: port, "POST", "/acme/room/publish", body: body, headers: [basic("acme:nope")])
+        #expect(try httpRequest(port: port, "POST", "/acme/room/publish", body: body, headers: [basic("acme:s3cret")]).status == 200)
+        #expect(try httpRequest(port: port, "GET", "/acme/stats", headers: [basic("acme:s3cret")]).status == 200)
+        let wrong = try httpRequest(port: port, "POST", "/acme/room/publish", body: body, headers: [basic("acme:nope")])
         #expect(wrong.status == 401 && wrong.body == "wrong channel or secret\n" && wrong.header("WWW-Authenticate") != nil)
-        #expect(try rawHTTP(port: port, "GET", "/acme/stats", headers: [basic("open-acme:s3cret")]).status == 401)
+        #expect(try httpRequest(port: port, "GET", "/acme/stats", headers: [basic("open-acme:s3cret")]).status == 401)
         // Bearer.
         let limited: JSONValue = ["room": ["publish": true, "subscribe": false, "history": 0]]
         let token = F.jwt(F.payload(client: nil, permissions: limited))
-        #expect(try rawHTTP(port: port, "POST", "/acme/room/publish", body: body, headers: [("Authorization", "Bearer " + token)]).status == 200)
-        #expect(try rawHTTP(port: port, "GET", "/acme/members", headers: [("Authorization", "Bearer " + token)]).status == 200)
-        let denied = try rawHTTP(port: port, "POST", "/acme/publish/rooms?r=room&r=other", body: body, headers: [("Authorization", "Bearer " + token)])
+        #expect(try httpRequest(port: port, "POST", "/acme/room/publish", body: body, headers: [("Authorization", "Bearer " + token)]).status == 200)
+        #expect(try httpRequest(port: port, "GET", "/acme/members", headers: [("Authorization", "Bearer " + token)]).status == 200)
+        let denied = try httpRequest(port: port, "POST", "/acme/publish/rooms?r=room&r=other", body: body, headers: [("Authorization", "Bearer " + token)])
         #expect(denied.status == 403 && denied.body.contains("\"other\""))
         for bad in [F.jwt(F.payload(client: nil), secret: "x"), F.jwt(F.payload(client: nil, exp: F.nowSeconds - 3)),
                     F.jwt(F.payload(client: nil, channel: "open-acme")), "garbage"] {
-            let response = try rawHTTP(port: port, "POST", "/acme/room/publish", body: body, headers: [("Authorization", "Bearer " + bad)])
+            let response = try httpRequest(port: port, "POST", "/acme/room/publish", body: body, headers: [("Authorization", "Bearer " + bad)])
             #expect(response.status == 401 && response.header("WWW-Authenticate") != nil, "\(response.body)")
         }
         // Open channels need nothing; a closed server refuses unlisted channels.
-        #expect(try rawHTTP(port: port, "POST", "/demo/room/publish", body: body).status == 200)
-        #expect(try rawHTTP(port: port, "POST", "/open-acme/room/publish", body: body).status == 200)
+        #expect(try httpRequest(port: port, "POST", "/demo/room/publish", body: body).status == 200)
+        #expect(try httpRequest(port: port, "POST", "/open-acme/room/publish", body: body).status == 200)
     }
 
     @Test func restOnAClosedChannel() throws {
         let server = try startAuthServer(openChannels: false)
         defer { server.shutdown() }
-        let response = try rawHTTP(port: server.httpPort, "GET", "/demo/stats")
+        let response = try httpRequest(port: server.httpPort, "GET", "/demo/stats")
         #expect(response.status == 404 && response.body == "channel \"demo\" is not open on this server\n")
     }
 }

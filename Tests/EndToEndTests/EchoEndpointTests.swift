@@ -70,16 +70,12 @@ import Testing
             #expect(try ws.waitForClose() == 1000)
         }
         // The server has released all three once only the /metrics request itself is open.
-        let deadline = Date().addingTimeInterval(5)
-        var open = -1
-        while Date() < deadline {
+        try eventuallyBlocking("one open connection", timeout: 5, pollMillis: 20) {
             let metrics = try httpRequest(port: server.httpPort, "GET", "/metrics").body
-            open = Int(metrics.split(separator: "\n").first { $0.hasPrefix("parley_open_connections ") }?
+            let open = Int(metrics.split(separator: "\n").first { $0.hasPrefix("parley_open_connections ") }?
                 .split(separator: " ").last ?? "") ?? -1
-            if open == 1 { break }
-            Thread.sleep(forTimeInterval: 0.02)
+            return open == 1
         }
-        #expect(open == 1)
         // Three at once from this address: all admitted.
         let sockets = try (0..<3).map { _ in try TestWebSocket(port: server.httpPort, path: "/echo") }
         for (index, ws) in sockets.enumerated() {

@@ -72,7 +72,7 @@ import Testing
 
         // REST publishes them too (by id alone).
         let rest = try await httpRequest(port: server.httpPort, "POST", "/demo/\(lobby)/publish",
-                                         body: #"{"attachments":["\#(reportID)"]}"#)
+                                         json: #"{"attachments":["\#(reportID)"]}"#)
         #expect(rest.status == 200, "\(rest.body)")
         #expect(try line.readLine(until: { $0.hasPrefix("parley:") }) == "parley:[file report.pdf 45 B] \(base)/demo/files/\(reportID)")
 
@@ -108,7 +108,7 @@ import Testing
             #expect(reply["error"] != nil, "\(why): \(reply)")
         }
         let rest = try await httpRequest(port: server.httpPort, "POST", "/demo/room/publish",
-                                         body: #"{"attachments":["\#(foreignID)"]}"#)
+                                         json: #"{"attachments":["\#(foreignID)"]}"#)
         #expect(rest.status == 400 && rest.body.contains("unknown attachment"))
         // Nothing was stored.
         #expect(try await alice.history("room", limit: 10)["messages"] == [])
@@ -130,7 +130,7 @@ import Testing
         let reply = try await alice.publishAcknowledged(.object(JSONObject([("attachments", forged), ("attachments", [.string(id)])])), to: "room")
         #expect(reply["error"]?.stringValue?.contains("\"attachments\" appears more than once") == true, "\(reply)")
         let rest = try await httpRequest(port: server.httpPort, "POST", "/demo/room/publish",
-                                         body: #"{"attachments":[{"id":"\#(id)","url":"http://evil.example/x"}],"attachments":["\#(id)"]}"#)
+                                         json: #"{"attachments":[{"id":"\#(id)","url":"http://evil.example/x"}],"attachments":["\#(id)"]}"#)
         #expect(rest.status == 400 && rest.body.contains("\"attachments\" appears more than once"), "\(rest)")
         #expect(try await alice.history("room", limit: 10)["messages"] == [])
     }

@@ -3,7 +3,7 @@ import ParleyCore
 import ParleyServer
 import ParleyTestSupport
 
-/// One binary-safe HTTP response.
+/// One HTTP response with its body as bytes (the file tests compare bytes).
 struct FileResponse {
     let status: Int
     let headers: [(String, String)]
@@ -12,52 +12,24 @@ struct FileResponse {
     func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
     var text: String { String(decoding: body, as: UTF8.self) }
     var json: JSONValue? { try? JSONParser.parse(body) }
+
+    init(_ response: HTTPTestResponse) {
+        status = response.status
+        headers = response.headers
+        body = response.bytes
+    }
 }
 
 /// Sends one request with `Connection: close` and reads the whole response (until the server
 /// closes, `timeout` seconds at most); the body is taken by its Content-Length.
 func fileRequest(port: Int, _ method: String, _ target: String, headers: [(String, String)] = [],
                  body: [UInt8]? = nil, timeout: Double = 20) throws -> FileResponse {
-    let socket = try TestSocket(port: port)
-    var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-    for (name, value) in headers { text += "\(name): \(value)\r\n" }
-    if let body { text += "Content-Length: \(body.count)\r\n" }
-    try socket.send(Array((text + "\r\n").utf8) + (body ?? []))
-    return try readResponse(socket, timeout: timeout)
+    FileResponse(try httpRequest(port: port, method, target, body: body, headers: headers, timeout: timeout))
 }
 
 /// Reads one response from `socket` (which the server closes after it).
 func readResponse(_ socket: TestSocket, timeout: Double = 20) throws -> FileResponse {
-    let deadline = Date().addingTimeInterval(timeout)
-    while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: min(0.2, max(0.01, deadline.timeIntervalSinceNow))) {}
-    let bytes = socket.buffered
-    guard let split = find(Array("\r\n\r\n".utf8), in: bytes) else {
-        throw TestSocket.Failure("no complete response: \(String(decoding: bytes.prefix(300), as: UTF8.self).debugDescription)")
-    }
-    var lines = String(decoding: bytes[..<split], as: UTF8.self).components(separatedBy: "\r\n")
-    // Skip interim responses (100 Continue).
-    var rest = Array(bytes[(split + 4)...])
-    var statusParts = lines.removeFirst().split(separator: " ")
-    while statusParts.count > 1, statusParts[1] == "100", let next = find(Array("\r\n\r\n".utf8), in: rest) {
-        lines = String(decoding: rest[..<next], as: UTF8.self).components(separatedBy: "\r\n")
-        statusParts = lines.removeFirst().split(separator: " ")
-        rest = Array(rest[(next + 4)...])
-    }
-    let headers = lines.compactMap { line -> (String, String)? in
-        guard let colon = line.firstIndex(of: ":") else { return nil }
-        return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
-    }
-    let length = headers.first { $0.0.lowercased() == "content-length" }.flatMap { Int($0.1) } ?? rest.count
-    return FileResponse(status: statusParts.count > 1 ? Int(statusParts[1]) ?? 0 : 0, headers: headers,
-                        body: Array(rest.prefix(length)))
-}
-
-func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-    guard haystack.count >= needle.count else { return nil }
-    for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] && Array(haystack[i..<i + needle.count]) == needle {
-        return i
-    }
-    return nil
+    FileResponse(try HTTPTestClient(socket: socket).responseAtClose(timeout: timeout))
 }
 
 /// `multipart/form-data` with one file part (and optional text fields before it).

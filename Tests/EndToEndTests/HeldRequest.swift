@@ -11,17 +11,17 @@ final class HeldRequest {
     /// on them).
     init(port: Int, _ method: String, _ target: String) throws {
         socket = try TestSocket(port: port)
-        try socket.send("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        try socket.send(HTTPTestClient.requestBytes(method, target))
     }
 
     /// The response, once the server has answered and closed (at most `timeout` seconds).
-    func response(timeout: Double = 5) throws -> (status: Int, body: String) {
+    func response(timeout: Double = 5) throws -> HTTPTestResponse {
         let deadline = Date().addingTimeInterval(timeout)
         while try socket.fill(timeout: min(0.2, max(0, deadline.timeIntervalSinceNow))) {
             guard deadline.timeIntervalSinceNow > 0 else {
                 throw TestSocket.Failure("the held request was not answered and closed within \(timeout) s")
             }
         }
-        return try parseHTTPResponse(socket.buffered)
+        return try HTTPTestResponse(received: socket.buffered)
     }
 }

@@ -120,8 +120,7 @@ import Testing
             _ = try await alice.next(timeout: 15) { $0["type"] == "observable_member_join" }
         }
         try alice.publish("\u{1B}[2J\u{1B}]0;pwned\u{7}hi\u{9B}1m \u{202E}txt.exe\u{2028}x\ny", to: "observable-tty")
-        let deadline = Date().addingTimeInterval(10)
-        while !printed.value.contains("alice: ") && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try await eventually("alice's line", timeout: 10, pollMillis: 20) { printed.value.contains("alice: ") }
         try await Task.sleep(for: .milliseconds(100))
         let line = printed.value.split(separator: "\n").first { $0.hasPrefix("alice: ") }.map(String.init)
         #expect(line == "alice: \u{FFFD}[2J\u{FFFD}]0;pwned\u{FFFD}hi\u{FFFD}1m \u{FFFD}txt.exe\u{FFFD}x y", "\(printed.value.debugDescription)")

@@ -204,9 +204,7 @@ import ParleyTestSupport
         kill(process.processIdentifier, SIGTERM)
         #expect(try client.readLine() == "server is shutting down, bye")
         #expect(client.waitForClose(timeout: 5))
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(20_000) }
-        #expect(!process.isRunning)
+        try eventuallyBlocking("the server to exit", timeout: 10, pollMillis: 20) { !process.isRunning }
         #expect(process.terminationStatus == 0)
     }
 

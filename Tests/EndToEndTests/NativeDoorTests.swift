@@ -206,7 +206,7 @@ import Testing
         let carol = try TestSocket(port: server.linePort)
         try carol.send("iam:carol\n")
         _ = try await carol.nextLine()
-        let published = try await httpRequest(port: server.httpPort, "POST", "/demo/observable-room/publish", body: #""from rest""#)
+        let published = try await httpRequest(port: server.httpPort, "POST", "/demo/observable-room/publish", json: #""from rest""#)
         #expect(published.status == 200)
         let receipt = try json(published.body)
         #expect(receipt["id"]?.stringValue != nil)
@@ -218,16 +218,16 @@ import Testing
 
         // Body × rooms is bounded: each room stores the body once.
         let big = "\"" + String(repeating: "x", count: 600_000) + "\""
-        let amplified = try await httpRequest(port: server.httpPort, "POST", "/demo/publish/rooms?" + (1...8).map { "r=a\($0)" }.joined(separator: "&"), body: big)
+        let amplified = try await httpRequest(port: server.httpPort, "POST", "/demo/publish/rooms?" + (1...8).map { "r=a\($0)" }.joined(separator: "&"), json: big)
         #expect(amplified.status == 413 && amplified.body.contains("--max-multi-publish-bytes"), "\(amplified.body)")
-        let many = try await httpRequest(port: server.httpPort, "POST", "/demo/publish/rooms?r=other&r=observable-room", body: #"{"a":1}"#)
+        let many = try await httpRequest(port: server.httpPort, "POST", "/demo/publish/rooms?r=other&r=observable-room", json: #"{"a":1}"#)
         #expect(many.status == 200)
         let firstRoom = try await alice.next { $0["type"] == "publish" }["room"]?.stringValue
         let secondRoom = try await alice.next { $0["type"] == "publish" }["room"]?.stringValue
         let rooms = Set([firstRoom, secondRoom].compactMap { $0 })
         #expect(rooms == ["other", "observable-room"])
 
-        let bad = try await httpRequest(port: server.httpPort, "POST", "/demo/r/publish", body: "{oops")
+        let bad = try await httpRequest(port: server.httpPort, "POST", "/demo/r/publish", json: "{oops")
         #expect(bad.status == 400)
         #expect(!bad.body.isEmpty)
 

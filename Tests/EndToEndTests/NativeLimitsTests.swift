@@ -97,7 +97,7 @@ import Testing
     @Test func oversizeRESTBodyIs413() async throws {
         let server = try startTestServer { $0.httpMaxBodyBytes = 100 }
         defer { server.shutdown() }
-        let response = try await httpRequest(port: server.httpPort, "POST", "/demo/r/publish", body: "\"" + String(repeating: "x", count: 200) + "\"")
+        let response = try await httpRequest(port: server.httpPort, "POST", "/demo/r/publish", json: "\"" + String(repeating: "x", count: 200) + "\"")
         #expect(response.status == 413)
     }
 }

@@ -79,36 +79,6 @@ final class NativeClient {
     }
 }
 
-/// One HTTP/1.1 request with `Connection: close`; returns the status and the body.
-func httpRequest(port: Int, _ method: String, _ target: String, body: String? = nil, raw: String? = nil) async throws -> (status: Int, body: String) {
-    let socket = try sendHTTPRequest(port: port, method, target, body: body, raw: raw)
-    _ = await socket.closed(within: 5)
-    return try parseHTTPResponse(socket.buffered)
-}
-
-/// Opens a connection and sends one request with `Connection: close` (or `raw` bytes as they are).
-func sendHTTPRequest(port: Int, _ method: String, _ target: String, body: String?, raw: String?) throws -> TestSocket {
-    let socket = try TestSocket(port: port)
-    if let raw {
-        try socket.send(raw)
-    } else {
-        var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-        if let body { text += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" }
-        text += "\r\n" + (body ?? "")
-        try socket.send(text)
-    }
-    return socket
-}
-
-/// Status and body of a complete HTTP/1.1 response.
-func parseHTTPResponse(_ bytes: [UInt8]) throws -> (status: Int, body: String) {
-    let response = String(decoding: bytes, as: UTF8.self)
-    guard let split = response.range(of: "\r\n\r\n") else { throw TestSocket.Failure("no complete response: \(response.debugDescription)") }
-    let statusLine = response[..<split.lowerBound].prefix { $0 != "\r" }
-    let parts = statusLine.split(separator: " ")
-    return (parts.count > 1 ? Int(parts[1]) ?? 0 : 0, String(response[split.upperBound...]))
-}
-
 // Blocking overloads, for tests that drive clients from their own threads (the crash test's
 // publishers) or from synchronous test functions. In async code the async versions above are
 // chosen, which never block a thread of the small concurrency pool.
@@ -139,10 +109,3 @@ extension NativeClient {
     }
 }
 
-/// Blocking variant of `httpRequest`.
-func httpRequest(port: Int, _ method: String, _ target: String, body: String? = nil, raw: String? = nil) throws -> (status: Int, body: String) {
-    let socket = try sendHTTPRequest(port: port, method, target, body: body, raw: raw)
-    let deadline = Date().addingTimeInterval(5)
-    while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: 0.2) {}
-    return try parseHTTPResponse(socket.buffered)
-}

@@ -177,8 +177,7 @@ final class LoggedServerProcess: @unchecked Sendable {
     func stop() -> Int32 {
         guard process.isRunning else { return process.terminationStatus }
         kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(10)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
+        try? eventuallyBlocking("the server to exit", timeout: 10, pollMillis: 10) { !process.isRunning }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

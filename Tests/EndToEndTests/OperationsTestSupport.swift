@@ -17,11 +17,9 @@ let metricsToken = "metrics-token-0123456789abcdef"
 /// One HTTP/1.1 request with `Connection: close`, with a bearer token and a JSON body when
 /// given; returns the status and the body.
 func operationsRequest(_ server: ParleyServer, _ method: String, _ target: String, token: String? = nil,
-                       body: String? = nil) async throws -> (status: Int, body: String) {
-    var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-    if let token { text += "Authorization: Bearer \(token)\r\n" }
-    text += "Content-Type: application/json\r\nContent-Length: \((body ?? "").utf8.count)\r\n\r\n" + (body ?? "")
-    return try await httpRequest(port: server.httpPort, method, target, raw: text)
+                       body: String? = nil) async throws -> HTTPTestResponse {
+    try await httpRequest(port: server.httpPort, method, target, json: body ?? "",
+                          headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
 }
 
 /// The admin API's JSON answer (status 200 expected unless told).

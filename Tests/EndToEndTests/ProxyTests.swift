@@ -10,9 +10,8 @@ import Testing
     /// A REST request, awaited without blocking a thread of the test pool (the server answers
     /// REST requests from a task, on that same pool).
     private func get(_ server: ParleyServer, forwardedFor: String?) async throws -> Int {
-        let header = forwardedFor.map { "X-Forwarded-For: \($0)\r\n" } ?? ""
-        let raw = "GET /demo/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\(header)\r\n"
-        return try await httpRequest(port: server.httpPort, "GET", "/demo/stats", raw: raw).status
+        let headers = forwardedFor.map { [("X-Forwarded-For", $0)] } ?? []
+        return try await httpRequest(port: server.httpPort, "GET", "/demo/stats", headers: headers).status
     }
 
     @Test func restRateCountsEachForwardedClientBehindATrustedProxy() async throws {

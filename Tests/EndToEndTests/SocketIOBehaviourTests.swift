@@ -42,7 +42,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         // Nothing named `error` ever came, and /metrics has the counts.
         try ws.sendText("429[\"chatMessage\",\"una\",\"sync\"]")
         #expect(try ws.receiveText(until: { $0.hasPrefix("439") }) == "439[]")
-        let metrics = try rawHTTP(port: server.httpPort, "GET", "/metrics")
+        let metrics = try httpRequest(port: server.httpPort, "GET", "/metrics")
         #expect(metrics.body.contains("parley_socketio_ignored_events_total{reason=\"unknown_event\"} 4\n"), "\(metrics.body)")
         #expect(metrics.body.contains("parley_socketio_ignored_events_total{reason=\"refused\"} 1\n"))
     }
@@ -116,7 +116,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         try eventuallyBlocking("two sessions counted") { server.openConnectionCount == 2 }
         _ = try PollingClient.open(port: server.httpPort, version: 3)
         try eventuallyBlocking("three sessions counted") { server.openConnectionCount == 3 }
-        let refused = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
+        let refused = try httpRequest(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
         #expect(refused.status == 503, "\(refused)")
         #expect(refused.body.contains("server is full"))
         // The refused request's HTTP connection held a place until the server closed it.
@@ -143,14 +143,14 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         _ = try PollingClient.open(port: server.httpPort, version: 4)
         _ = try PollingClient.open(port: server.httpPort, version: 4)
         try eventuallyBlocking("both counted") { server.openConnectionCount == 2 }
-        let refused = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
+        let refused = try httpRequest(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
         #expect(refused.status == 503)
         #expect(server.core.limits.count(.maxConnectionsPerIP) >= 1)
         let capped = try startTestServer { $0.socketIOMaxPollingSessions = 2 }
         defer { capped.shutdown() }
         _ = try PollingClient.open(port: capped.httpPort, version: 4)
         _ = try PollingClient.open(port: capped.httpPort, version: 4)
-        let over = try rawHTTP(port: capped.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
+        let over = try httpRequest(port: capped.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
         #expect(over.status == 503)
         #expect(over.body.contains("too many long-polling sessions"))
         #expect(capped.core.limits.count(.pollingSessions) == 1)
@@ -194,7 +194,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         defer { server.shutdown() }
         var statuses: [Int] = []
         for _ in 0..<10 {
-            statuses.append(try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling&sid=none").status)
+            statuses.append(try httpRequest(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling&sid=none").status)
         }
         #expect(statuses.prefix(4).allSatisfy { $0 == 400 }, "\(statuses)")
         #expect(statuses.contains(429))
@@ -280,26 +280,25 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         try client.post(["40"])
         // Keep-alive connections made now (the listener may live on the loop about to be
         // held); the one on a loop that is not held answers a preflight at once.
-        func preflight(_ socket: TestSocket, timeout: Double) -> Bool {
-            guard (try? socket.send("OPTIONS /socket.io/?EIO=4&transport=polling HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")) != nil,
-                  (try? socket.readLine(timeout: timeout))?.hasPrefix("HTTP/1.1 204") == true else { return false }
-            while let line = try? socket.readLine(timeout: 1), line != "\r" {}
-            socket.clearBuffer()
+        func preflight(_ connection: HTTPTestClient, timeout: Double) -> Bool {
+            guard (try? connection.send("OPTIONS", "/socket.io/?EIO=4&transport=polling", close: false)) != nil,
+                  (try? connection.nextResponse(timeout: timeout))?.status == 204 else { return false }
+            connection.socket.clearBuffer()
             return true
         }
-        let candidates = try (0..<6).map { _ in try TestSocket(port: server.httpPort) }
+        let candidates = try (0..<6).map { _ in try HTTPTestClient(port: server.httpPort) }
         for candidate in candidates { #expect(preflight(candidate, timeout: 5)) }
         let release = DispatchSemaphore(value: 0)
         server.group.loops[slow].execute { _ = release.wait(timeout: .now() + 20) }
         let body = (0..<20).map { "42[\"chatMessage\",\"pub\",\"p\($0)\"]" }.joined(separator: "\u{1e}")
         let live = candidates.first { preflight($0, timeout: 0.5) }
         let post = try #require(live)
-        try post.send("POST /socket.io/?\(client.query) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+        try post.send("POST", "/socket.io/?\(client.query)", body: Array(body.utf8), close: false)
         try eventuallyBlocking("the publisher throttled") { server.core.limits.count(.publisherThrottled) >= 1 }
         // (The held loop would block `settle`; a short look must do.)
-        #expect(try post.fill(timeout: 0.3) && post.buffered.isEmpty, "no answer while the room is behind")
+        #expect(try post.socket.fill(timeout: 0.3) && post.socket.buffered.isEmpty, "no answer while the room is behind")
         release.signal()
-        #expect(try post.readLine(timeout: 10).hasPrefix("HTTP/1.1 200"))
+        #expect(try post.nextResponse(timeout: 10).status == 200)
         var received = 0
         while received < 20 {
             _ = try listener.receiveText(timeout: 10, until: { eventArguments($0, "newChatMessage") != nil })

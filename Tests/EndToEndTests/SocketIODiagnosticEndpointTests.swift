@@ -19,7 +19,7 @@ import Testing
     @Test func offByDefault() throws {
         let server = try startTestServer()
         defer { server.shutdown() }
-        #expect(try rawHTTP(port: server.httpPort, "GET", "/engine.io/?EIO=4&transport=polling").status == 404)
+        #expect(try httpRequest(port: server.httpPort, "GET", "/engine.io/?EIO=4&transport=polling").status == 404)
         // SocketChat, not the test application, is on /socket.io/.
         let ws = try socketIOClient(server)
         try ws.sendText("42[\"message\",1]")
@@ -31,21 +31,21 @@ import Testing
         let server = try Self.echoServer()
         defer { server.shutdown() }
         let port = server.httpPort
-        let open = try rawHTTP(port: port, "GET", "/engine.io/?EIO=4&transport=polling")
+        let open = try httpRequest(port: port, "GET", "/engine.io/?EIO=4&transport=polling")
         #expect(open.status == 200)
         let handshake = try JSONParser.parse(String(open.body.dropFirst()))
         #expect(handshake.objectValue?.keys.sorted() == ["maxPayload", "pingInterval", "pingTimeout", "sid", "upgrades"])
         #expect(handshake["pingInterval"] == 300 && handshake["pingTimeout"] == 200)
         let sid = try #require(handshake["sid"]?.stringValue)
         let query = "/engine.io/?EIO=4&transport=polling&sid=\(sid)"
-        #expect(try rawHTTP(port: port, "POST", query, body: Array("4hello\u{1e}bAQIDBA==".utf8)).body == "ok")
-        #expect(try rawHTTP(port: port, "GET", query).body == "4hello\u{1e}bAQIDBA==")
+        #expect(try httpRequest(port: port, "POST", query, body: Array("4hello\u{1e}bAQIDBA==".utf8)).body == "ok")
+        #expect(try httpRequest(port: port, "GET", query).body == "4hello\u{1e}bAQIDBA==")
         // Handshake errors: 400 with {"code","message"}; EIO is required (4 only).
         for (target, method, code) in [("/engine.io/?transport=polling", "GET", 5), ("/engine.io/?EIO=abc&transport=polling", "GET", 5),
                                        ("/engine.io/?EIO=3&transport=polling", "GET", 5), ("/engine.io/?EIO=4", "GET", 0),
                                        ("/engine.io/?EIO=4&transport=abc", "GET", 0), ("/engine.io/?EIO=4&transport=polling", "POST", 2),
                                        ("/engine.io/?EIO=4&transport=polling", "PUT", 2)] {
-            let response = try rawHTTP(port: port, method, target, body: method == "GET" ? nil : [])
+            let response = try httpRequest(port: port, method, target, body: method == "GET" ? nil : [])
             #expect(response.status == 400, "\(method) \(target)")
             #expect(try JSONParser.parse(response.body)["code"]?.intValue == code, "\(method) \(target): \(response.body)")
         }
@@ -120,7 +120,7 @@ import Testing
         defer { server.shutdown() }
         let port = server.httpPort
         // Socket.IO v5 only: no EIO, or EIO=3, is refused.
-        #expect(try rawHTTP(port: port, "GET", "/socket.io/?transport=polling").status == 400)
+        #expect(try httpRequest(port: port, "GET", "/socket.io/?transport=polling").status == 400)
         func connected(_ connect: String) throws -> (TestWebSocket, String, String) {
             let ws = try TestWebSocket(port: port, path: "/socket.io/?EIO=4&transport=websocket")
             _ = try ws.receiveText()

@@ -184,12 +184,12 @@ import Testing
         let server = try startTestServer()
         defer { server.shutdown() }
         let port = server.httpPort
-        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=4&transport=polling&sid=nope").status == 400)
-        #expect(try rawHTTP(port: port, "POST", "/socket.io/?EIO=4&transport=polling&sid=nope", body: Array("40".utf8)).status == 400)
-        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=5&transport=polling").status == 400)
-        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=4&transport=carrier-pigeon").status == 400)
-        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=4&transport=websocket").status == 400)
-        #expect(try rawHTTP(port: port, "POST", "/socket.io/?EIO=4&transport=polling", body: []).status == 400)
+        #expect(try httpRequest(port: port, "GET", "/socket.io/?EIO=4&transport=polling&sid=nope").status == 400)
+        #expect(try httpRequest(port: port, "POST", "/socket.io/?EIO=4&transport=polling&sid=nope", body: Array("40".utf8)).status == 400)
+        #expect(try httpRequest(port: port, "GET", "/socket.io/?EIO=5&transport=polling").status == 400)
+        #expect(try httpRequest(port: port, "GET", "/socket.io/?EIO=4&transport=carrier-pigeon").status == 400)
+        #expect(try httpRequest(port: port, "GET", "/socket.io/?EIO=4&transport=websocket").status == 400)
+        #expect(try httpRequest(port: port, "POST", "/socket.io/?EIO=4&transport=polling", body: []).status == 400)
         // A second concurrent GET: 400 (and the session is closed, as upstream does).
         let client = try PollingClient.open(port: port, version: 4)
         let held = try HeldRequest(port: port, "GET", "/socket.io/?\(client.query)")
@@ -205,7 +205,7 @@ import Testing
         #expect(try other.post(["40"]).status == 400)
         #expect(try other.get().status == 400)
         let v3 = try PollingClient.open(port: port, version: 3)
-        let truncated = try rawHTTP(port: port, "POST", "/socket.io/?EIO=3&transport=polling&sid=\(v3.sid)", body: Array("5:42".utf8))
+        let truncated = try httpRequest(port: port, "POST", "/socket.io/?EIO=3&transport=polling&sid=\(v3.sid)", body: Array("5:42".utf8))
         #expect(truncated.status == 400)
         #expect(truncated.body.contains("truncated"))
     }
@@ -214,7 +214,7 @@ import Testing
         let origin = "http://chat.example:3000"
         let server = try startTestServer { $0.allowedOrigins = [origin] }
         defer { server.shutdown() }
-        let preflight = try rawHTTP(port: server.httpPort, "OPTIONS", "/socket.io/?EIO=4&transport=polling",
+        let preflight = try httpRequest(port: server.httpPort, "OPTIONS", "/socket.io/?EIO=4&transport=polling",
                                     headers: [("Origin", origin), ("Access-Control-Request-Method", "POST"),
                                               ("Access-Control-Request-Headers", "content-type")])
         #expect(preflight.status == 204)
@@ -222,19 +222,19 @@ import Testing
         #expect(preflight.header("Access-Control-Allow-Credentials") == "true")
         #expect(preflight.header("Access-Control-Allow-Methods")?.contains("POST") == true)
         #expect(preflight.header("Access-Control-Allow-Headers") == "content-type")
-        let open = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling", headers: [("Origin", origin)])
+        let open = try httpRequest(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling", headers: [("Origin", origin)])
         #expect(open.status == 200)
         #expect(open.header("Access-Control-Allow-Origin") == origin)
         #expect(open.header("Access-Control-Allow-Credentials") == "true")
         let sid = try #require(try JSONParser.parse(String(open.body.dropFirst()))["sid"]?.stringValue)
-        let post = try rawHTTP(port: server.httpPort, "POST", "/socket.io/?EIO=4&transport=polling&sid=\(sid)",
+        let post = try httpRequest(port: server.httpPort, "POST", "/socket.io/?EIO=4&transport=polling&sid=\(sid)",
                                body: Array("40".utf8), headers: [("Origin", origin)])
         #expect(post.header("Access-Control-Allow-Origin") == origin)
-        let plain = try rawHTTP(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
+        let plain = try httpRequest(port: server.httpPort, "GET", "/socket.io/?EIO=4&transport=polling")
         #expect(plain.header("Access-Control-Allow-Origin") == nil)
         // A page of an origin nobody allowed gets no session and no CORS answer.
         for method in ["GET", "OPTIONS"] {
-            let other = try rawHTTP(port: server.httpPort, method, "/socket.io/?EIO=4&transport=polling",
+            let other = try httpRequest(port: server.httpPort, method, "/socket.io/?EIO=4&transport=polling",
                                     headers: [("Origin", "https://evil.example"), ("Access-Control-Request-Method", "POST")])
             #expect(other.status == 403 && other.body.contains("--allowed-origins"))
             #expect(other.header("Access-Control-Allow-Origin") == nil)
@@ -249,17 +249,17 @@ import Testing
         defer { server.shutdown() }
         let port = server.httpPort
         let evil = [("Origin", "https://evil.example")]
-        #expect(try rawHTTP(port: port, "POST", "/demo/observable-room/publish", body: Array("\"x\"".utf8), headers: evil).status == 403)
-        #expect(try rawHTTP(port: port, "GET", "/demo/stats", headers: evil).status == 403)
+        #expect(try httpRequest(port: port, "POST", "/demo/observable-room/publish", body: Array("\"x\"".utf8), headers: evil).status == 403)
+        #expect(try httpRequest(port: port, "GET", "/demo/stats", headers: evil).status == 403)
         let upgrade = [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
                        ("Sec-WebSocket-Version", "13")]
-        #expect(try rawHTTP(port: port, "GET", "/v3/websocket", headers: upgrade + evil).status == 403)
-        #expect(try rawHTTP(port: port, "GET", "/socket.io/?EIO=4&transport=websocket", headers: upgrade + evil).status == 403)
+        #expect(try httpRequest(port: port, "GET", "/v3/websocket", headers: upgrade + evil).status == 403)
+        #expect(try httpRequest(port: port, "GET", "/socket.io/?EIO=4&transport=websocket", headers: upgrade + evil).status == 403)
         // The server's own pages, and clients that are not browsers, are served.
         let own = try httpRequest(port: port, "", "", raw: "GET /demo/stats HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
         #expect(own.status == 200, "\(own.body)")
-        #expect(try rawHTTP(port: port, "GET", "/demo/stats").status == 200)
-        #expect(try rawHTTP(port: port, "GET", "/v3/websocket", headers: upgrade, timeout: 0.5).status == 101)
+        #expect(try httpRequest(port: port, "GET", "/demo/stats").status == 200)
+        #expect(try httpRequest(port: port, "GET", "/v3/websocket", headers: upgrade, timeout: 0.5).status == 101)
         // DNS rebinding: evil.example resolves to 127.0.0.1 now, so its page is "same origin".
         let rebound = try httpRequest(port: port, "", "", raw: "GET /demo/stats HTTP/1.1\r\nHost: evil.example:\(port)\r\nOrigin: http://evil.example:\(port)\r\nConnection: close\r\n\r\n")
         #expect(rebound.status == 421, "\(rebound.body)")

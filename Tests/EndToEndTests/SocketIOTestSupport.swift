@@ -3,37 +3,6 @@ import ParleyCore
 import ParleyServer
 import ParleyTestSupport
 
-/// One raw HTTP response.
-struct RawHTTPResponse {
-    let status: Int
-    let headers: [(String, String)]
-    let body: String
-
-    func header(_ name: String) -> String? { headers.first { $0.0.lowercased() == name.lowercased() }?.1 }
-}
-
-/// Sends one request with `Connection: close` and reads the whole response (5 s at most).
-func rawHTTP(port: Int, _ method: String, _ target: String, body: [UInt8]? = nil,
-             headers: [(String, String)] = [], timeout: Double = 5) throws -> RawHTTPResponse {
-    let socket = try TestSocket(port: port)
-    var text = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-    for (name, value) in headers { text += "\(name): \(value)\r\n" }
-    if let body { text += "Content-Length: \(body.count)\r\n" }
-    try socket.send(Array((text + "\r\n").utf8) + (body ?? []))
-    let deadline = Date().addingTimeInterval(timeout)
-    while deadline.timeIntervalSinceNow > 0, try socket.fill(timeout: min(0.2, deadline.timeIntervalSinceNow)) {}
-    let response = String(decoding: socket.buffered, as: UTF8.self)
-    guard let split = response.range(of: "\r\n\r\n") else { throw TestSocket.Failure("no complete response: \(response.debugDescription)") }
-    var lines = response[..<split.lowerBound].components(separatedBy: "\r\n")
-    let statusParts = lines.removeFirst().split(separator: " ")
-    let parsed = lines.compactMap { line -> (String, String)? in
-        guard let colon = line.firstIndex(of: ":") else { return nil }
-        return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
-    }
-    return RawHTTPResponse(status: statusParts.count > 1 ? Int(statusParts[1]) ?? 0 : 0, headers: parsed,
-                           body: String(response[split.upperBound...]))
-}
-
 /// A raw Engine.IO long-polling client. Keeps the packets a poll brought but nobody asked
 /// for yet.
 final class PollingClient {
@@ -58,7 +27,7 @@ final class PollingClient {
     var query: String { (version.map { "EIO=\($0)&" } ?? "") + "transport=polling&sid=\(sid)" }
 
     static func open(port: Int, version: Int?, path: String = "/socket.io/") throws -> PollingClient {
-        let response = try rawHTTP(port: port, "GET", path + "?" + (version.map { "EIO=\($0)&" } ?? "") + "transport=polling&t=x")
+        let response = try httpRequest(port: port, "GET", path + "?" + (version.map { "EIO=\($0)&" } ?? "") + "transport=polling&t=x")
         guard response.status == 200 else { throw TestSocket.Failure("open: \(response.status) \(response.body)") }
         let packets = version == 4 ? response.body.components(separatedBy: "\u{1e}") : splitV3(response.body)
         guard let first = packets.first, first.hasPrefix("0") else { throw TestSocket.Failure("no open packet in \(response.body)") }
@@ -82,8 +51,8 @@ final class PollingClient {
         return packets
     }
 
-    func get(timeout: Double = 5) throws -> RawHTTPResponse {
-        try rawHTTP(port: port, "GET", "\(path)?\(query)", timeout: timeout)
+    func get(timeout: Double = 5) throws -> HTTPTestResponse {
+        try httpRequest(port: port, "GET", "\(path)?\(query)", timeout: timeout)
     }
 
     /// The packets of the next GET.
@@ -110,9 +79,9 @@ final class PollingClient {
     }
 
     @discardableResult
-    func post(_ packets: [String]) throws -> RawHTTPResponse {
+    func post(_ packets: [String]) throws -> HTTPTestResponse {
         let body = version == 4 ? packets.joined(separator: "\u{1e}") : packets.map { "\($0.utf16.count):\($0)" }.joined()
-        return try rawHTTP(port: port, "POST", "\(path)?\(query)", body: Array(body.utf8),
+        return try httpRequest(port: port, "POST", "\(path)?\(query)", body: Array(body.utf8),
                            headers: [("Content-Type", "text/plain;charset=UTF-8")])
     }
 }

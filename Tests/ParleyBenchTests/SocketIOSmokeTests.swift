@@ -1,4 +1,5 @@
 import Foundation
+import ParleyTestSupport
 import Testing
 @testable import ParleyBench
 
@@ -37,8 +38,7 @@ import Testing
         let pid = process.processIdentifier
         defer {
             kill(pid, SIGTERM)
-            let deadline = Date().addingTimeInterval(5)
-            while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+            try? eventuallyBlocking("the server to exit", timeout: 5, pollMillis: 50) { !process.isRunning }
             if process.isRunning { kill(pid, SIGKILL) }
         }
         // Wait (bounded) until it accepts connections.

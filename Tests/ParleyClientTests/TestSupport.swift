@@ -27,10 +27,10 @@ actor EventLog {
 
     /// Waits until the room's event stream ends.
     func waitForEnd(timeout: Double = 5) async throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !finished {
-            guard Date() < deadline else { throw TimeoutError(what: "the event stream to end; saw \(events)", seconds: timeout) }
-            try await Task.sleep(for: .milliseconds(10))
+        do {
+            try await eventually("the event stream to end", timeout: timeout, pollMillis: 10) { finished }
+        } catch is TimeoutError {
+            throw TimeoutError(what: "the event stream to end; saw \(events)", seconds: timeout)
         }
     }
 
@@ -39,12 +39,16 @@ actor EventLog {
     /// Waits until `predicate` holds for the events so far; returns the first matching event.
     @discardableResult
     func waitFor(_ what: String, timeout: Double = 5, _ predicate: @Sendable (RoomEvent) -> Bool) async throws -> RoomEvent {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            if let hit = events.first(where: predicate) { return hit }
-            guard Date() < deadline else { throw TimeoutError(what: "waiting for \(what); saw \(events)", seconds: timeout) }
-            try await Task.sleep(for: .milliseconds(10))
+        var hit: RoomEvent?
+        do {
+            try await eventually(what, timeout: timeout, pollMillis: 10) {
+                hit = events.first(where: predicate)
+                return hit != nil
+            }
+        } catch is TimeoutError {
+            throw TimeoutError(what: "waiting for \(what); saw \(events)", seconds: timeout)
         }
+        return hit!
     }
 
     /// Texts of `.message` events, in order.

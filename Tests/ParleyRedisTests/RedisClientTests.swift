@@ -28,7 +28,7 @@ import ParleyTestSupport
             }
         }
         #expect(pendingAfterSending == 10_000)
-        try await waitUntil("10,000 replies", timeout: 30) { replies.value.count == 10_000 }
+        try await eventually("10,000 replies", timeout: 30) { replies.value.count == 10_000 }
         #expect(replies.value == (0..<10_000).map { "m\($0)" })
     }
 
@@ -45,11 +45,11 @@ import ParleyTestSupport
                 if case .success(.simpleString("OK")) = result { done.withLock { $0 += 1 } }
             }
         }
-        try await waitUntil("1,000 SETs") { done.value == 1_000 }
+        try await eventually("1,000 SETs", timeout: 10) { done.value == 1_000 }
         #expect(try await client.call("GET", "key:777").int == 777)
         #expect(try await client.call("DBSIZE").int == 1_000)
         // Both loops' connections are up.
-        try await waitUntil("both connections ready") { client.status.readyConnections == 2 }
+        try await eventually("both connections ready", timeout: 10) { client.status.readyConnections == 2 }
         #expect(client.status.state == .ready)
         // The async form.
         #expect(try await client.send("INCRBY", "counter", 5).int == 5)
@@ -141,7 +141,7 @@ import ParleyTestSupport
         let wrong = RedisClient(endpoint: try RedisEndpoint(url: "redis://:nope@127.0.0.1:\(redis.port)"),
                                 group: group, configuration: fastConfiguration())
         defer { wrong.close() }
-        try await waitUntil("the client to be down") { wrong.status.state == .down }
+        try await eventually("the client to be down", timeout: 10) { wrong.status.state == .down }
         #expect(wrong.status.message?.contains("WRONGPASS") == true)
         let result = try await wrong.result(RedisCommand("PING"))
         guard case .failure(let error) = result else { Issue.record("PING with a wrong password succeeded"); return }
@@ -165,7 +165,7 @@ import ParleyTestSupport
                 connection.send(RedisCommand("PING")) { result in results.withLock { $0.append(result) } }
             }
         }
-        try await waitUntil("25 results") { results.value.count == 25 }
+        try await eventually("25 results", timeout: 10) { results.value.count == 25 }
         let refused = results.value.filter { if case .failure(let error) = $0 { return error.code == .queueFull } else { return false } }
         #expect(refused.count == 15)
         #expect(results.value.filter { (try? $0.get()) == .simpleString("PONG") }.count == 10)
@@ -188,7 +188,7 @@ import ParleyTestSupport
         #expect(elapsed < .seconds(2))
         // Nothing came back on that connection since the command: it was deemed unresponsive
         // and is reconnected; commands flow again.
-        try await waitUntil("a working connection again") {
+        try await eventually("a working connection again", timeout: 10) {
             client.status.state == .ready && client.status.reconnects >= 1
         }
         #expect(try await client.call("PING") == .simpleString("PONG"))
@@ -203,7 +203,7 @@ import ParleyTestSupport
             events.withLock { $0.append(event) }
         }
         defer { client.close() }
-        try await waitUntil("the client to be down") { client.status.state == .down }
+        try await eventually("the client to be down", timeout: 10) { client.status.state == .down }
         #expect(client.status.message?.contains("ECONNREFUSED") == true)
         let start = ContinuousClock.now
         let result = try await client.result(RedisCommand("PING"))

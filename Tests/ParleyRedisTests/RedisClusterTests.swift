@@ -22,7 +22,7 @@ import ParleyTestSupport
             let client = RedisClusterClient(seeds: try RedisEndpoint.seeds(cluster.seedList), group: group, configuration: configuration)
             let fixture = Fixture(cluster: cluster, group: group, client: client)
             do {
-                try await waitUntil("the slot map") { client.masters.count == 3 }
+                try await eventually("the slot map", timeout: 10) { client.masters.count == 3 }
             } catch {
                 fixture.stop()
                 throw error
@@ -62,7 +62,7 @@ import ParleyTestSupport
                 results.withLock { $0.append(result) }
             }
         }
-        try await waitUntil("300 SETs") { results.value.count == 300 }
+        try await eventually("300 SETs", timeout: 10) { results.value.count == 300 }
         let failures = results.value.compactMap { result -> RedisError? in
             if case .failure(let error) = result { return error } else { return nil }
         }
@@ -81,7 +81,7 @@ import ParleyTestSupport
         // Keyless commands go to any master; broadcast reaches them all.
         #expect(try await client.call("PING") == .simpleString("PONG"))
         #expect(try await client.broadcast(RedisCommand("DBSIZE")).compactMap(\.int).reduce(0, +) == 300)
-        try await waitUntil("every connection ready") { client.status.state == .ready }
+        try await eventually("every connection ready", timeout: 10) { client.status.state == .ready }
         #expect(client.status.connections == 6)  // 3 masters x 2 loops
         let reloaded: Result<Void, RedisError> = try await awaitCallback { done in client.refreshSlotMap(completion: done) }
         #expect((try? reloaded.get()) != nil)
@@ -96,7 +96,7 @@ import ParleyTestSupport
         let dead = try #require(fixture.cluster.nodes.first { $0.port == client.masters[0].port })
 
         dead.kill()
-        try await waitUntil("the client to report the dead master") { client.status.state == .down }
+        try await eventually("the client to report the dead master", timeout: 10) { client.status.state == .down }
         let start = ContinuousClock.now
         let lost = try await client.result(RedisCommand("GET", .string("{\(tags[0])}")))
         guard case .failure(let error) = lost else { Issue.record("a dead master answered: \(lost)"); return }
@@ -109,7 +109,7 @@ import ParleyTestSupport
 
         try dead.restart()  // same port and nodes.conf: it rejoins with its slots
         try fixture.cluster.waitUntilStable()
-        try await waitUntil("the client to be back") { client.status.state == .ready }
+        try await eventually("the client to be back", timeout: 10) { client.status.state == .ready }
         try await client.call("SET", .string("{\(tags[0])}"), "again")
         #expect(try await client.call("GET", .string("{\(tags[0])}")).string == "again")
     }
@@ -185,12 +185,12 @@ import ParleyTestSupport
         for channel in channels {
             #expect(try await client.call("SPUBLISH", .string(channel.name), .string("hello \(channel.name)")).int == 1)
         }
-        try await waitUntil("three messages") { log.messages.count == 3 }
+        try await eventually("three messages", timeout: 10) { log.messages.count == 3 }
         for channel in channels { #expect(log.messages(on: channel) == ["hello \(channel.name)"]) }
         // Plain pub/sub in a cluster reaches a subscriber on any node.
         try await subscribe(subscriber, .plain("everyone"))
         try await client.call("PUBLISH", "everyone", "hi all")
-        try await waitUntil("the plain message") { log.messages(on: .plain("everyone")) == ["hi all"] }
+        try await eventually("the plain message", timeout: 10) { log.messages(on: .plain("everyone")) == ["hi all"] }
         #expect(subscriber.status.connections == 3)
 
         // The atomic publish script works on a cluster (all keys and the channel on one tag).
@@ -199,7 +199,7 @@ import ParleyTestSupport
         let reply = try await client.evaluate(RedisScriptTests.publish, keys: RedisScriptTests().publishKeys(room, "m1"),
                                               arguments: ["scripted", 100, 60_000])
         #expect(reply == .array([.integer(1), .integer(1)]))
-        try await waitUntil("the scripted message") { log.messages(on: .sharded("{\(room)}:channel")).contains("1:scripted") }
+        try await eventually("the scripted message", timeout: 10) { log.messages(on: .sharded("{\(room)}:channel")).contains("1:scripted") }
     }
 
     @Test func aShardedSubscriptionFollowsItsSlot() async throws {
@@ -213,18 +213,18 @@ import ParleyTestSupport
         let slot = RedisKeySlot.slot(for: channel.name)
         try await subscribe(subscriber, channel)
         try await client.call("SPUBLISH", .string(channel.name), "before")
-        try await waitUntil("the first message") { log.messages(on: channel) == ["before"] }
+        try await eventually("the first message", timeout: 10) { log.messages(on: channel) == ["before"] }
 
         let source = try #require(client.master(forSlot: slot))
         let target = try #require(fixture.cluster.nodes.first { $0.port != source.port })
         try fixture.cluster.moveSlot(slot, to: target)
         // Redis drops the subscription on the old master; the subscriber follows the slot and
         // says it re-subscribed (messages in between may be lost).
-        try await waitUntil("the re-subscription") { log.resubscribed.contains(channel) }
-        try await waitUntil("the subscription on the new master") {
+        try await eventually("the re-subscription", timeout: 10) { log.resubscribed.contains(channel) }
+        try await eventually("the subscription on the new master", timeout: 10) {
             try target.cli("PUBSUB", "SHARDNUMSUB", channel.name).hasSuffix("1")
         }
         try await client.call("SPUBLISH", .string(channel.name), "after")
-        try await waitUntil("the message after the move") { log.messages(on: channel) == ["before", "after"] }
+        try await eventually("the message after the move", timeout: 10) { log.messages(on: channel) == ["before", "after"] }
     }
 }

@@ -24,12 +24,12 @@ import ParleyTestSupport
         try await subscribe(subscriber, sharded)
         try await client.call("SET", "kept", "yes")
         try await client.call("PUBLISH", .string(plain.name), "before")
-        try await waitUntil("the first message") { log.messages(on: plain) == ["before"] }
+        try await eventually("the first message", timeout: 10) { log.messages(on: plain) == ["before"] }
 
         redis.kill()
         // Down: reported, and a command fails with a clear error well within its timeout.
-        try await waitUntil("the client to notice") { client.status.state == .down }
-        try await waitUntil("the subscriber to notice") { subscriber.status.state == .down }
+        try await eventually("the client to notice", timeout: 10) { client.status.state == .down }
+        try await eventually("the subscriber to notice", timeout: 10) { subscriber.status.state == .down }
         let start = ContinuousClock.now
         let whileDown = try await client.result(RedisCommand("GET", "kept"))
         guard case .failure(let error) = whileDown else { Issue.record("GET succeeded while Redis was down"); return }
@@ -39,15 +39,15 @@ import ParleyTestSupport
 
         try redis.restart()
         // Back by itself: the client, and the subscriber with both channels re-subscribed.
-        try await waitUntil("the client to reconnect") { client.status.state == .ready && client.status.reconnects >= 1 }
-        try await waitUntil("the re-subscription event") { Set(log.resubscribed).isSuperset(of: [plain, sharded]) }
+        try await eventually("the client to reconnect", timeout: 10) { client.status.state == .ready && client.status.reconnects >= 1 }
+        try await eventually("the re-subscription event", timeout: 10) { Set(log.resubscribed).isSuperset(of: [plain, sharded]) }
         #expect(clientEvents.value.contains(.ready(reconnected: true)))
         #expect(log.connectionEvents.contains(.ready(reconnected: true)))
         #expect(subscriber.status.state == .ready)
         #expect(try await client.call("GET", "kept") == .bulkString(Array("yes".utf8)))  // AOF, fsync always
         try await client.call("PUBLISH", .string(plain.name), "after")
         try await client.call("SPUBLISH", .string(sharded.name), "sharded after")
-        try await waitUntil("messages after the restart") {
+        try await eventually("messages after the restart", timeout: 10) {
             log.messages(on: plain) == ["before", "after"] && log.messages(on: sharded) == ["sharded after"]
         }
     }
@@ -73,13 +73,13 @@ import ParleyTestSupport
         #expect((try? result.get()) == nil)
         #expect(ContinuousClock.now - start < .seconds(2))
         // Idle connections find out through their pings: both report down.
-        try await waitUntil("both to be down") { client.status.state == .down && subscriber.status.state == .down }
+        try await eventually("both to be down", timeout: 10) { client.status.state == .down && subscriber.status.state == .down }
         #expect(client.status.message?.contains("127.0.0.1:\(redis.port)") == true)
 
         redis.resume()
-        try await waitUntil("both to be back") { client.status.state == .ready && subscriber.status.state == .ready }
-        try await waitUntil("the re-subscription event") { log.resubscribed.contains(.plain("paused")) }
+        try await eventually("both to be back", timeout: 10) { client.status.state == .ready && subscriber.status.state == .ready }
+        try await eventually("the re-subscription event", timeout: 10) { log.resubscribed.contains(.plain("paused")) }
         try await client.call("PUBLISH", "paused", "resumed")
-        try await waitUntil("the message") { log.messages(on: .plain("paused")).contains("resumed") }
+        try await eventually("the message", timeout: 10) { log.messages(on: .plain("paused")).contains("resumed") }
     }
 }

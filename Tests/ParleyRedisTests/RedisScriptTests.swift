@@ -86,7 +86,7 @@ import ParleyTestSupport
         #expect(try await publish("hi", id: "m1") == .array([.integer(1), .integer(1)]))
         #expect(try await publish("again", id: "m2") == .array([.integer(1), .integer(2)]))
         #expect(try await publish("hi", id: "m1") == .array([.integer(0), .integer(1)]))  // a retry: no new offset
-        try await waitUntil("two deliveries") { log.messages.count == 2 }
+        try await eventually("two deliveries", timeout: 10) { log.messages.count == 2 }
         #expect(log.messages(on: .sharded("{ch/lobby}:channel")) == ["1:hi", "2:again"])
         #expect(try await client.call("XLEN", "{ch/lobby}:stream").int == 2)
     }
@@ -107,7 +107,7 @@ import ParleyTestSupport
         #expect(try await client.evaluate(script, arguments: ["one"]) == .bulkString(Array("one".utf8)))
         redis.kill()
         try redis.restart()
-        try await waitUntil("the client to reconnect") { client.status.state == .ready && client.status.reconnects >= 1 }
+        try await eventually("the client to reconnect", timeout: 10) { client.status.state == .ready && client.status.reconnects >= 1 }
         #expect(try await client.evaluate(script, arguments: ["two"]) == .bulkString(Array("two".utf8)))
         #expect(try commandStats(redis, "evalsha") == (1, 0), "EVALSHA found the script at once")
         #expect(try commandStats(redis, "eval").calls == 0)

@@ -28,7 +28,7 @@ import ParleyTestSupport
         #expect(try await client.call("PUBLISH", .string(plain.name), "hello").int == 1)
         #expect(try await client.call("SPUBLISH", .string(sharded.name), .bytes([0, 1, 2, 255])).int == 1)
         try await client.call("PUBLISH", "{other}", "not for us")
-        try await waitUntil("two messages") { log.messages.count == 2 }
+        try await eventually("two messages", timeout: 10) { log.messages.count == 2 }
         #expect(log.messages(on: plain) == ["hello"])
         #expect(log.messages.first { $0.channel == sharded }?.payload == [0, 1, 2, 255])
 
@@ -37,7 +37,7 @@ import ParleyTestSupport
         group.loops[0].execute {
             for index in 0..<500 { client.send(RedisCommand("PUBLISH", .string(plain.name), .string("\(index)"))) { _ in } }
         }
-        try await waitUntil("500 more messages") { log.messages(on: plain).count == 501 }
+        try await eventually("500 more messages", timeout: 10) { log.messages(on: plain).count == 501 }
         #expect(Array(log.messages(on: plain).dropFirst()) == (0..<500).map { "\($0)" })
         #expect(log.resubscribed.isEmpty)
         #expect(subscriber.status.state == .ready)
@@ -66,16 +66,16 @@ import ParleyTestSupport
             #expect(try await subscribers() == 1)
             subscriber.unsubscribe(channel)            // use 1 left: still subscribed
             try await client.call(publish, .string(channel.name), "still here")
-            try await waitUntil("the message") { log.messages(on: channel) == ["still here"] }
+            try await eventually("the message", timeout: 10) { log.messages(on: channel) == ["still here"] }
             #expect(try await subscribers() == 1)
             subscriber.unsubscribe(channel)            // none left
-            try await waitUntil("Redis to drop the subscription") { try await subscribers() == 0 }
+            try await eventually("Redis to drop the subscription", timeout: 10) { try await subscribers() == 0 }
             subscriber.unsubscribe(channel)            // more releases than uses are ignored
             try await client.call(publish, .string(channel.name), "gone")
             // A later subscription still works and the released one's message never arrived.
             try await subscribe(subscriber, channel)
             try await client.call(publish, .string(channel.name), "again")
-            try await waitUntil("the message after re-subscribing") { log.messages(on: channel).count == 2 }
+            try await eventually("the message after re-subscribing", timeout: 10) { log.messages(on: channel).count == 2 }
             #expect(log.messages(on: channel) == ["still here", "again"])
             subscriber.unsubscribe(channel)
         }
@@ -95,11 +95,11 @@ import ParleyTestSupport
             let subscriber = client.makeSubscriber(on: group.loops[0], handler: log.handler)
             try await subscribe(subscriber, .plain("quiet"))
             // RESP2 in subscribe mode answers PING with ["pong", ""]: it must count as the reply.
-            try await waitUntil("the subscriber to ping") {
+            try await eventually("the subscriber to ping", timeout: 10) {
                 try redis.cli("CLIENT", "LIST").split(whereSeparator: \.isNewline).contains { $0.contains("sub=1") && $0.contains("cmd=ping") }
             }
             try await client.call("PUBLISH", "quiet", "after pings")
-            try await waitUntil("the message") { log.messages(on: .plain("quiet")) == ["after pings"] }
+            try await eventually("the message", timeout: 10) { log.messages(on: .plain("quiet")) == ["after pings"] }
             #expect(subscriber.status.state == .ready)
             #expect(subscriber.status.reconnects == 0)
             subscriber.close()

@@ -3,25 +3,12 @@ import ParleyIO
 @testable import ParleyRedis
 import ParleyTestSupport
 
-struct TimedOut: Error, CustomStringConvertible {
-    let description: String
-}
-
-/// Polls `condition` until it holds, failing after `timeout` seconds.
-func waitUntil(_ what: @autoclosure () -> String, timeout: Double = 10, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-    while try await !condition() {
-        if ContinuousClock.now >= deadline { throw TimedOut(description: "timed out after \(timeout) s waiting for \(what())") }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-}
-
 /// Starts an operation that reports once through a callback and waits for the report.
 func awaitCallback<T: Sendable>(_ what: String = "a reply", timeout: Double = 10,
                                 _ start: (@escaping @Sendable (T) -> Void) -> Void) async throws -> T {
     let box = Locked<T?>(nil)
     start { value in box.withLock { if $0 == nil { $0 = value } } }
-    try await waitUntil(what, timeout: timeout) { box.value != nil }
+    try await eventually(what, timeout: timeout) { box.value != nil }
     return box.value!
 }
 

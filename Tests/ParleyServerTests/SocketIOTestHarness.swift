@@ -151,12 +151,11 @@ final class SocketIOHarness: @unchecked Sendable {
 
     /// Waits until the channel has sent something (answers that hop from other threads).
     func waitForSent(timeout: Double = 5) throws -> [String] {
-        let deadline = Date().addingTimeInterval(timeout)
-        while deadline.timeIntervalSinceNow > 0 {
-            let sent = try onLoop { $0.channel.takeSent() }
-            if !sent.isEmpty { return sent }
-            Thread.sleep(forTimeInterval: 0.005)
+        var sent: [String] = []
+        try eventuallyBlocking("the channel to send", timeout: timeout) {
+            sent = try onLoop { $0.channel.takeSent() }
+            return !sent.isEmpty
         }
-        throw Timeout()
+        return sent
     }
 }

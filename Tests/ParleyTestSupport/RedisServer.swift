@@ -124,12 +124,7 @@ public final class RedisServer: Sendable {
 
     /// Waits up to `timeout` seconds for the server to exit.
     private func waitForExit(timeout: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.withLock({ !RedisServer.reap(&$0) }) {
-            if Date() >= deadline { return false }
-            usleep(5_000)
-        }
-        return true
+        (try? eventuallyBlocking("redis-server to exit", timeout: timeout) { process.withLock { RedisServer.reap(&$0) } }) != nil
     }
 
     /// Waits until the server answers `PING` (or has exited: then says why).
@@ -247,12 +242,7 @@ public final class RedisServer: Sendable {
     }
 
     static func waitForExit(_ process: Process, timeout: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning {
-            if Date() >= deadline { return false }
-            usleep(5_000)
-        }
-        return true
+        (try? eventuallyBlocking("\(process.executableURL?.lastPathComponent ?? "the process") to exit", timeout: timeout) { !process.isRunning }) != nil
     }
 
     static func executable(_ name: String) throws -> String {

@@ -118,4 +118,6 @@ public final class TestSocket: @unchecked Sendable {
     /// Bytes received but not consumed yet.
     public var buffered: [UInt8] { buffer }
     public func clearBuffer() { buffer.removeAll() }
+    /// Drops the first `count` buffered bytes (consumed by the caller).
+    public func consume(_ count: Int) { buffer.removeFirst(count) }
 }
