@@ -2,6 +2,7 @@ import Foundation
 import ParleyHTTP
 import ParleyIO
 import Testing
+import ParleyTestSupport
 @testable import ParleyWebSocket
 
 // MARK: - The heartbeat, fed by hand
@@ -173,9 +174,10 @@ private func runClient(port: Int, offersDeflate: Bool = false, messages: [String
     return heard.value
 }
 
+/// Waits up to 5 s for `condition` (``eventually``); the test's expectations then say what
+/// did not happen.
 private func waitUntil(_ condition: @Sendable () -> Bool) async throws {
-    let deadline = Date().addingTimeInterval(5)
-    while !condition() && Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+    try? await eventually("a WebSocket condition", timeout: 5) { condition() }
 }
 
 private func hasClosed(_ heard: [ServerHeard]) -> Bool {
