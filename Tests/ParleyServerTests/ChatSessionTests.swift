@@ -159,6 +159,22 @@ import Testing
         #expect(expired.message.hasPrefix("token expired"))
     }
 
+    /// A publish the token forbids is counted (`publishes_refused{reason="forbidden"}`) on
+    /// every door, also when the door asks the token and the rate apart (SocketChat).
+    @Test(arguments: chatDoors) func aForbiddenPublishIsCountedOnEveryDoor(_ door: DoorKind) throws {
+        let world = World { $0.channels = [ChannelSettings(id: "demo", secret: ChatSessionTests.secret, requireAuth: true)] }
+        let session = world.session(door)
+        try enter(session, world, as: "m1")
+        #expect(session.authenticate(world.token(publish: false)) == nil)
+        let forbidden = world.context.metrics.publishesRefused.counter(.forbidden)
+        #expect(session.permitPublish(to: "r")?.code == .forbidden)
+        #expect(session.admitPublish(to: "r")?.code == .forbidden)
+        #expect(forbidden.count == 2)
+        // The rate alone is not the token's business.
+        #expect(session.admitRate() == nil)
+        #expect(forbidden.count == 2)
+    }
+
     @Test func nativeTokensMustNameTheClient() throws {
         let world = World { $0.channels = [ChannelSettings(id: "demo", secret: ChatSessionTests.secret, requireAuth: true)] }
         let session = world.session(.native, channel: nil)

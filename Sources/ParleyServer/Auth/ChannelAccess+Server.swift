@@ -8,9 +8,4 @@ extension ChannelAccess {
         self.init(channel: channel, secret: settings?.secret, requiresAuth: settings?.requireAuth == true,
                   verifier: TokenVerifier(hmac: OpenSSLHMAC(), clock: clock))
     }
-
-    /// The access rules for `channel` as the server's configuration sets them.
-    init(channel: String, core: ServerCore) {
-        self.init(channel: channel, configuration: core.configuration, clock: core.hub.clock)
-    }
 }

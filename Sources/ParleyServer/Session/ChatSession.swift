@@ -226,14 +226,24 @@ final class ChatSession {
     /// Whether the member may publish one more message to `room` now: the token, then the
     /// rate (a refusal is counted; sustained abuse is a refusal that closes).
     func admitPublish(to room: String) -> ChatRefusal? {
-        if case .failure(let refusal) = check(.publish, room: room) {
-            context.metrics.publishesRefused.counter(.forbidden).increment()
-            return refusal
-        }
+        permitPublish(to: room) ?? admitRate()
+    }
+
+    /// Whether the token lets the member publish to `room` (a refusal is counted as
+    /// `forbidden`). A door that must know before anything else happens (SocketChat, before
+    /// an implicit join) asks this first and ``admitRate()`` after.
+    func permitPublish(to room: String) -> ChatRefusal? {
+        guard case .failure(let refusal) = check(.publish, room: room) else { return nil }
+        context.metrics.publishesRefused.counter(.forbidden).increment()
+        return refusal
+    }
+
+    /// Takes a token from the message rate (refusals counted; sustained abuse closes).
+    func admitRate() -> ChatRefusal? {
         switch sessionGuard.admitMessage() {
-        case .allowed: return nil
-        case .refused: return ChatRefusal(.rateLimited, "rate limit exceeded")
-        case .abusive: return ChatRefusal(.rateAbuse, "rate limit exceeded")
+        case .allowed: nil
+        case .refused: ChatRefusal(.rateLimited, "rate limit exceeded")
+        case .abusive: ChatRefusal(.rateAbuse, "rate limit exceeded")
         }
     }
 

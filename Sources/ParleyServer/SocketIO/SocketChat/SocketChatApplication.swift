@@ -177,6 +177,14 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     private static let authRequired = "this lobby requires authentication: connect with auth: {token: \"<JWT>\"}"
 
+    /// Nil when the lobby lets this socket publish, else the error text (a refusal is
+    /// counted, as on every door).
+    private func publishError() -> String? {
+        if let refusal = chat.channelRefusal(lobby.channel) { return refusal.message }
+        guard let refusal = chat.permitPublish(to: lobby.room) else { return nil }
+        return refusal.code == .authRequired ? Self.authRequired : refusal.message
+    }
+
     /// Nil when the lobby allows `action` for this socket, else the error text.
     private func authError(_ action: AuthAction) -> String? {
         if let refusal = chat.channelRefusal(lobby.channel) { return refusal.message }
@@ -211,7 +219,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             if let refusal = join(as: nickname, socket) { return .refused(.refused, refusal) }
             return .done
         case .chatMessage(let nickname, let text):
-            if let error = authError(.publish) { return .refused(.refused, error) }
+            if let error = publishError() { return .refused(.refused, error) }
             let sender: Member
             switch implicitMember(nickname, socket) {
             case .success(let member): sender = member
@@ -239,7 +247,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             }
             return .answeredLater
         case .typing(let nickname, let flag):
-            if let error = authError(.publish) { return .refused(.refused, error) }
+            if let error = publishError() { return .refused(.refused, error) }
             // startType joins as its nickname; a stopType alone only clears the flag.
             let sender: Member
             if flag {
@@ -447,7 +455,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// Takes a token from the rate: nil, or the refusal's text (a refusal is counted, and
     /// sustained abuse closes the connection after this refusal has been answered).
     private func rateRefusal(_ socket: SocketIOSocket) -> String? {
-        guard let refusal = chat.admitPublish(to: lobby.room) else { return nil }
+        guard let refusal = chat.admitRate() else { return nil }
         if refusal.code == .rateAbuse {
             LoopBound(socket, on: loop).execute { $0.closeConnection(reason: "rate limit exceeded") }
         }
