@@ -46,10 +46,12 @@ run: release
 test: deps check-dependencies release unit fuzz-smoke interop
 
 # Package.swift declares exactly what each module imports, and each module imports only what
-# the layering allows (the rules are in the script).
+# the layering allows (the rules are in the script); no file holds a merge-conflict marker.
 check-dependencies:
 	python3 Tests/tools/check_dependencies.py --self-test
 	python3 Tests/tools/check_dependencies.py
+	python3 Tests/tools/check_conflict_markers.py --self-test
+	python3 Tests/tools/check_conflict_markers.py
 
 # Serial: many end-to-end tests block while they wait on sockets, and on a 2-core machine
 # parallel suites could starve each other's timers (about 1 minute in all).

@@ -271,7 +271,7 @@ final class EventInbox: Inbox {
             switch delivery {
             case .subscribed(_, let snapshot): log.subscribed = snapshot.failure == nil
             case .event(_, let event): log.events.append(event)
-            case .unsubscribed, .replay: break
+            case .unsubscribed, .replay, .perform: break
             }
         }
     }

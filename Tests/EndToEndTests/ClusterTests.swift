@@ -171,6 +171,52 @@ import ParleyTestSupport
         #expect(history == Array(seen[0].suffix(5)))
     }
 
+    /// What a session sends right after its join reaches everyone, itself included, after
+    /// its join: the join goes round Redis before the node hears the room, and a publish sent
+    /// meanwhile waits for it instead of falling between the two.
+    @Test(arguments: RedisKind.allCases)
+    func whatASessionSendsRightAfterItsJoinReachesEveryoneAfterTheJoin(kind: RedisKind) async throws {
+        let (a, b) = try Self.twoNodes(on: kind)
+        defer { a.shutdown(); b.shutdown() }
+        let lobby = a.configuration.lobby.room
+        let watcher = try TestSocket(port: b.linePort)
+        try watcher.send("iam:wendy\n")
+        _ = try watcher.readLine(until: { $0 == "wendy has joined" })
+        /// The watcher's next line about `name`: its join first, then what it said.
+        func watcherSees(_ name: String) throws -> [String] {
+            let joined = try watcher.readLine(timeout: 10, until: { $0.hasPrefix(name) })
+            let said = try watcher.readLine(timeout: 10, until: { $0.hasPrefix(name) })
+            return [joined, said]
+        }
+        for round in 0..<3 {
+            // The line door: `iam:` and `msg:` in one write.
+            let dave = try TestSocket(port: a.linePort)
+            try dave.send("iam:dave\(round)\nmsg:lf line \(round)\n")
+            #expect(try dave.readLine(timeout: 10, until: { $0.hasPrefix("dave\(round):") }) == "dave\(round):lf line \(round)")
+            #expect(try watcherSees("dave\(round)") == ["dave\(round) has joined", "dave\(round):lf line \(round)"])
+            dave.abort()
+            _ = try watcher.readLine(timeout: 10, until: { $0 == "dave\(round) has left" })
+
+            // The native door: subscribe and publish without waiting for the subscription.
+            let nina = try await NativeClient.connect(a, clientData: ["name": JSONValue.string("nina\(round)")])
+            try nina.send(NativeClient.subscribe(lobby, historyCount: nil, callback: 900))
+            try nina.publish(JSONValue.string("native \(round)"), to: lobby)
+            let own = try await nina.next(timeout: 10) { $0["type"] == "publish" }
+            #expect(own["message"] == JSONValue.string("native \(round)"))
+            #expect(try watcherSees("nina\(round)") == ["nina\(round) has joined", "nina\(round):native \(round)"])
+
+            // SocketChat: `connectUser` and `chatMessage` back to back.
+            let sid = try TestWebSocket(port: a.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+            _ = try sid.receiveText()
+            try sid.sendText("40")
+            try sid.sendText("42[\"connectUser\",\"sid\(round)\"]")
+            try sid.sendText("42[\"chatMessage\",\"sid\(round)\",\"sio \(round)\"]")
+            let chat = try sid.receiveText(until: { eventArguments($0, "newChatMessage")?.first == .string("sid\(round)") })
+            #expect(eventArguments(chat, "newChatMessage")?[1] == .string("sio \(round)"))
+            #expect(try watcherSees("sid\(round)") == ["sid\(round) has joined", "sid\(round):sio \(round)"])
+        }
+    }
+
     @Test func metricsAndReadinessTellRedisState() async throws {
         let (a, b) = try Self.twoNodes()
         defer { a.shutdown(); b.shutdown() }

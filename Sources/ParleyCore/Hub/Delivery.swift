@@ -43,6 +43,10 @@ public enum Delivery: Sendable {
     case unsubscribed(SessionID, RoomKey)
     /// The next page of a session's replay; after the page marked complete it is live.
     case replay(SessionID, RoomKey, [Message], complete: Bool)
+    /// Work of the hub's that must not run where the hub is (inside a broker's delivery):
+    /// run it in order with the inbox's other deliveries, off every lock. Today: the
+    /// publishes a session made while its join was on its way.
+    case perform(@Sendable () -> Void)
 }
 
 /// Where the hub sends deliveries: in Parley, one per event loop, serving all the sessions on

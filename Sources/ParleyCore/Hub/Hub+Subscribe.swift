@@ -58,6 +58,8 @@ extension Hub {
             }
             var entry = entry
             if case .live = state.phase { entry.stage = .awaitingJoin }
+            // A second subscribe while the first is on its way keeps what waits for the join.
+            entry.held = state.sessions[session]?.held ?? []
             state.sessions[session] = entry
             guard state.phase == .live else { return .wait }
             // A listener has no join to wait for: it starts here, after what was delivered.
@@ -123,12 +125,14 @@ extension Hub {
     /// The room could not be followed: every session waiting for it is told, and the room
     /// leaves memory (the next subscribe tries again).
     private func failAll(_ room: NodeRoom, _ error: ParleyError) {
-        let failed = room.lock.withLock { state -> [(SessionID, any Inbox)] in
+        let (failed, held) = room.lock.withLock { state -> ([(SessionID, any Inbox)], [@Sendable (ParleyError?) -> Void]) in
             let failed = state.sessions.map { ($0.key, $0.value.inbox) }
+            let held = state.sessions.values.flatMap(\.held)
             state.sessions = [:]
-            return failed
+            return (failed, held)
         }
         rooms.withLock { if $0[room.key] === room { $0[room.key] = nil } }
+        for publish in held { publish(error) }
         for (session, inbox) in failed {
             var snapshot = SubscribeSnapshot(room: room.key, members: [], history: [], lastOffset: 0)
             snapshot.failure = error
@@ -155,8 +159,24 @@ extension Hub {
         var reads: [@Sendable () -> Void] = []
         for (id, session) in state.sessions where session.stage == .awaitingJoin && session.member.id == member.id {
             if let read = complete(id, in: room, state: &state) { reads.append(read) }
+            // What it sent meanwhile goes out now, after its join in the room's order: from
+            // its inbox, not from inside the broker's delivery. What it sends until then
+            // queues behind (see ``hold``).
+            if !session.held.isEmpty {
+                session.inbox.post(.perform { [self] in releaseHeld(id, in: room) })
+            }
         }
         return reads
+    }
+
+    /// Sends the publishes `session` made while its join was on its way, in order.
+    private func releaseHeld(_ session: SessionID, in room: NodeRoom) {
+        let held = room.lock.withLock { state -> [@Sendable (ParleyError?) -> Void] in
+            guard let held = state.sessions[session]?.held else { return [] }
+            state.sessions[session]!.held = []
+            return held
+        }
+        for publish in held { publish(nil) }
     }
 
     /// Completes a subscribe from memory when it holds what is needed; else marks it reading
@@ -306,15 +326,17 @@ extension Hub {
     }
 
     private func failSubscribe(_ room: NodeRoom, session: SessionID, token: UInt64, error: ParleyError) {
-        let member = room.lock.withLock { state -> (Member, Bool)? in
+        let member = room.lock.withLock { state -> (Member, Bool, [@Sendable (ParleyError?) -> Void])? in
             guard let entry = state.sessions[session], entry.token == token else { return nil }
             state.sessions[session] = nil
             var snapshot = SubscribeSnapshot(room: room.key, members: [], history: [], lastOffset: state.deliveredOffset)
             snapshot.failure = error
             entry.inbox.post(.subscribed(session, snapshot))
-            return (entry.member, entry.listensOnly)
+            return (entry.member, entry.listensOnly, entry.held)
         }
-        if let (member, listensOnly) = member, !listensOnly { announceLeave(member, in: room.key) }
+        guard let (member, listensOnly, held) = member else { return }
+        for publish in held { publish(error) }
+        if !listensOnly { announceLeave(member, in: room.key) }
     }
 
     /// Removes `session` from `key`: its inbox gets `.unsubscribed` at once, the others
@@ -334,6 +356,8 @@ extension Hub {
             return entry
         }
         guard let left else { return false }
+        let gone = ParleyError(.unavailable, "left \(key.room) before the join completed; message not sent")
+        for publish in left.held { publish(gone) }
         // A session that never got past the node's own subscription was never announced.
         if left.stage != .awaitingRoom, !left.listensOnly { announceLeave(left.member, in: key) }
         return true

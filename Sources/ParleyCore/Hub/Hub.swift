@@ -31,6 +31,9 @@ public struct HubConfiguration: Sendable {
     /// `history` reply, a subscribe's `history_count`, an admin listing. A page always holds
     /// one message, however large, and says there is more when it ends early.
     public var historyPageBytes: Int = 1 << 20
+    /// Most publishes one session may make to a room while its join to it is still on its
+    /// way; they go out once it is back (``Hub/publish(_:to:from:session:messageID:whenStored:)``).
+    public var maxPublishesAwaitingJoin: Int = 64
 
     public init() {}
 }
@@ -103,11 +106,52 @@ public final class Hub: Sendable {
     ///
     /// Returns the room's backlog when this node follows the room: a door slows a publisher
     /// down while it is over its high mark (``RoomBacklog/isOverHigh``).
+    ///
+    /// With `session`, a publish from a session whose subscribe to `key` is still on its way
+    /// (the join not yet back through the broker) waits for that join and then goes out, in
+    /// the order it was made: nobody sees a member's message before its join, and the member
+    /// gets its own message live, whichever node it is on. At most
+    /// ``HubConfiguration/maxPublishesAwaitingJoin`` wait per session and room; a failed
+    /// subscribe fails them through `whenStored`.
     @discardableResult
-    public func publish(_ body: JSONValue, to key: RoomKey, from sender: Member?, messageID: String? = nil,
+    public func publish(_ body: JSONValue, to key: RoomKey, from sender: Member?, session: SessionID? = nil,
+                        messageID: String? = nil,
                         whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) throws(ParleyError) -> RoomBacklog? {
+        let room = rooms.withLock { $0[key] }
+        if let session, let room,
+           try hold(session, in: room, { [self] failure in
+               if let failure { whenStored?(.failure(failure)); return }
+               do throws(ParleyError) {
+                   _ = try dispatch(body, to: key, from: sender, messageID: messageID, backlog: room.backlog, whenStored: whenStored)
+               } catch {
+                   whenStored?(.failure(error))
+               }
+           }) {
+            return room.backlog
+        }
+        return try dispatch(body, to: key, from: sender, messageID: messageID, backlog: room?.backlog, whenStored: whenStored)
+    }
+
+    /// Parks `publish` with `session`'s subscribe to `room` while its join is on its way;
+    /// false when the session is not joining it (live, a listener, or not in the room).
+    private func hold(_ session: SessionID, in room: NodeRoom,
+                      _ publish: @escaping @Sendable (ParleyError?) -> Void) throws(ParleyError) -> Bool {
+        let limit = configuration.maxPublishesAwaitingJoin
+        return try room.lock.withLock { state throws(ParleyError) -> Bool in
+            // Held while the join is on its way, and after it until the held ones are sent.
+            guard let entry = state.sessions[session], !entry.listensOnly,
+                  entry.stage == .awaitingRoom || entry.stage == .awaitingJoin || !entry.held.isEmpty else { return false }
+            guard entry.held.count < limit else {
+                throw ParleyError(.limitReached, "too many messages sent before the join to \(room.key.room) completed (limit \(limit))")
+            }
+            state.sessions[session]!.held.append(publish)
+            return true
+        }
+    }
+
+    private func dispatch(_ body: JSONValue, to key: RoomKey, from sender: Member?, messageID: String?, backlog: RoomBacklog?,
+                          whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)?) throws(ParleyError) -> RoomBacklog? {
         let now = clock.nowMillis()
-        let backlog = rooms.withLock { $0[key]?.backlog }
         let message = Message(id: ids.next(), offset: 0, timestampMillis: now, room: key, sender: sender, body: body)
         if let flag = Message.typingState(of: body) {
             if let sender {

@@ -83,6 +83,8 @@ public final class LoopHub<Frame> {
             sessionRooms[id]?.remove(key)
             removeFromRoom(id, key)
             session.didUnsubscribe(from: key)
+        case .perform(let work):
+            work()
         }
     }
 

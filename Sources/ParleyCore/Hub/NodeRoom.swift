@@ -35,6 +35,9 @@ final class NodeRoom: Sendable {
         /// Without `since`: where the session starts, when that is before its completion
         /// (it subscribed while the node was subscribing); nil starts at the completion.
         var start: Int64?
+        /// Publishes the session made while its join was on its way, in order: they go out
+        /// once the join is back (nil), or fail with the subscribe (the error).
+        var held: [@Sendable (ParleyError?) -> Void] = []
     }
 
     enum Phase {

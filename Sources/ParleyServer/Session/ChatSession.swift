@@ -254,7 +254,7 @@ final class ChatSession {
                          whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) -> Result<RoomBacklog?, ChatRefusal> {
         guard let from = sender ?? member, let key = key(room) else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
         do {
-            return .success(try context.hub.publish(body, to: key, from: from, messageID: messageID, whenStored: whenStored))
+            return .success(try context.hub.publish(body, to: key, from: from, session: sessionID, messageID: messageID, whenStored: whenStored))
         } catch {
             context.metrics.publishesRefused.counter(PublishRefusal(error)).increment()
             return .failure(ChatRefusal(.refused, error.message))
