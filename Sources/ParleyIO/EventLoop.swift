@@ -143,7 +143,9 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Loop-local storage keyed by type: one instance of `T` per loop, created on first use.
-    /// Loop thread only.
+    /// Loop thread only. For tools that own their loops (the bench client); the server keeps
+    /// its per-loop state in ``LoopLocal``s owned by the node and the doors, so that two
+    /// servers in one process never share it.
     public func local<T: AnyObject>(_ type: T.Type, make: () -> T) -> T {
         assertInEventLoop()
         let key = ObjectIdentifier(type)

@@ -29,16 +29,16 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         try ws.sendText("427[\"noSuchEvent\"]")
         let ack = try ws.receiveText(until: { $0.hasPrefix("43") })
         #expect(ack.hasPrefix("437[{\"error\":\"unknown event \\\"noSuchEvent\\\""), "\(ack)")
-        let counters = server.core.socketIO.counters
+        let counters = server.socketIOShared.counters
         #expect(counters.count(.unknownEvent) == 3)
         #expect(counters.count(.refused) == 1)
-        #expect(server.core.socketIO.log.count == 1, "logged once per connection: \(server.core.socketIO.log.recent)")
-        #expect(server.core.socketIO.log.recent.first?.contains("unknown event") == true)
+        #expect(server.socketIOShared.log.count == 1, "logged once per connection: \(server.socketIOShared.log.recent)")
+        #expect(server.socketIOShared.log.recent.first?.contains("unknown event") == true)
         let other = try socketIOClient(server)
         try other.sendText("42[\"alsoUnknown\"]")
         try other.sendText("428[\"alsoUnknown\"]")
         _ = try other.receiveText(until: { $0.hasPrefix("438") })
-        #expect(server.core.socketIO.log.count == 2)
+        #expect(server.socketIOShared.log.count == 2)
         // Nothing named `error` ever came, and /metrics has the counts.
         try ws.sendText("429[\"chatMessage\",\"una\",\"sync\"]")
         #expect(try ws.receiveText(until: { $0.hasPrefix("439") }) == "439[]")
@@ -61,7 +61,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         let refused = try ws.receiveText(until: { text in texts.append(text); return text.hasPrefix("4350") })
         #expect(refused == "4350[{\"error\":\"rate limit exceeded\"}]")
         #expect(!texts.contains { eventArguments($0, "error") != nil }, "\(texts)")
-        #expect(server.core.socketIO.counters.count(.rateLimited) >= 3)
+        #expect(server.socketIOShared.counters.count(.rateLimited) >= 3)
         #expect(texts.filter { eventArguments($0, "newChatMessage") != nil }.count <= 2)
     }
 
@@ -81,7 +81,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         let failed = try writer.receiveText(until: { $0.hasPrefix("432") })
         #expect(failed.hasPrefix("432[{\"error\":\"not stored: disk full"), "\(failed)")
         try writer.sendText("42[\"chatMessage\",\"writer\",\"lost too\"]")
-        try eventuallyBlocking("the unacked failure counted") { server.core.socketIO.counters.count(.refused) == 1 }
+        try eventuallyBlocking("the unacked failure counted") { server.socketIOShared.counters.count(.refused) == 1 }
         faults.stopFailing()
         try writer.sendText("423[\"chatMessage\",\"writer\",\"back\"]")
         #expect(try writer.receiveText(until: { $0.hasPrefix("433") }) == "433[]")
@@ -131,7 +131,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         #expect(try ws.receiveText() == "3probe")
         try ws.sendText("5")
         try eventuallyBlocking("the upgraded session counted once") {
-            server.openConnectionCount == 2 && server.core.socketIO.pollingSessions.load(ordering: .relaxed) == 1
+            server.openConnectionCount == 2 && server.socketIOShared.pollingSessions.load(ordering: .relaxed) == 1
         }
         ws.abort()
         try eventuallyBlocking("its place given back with its WebSocket") { server.openConnectionCount == 1 }
@@ -211,7 +211,7 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
         for loop in server.group.loops {
             let done = DispatchSemaphore(value: 0)
             loop.execute {
-                if EngineIOLoop.of(loop).sessions[sid] != nil { found.withLock { $0 = loop.index } }
+                if server.socketIOShared.loops[loop].sessions[sid] != nil { found.withLock { $0 = loop.index } }
                 done.signal()
             }
             guard done.wait(timeout: .now() + 5) == .success else { throw TimeoutError(what: "a loop", seconds: 5) }
@@ -304,5 +304,13 @@ func socketIOClient(_ server: ParleyServer, nickname: String? = nil, version: In
             _ = try listener.receiveText(timeout: 10, until: { eventArguments($0, "newChatMessage") != nil })
             received += 1
         }
+    }
+}
+
+extension ParleyServer {
+    /// The Socket.IO door's shared state (sessions, counters, log, each loop's Engine.IO state).
+    var socketIOShared: SocketIOShared {
+        guard let door = core.doors.all.lazy.compactMap({ $0 as? SocketIODoor }).first else { fatalError("no Socket.IO door") }
+        return door.shared
     }
 }

@@ -348,7 +348,7 @@ import Testing
             try link.sendText("5")
             try link.sendText("4" + String(repeating: "z", count: 5000))
             #expect(try link.waitForClose() == 1009)
-            try eventuallyBlocking("the upgraded EIO\(version) session ended") { server.core.socketIO.sessions.owner(of: upgraded.sid) == nil }
+            try eventuallyBlocking("the upgraded EIO\(version) session ended") { server.socketIOShared.sessions.owner(of: upgraded.sid) == nil }
         }
         // The others carry on.
         try bystander.post(["42[\"chatMessage\",\"by\",\"still here\"]"])

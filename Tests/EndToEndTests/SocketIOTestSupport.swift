@@ -92,3 +92,4 @@ func eventArguments(_ text: String, _ name: String) -> [JSONValue]? {
           array.first?.stringValue == name else { return nil }
     return Array(array.dropFirst())
 }
+

@@ -97,8 +97,8 @@ extension Result {
     }
 
     @Test func encodesOnce() {
-        let context = LoopContext()
         let room = RoomKey(channel: "c", room: "r")
+        let context = LoopContext(encoders: LoopEncoders(socketChat: SocketChatFanOut(hub: Hub(), lobby: room, roster: SocketChatRoster())))
         let subscribers = (1...3).map { Subscriber(SessionID($0)) }
         for s in subscribers {
             context.loopHub.register(s)

@@ -128,7 +128,7 @@ enum AdminAPI {
             w.key("draining"); w.writeBool(core.readiness.isDraining)
             w.key("open_connections"); w.writeInt(core.gate.open.load(ordering: .relaxed))
             w.key("connections"); writeDoors(metrics.openConnections.all, &w)
-            w.key("socketio_sessions"); w.writeInt(core.socketIO.sessions.count)
+            for door in core.doors.all { door.writeStatus(into: &w) }
             w.key("identified_clients"); w.writeInt(core.directory.count)
             w.key("rooms_in_memory"); w.writeInt(core.hub.roomsInMemory)
             w.key("members_in_memory"); w.writeInt(core.hub.membersInMemory)

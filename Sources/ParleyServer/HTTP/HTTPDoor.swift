@@ -5,7 +5,7 @@ import ParleyWebSocket
 
 /// The HTTP door: REST routes, and the WebSocket upgrade to the native (Scaledrone v3) door
 /// at `/v3/websocket`.
-struct HTTPDoor: Door {
+final class HTTPDoor: Door {
     /// Path of the native door's WebSocket endpoint.
     static let nativePath = "/v3/websocket"
 
@@ -14,6 +14,8 @@ struct HTTPDoor: Door {
     func serverIsStopping(_ core: ServerCore, on loop: EventLoop) {}
 
     func writeMetrics(_ core: ServerCore, into out: inout PrometheusText) {}
+
+    func writeStatus(into w: inout JSONWriter) {}
 
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
         let routes = RESTRoutes.router()

@@ -111,7 +111,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             case .error(let error):
                 if error.response.status == 413 {
                     core.limits.breached(.messageSize, remote: connection.remoteAddress)
-                    if let head = head ?? parser.rejectedHead, SocketIODoor.requestTooLarge(head, core: core) {
+                    if let head = head ?? parser.rejectedHead, core.doors.mounted(at: head.path, core: core)?.requestTooLarge(head, core: core) == true {
                         connection.close()
                         return
                     }
@@ -303,8 +303,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
 
     private func respond(to head: HTTPRequestHead, body: [UInt8]) {
         let keepAlive = head.keepAlive && !stopping
-        if SocketIODoor.handles(head.path, core: core) {
-            SocketIODoor.handle(head, body: body, connection: connection, keepAlive: keepAlive, core: core)
+        if let door = core.doors.mounted(at: head.path, core: core) {
+            door.handle(head, body: body, connection: connection, keepAlive: keepAlive, core: core)
             return
         }
         // A file download streams from disk (Files/DownloadStreamer.swift).
@@ -360,9 +360,9 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
 
     private func upgrade(_ head: HTTPRequestHead, leftover: [UInt8]) {
         if refuseOverPerIPLimit() { return }
-        if SocketIODoor.handles(head.path, core: core) {
+        if let door = core.doors.mounted(at: head.path, core: core) {
             timer?.stop()
-            if SocketIODoor.upgrade(head, leftover: leftover, connection: connection, core: core, from: sessionGuard) {
+            if door.upgrade(head, leftover: leftover, connection: connection, core: core, from: sessionGuard) {
                 upgraded = true
                 timer = nil
             }
@@ -386,7 +386,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             return
         }
         let session = NativeSession(webSocket: webSocket, core: core, sessionGuard: takeOver(as: .native))
-        LoopContext.of(connection.loop).loopHub.register(session)
+        core.loopHub(connection.loop).register(session)
         session.start()
         webSocket.open(delegate: session, leftover: leftover)
     }
@@ -417,7 +417,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         upload?.abort()
         upload = nil
         for case .upload(_, let receiver) in waiting { receiver.abort() }
-        SocketIODoor.connectionClosed(connection, core: core)
+        for door in core.doors.mounted { door.connectionClosed(connection, core: core) }
         sessionGuard.end(closing: connection, reason: reason)
     }
 }

@@ -3,19 +3,21 @@ import ParleyIO
 
 /// The line-protocol door (docs/protocols.md, "Line protocol"): plain TCP, `iam:NAME` then `msg:TEXT`, bridged
 /// into the lobby room.
-struct LineDoor: Door {
+final class LineDoor: Door {
     var kind: DoorKind { .line }
 
     func serverIsStopping(_ core: ServerCore, on loop: EventLoop) {}
 
     func writeMetrics(_ core: ServerCore, into out: inout PrometheusText) {}
 
+    func writeStatus(into w: inout JSONWriter) {}
+
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
         return try core.listen(.line, port: core.configuration.linePort, group: group) { connection, ticket, policy in
             let session = LineSession(connection: connection, core: core,
                                       sessionGuard: SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket))
             connection.handler = session
-            LoopContext.of(connection.loop).loopHub.register(session)
+            core.loopHub(connection.loop).register(session)
             session.start()
         }
     }
@@ -269,7 +271,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         quietTimer?.stop()
         quietTimer = nil
-        LoopContext.of(connection.loop).loopHub.unregister(sessionID)
+        core.loopHub(connection.loop).unregister(sessionID)
         chat.end()
         sessionGuard.end(closing: connection, reason: reason)
     }

@@ -347,7 +347,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     func webSocketDidClose(_ socket: WebSocketServerConnection, close: WebSocketServerClose) {
         expiryTimer?.stop()
         expiryTimer = nil
-        LoopContext.of(connection.loop).loopHub.unregister(sessionID)
+        core.loopHub(connection.loop).unregister(sessionID)
         chat.end()
         sessionGuard.end(closing: connection, reason: close.connection, code: close.code.map { Int($0.rawValue) },
                          why: close.sent?.reason)

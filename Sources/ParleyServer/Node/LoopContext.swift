@@ -22,21 +22,14 @@ extension WireFormat {
     public static let socketIOPolling = DoorFormat.socketIOPolling.wireFormat
 }
 
-/// What one event loop knows: its sessions and their rooms. Loop-confined.
+/// What one event loop of a server knows: its sessions and their rooms. One per loop, owned
+/// by the server (``ServerCore/loopContexts``); loop-confined.
 final class LoopContext {
     let loopHub: LoopHub<IOBuffer>
-    /// The SocketChat application's encoder (it reads the lobby's user list).
-    let socketChat: SocketChatFanOut
 
-    init() {
-        let socketChat = SocketChatFanOut()
-        self.socketChat = socketChat
-        loopHub = LoopHub { format, room, event in RoomEventEncoding.encode(format, room, event, socketChat: socketChat) }
-    }
-
-    /// The context of `loop`, created on first use. Loop thread only.
-    static func of(_ loop: EventLoop) -> LoopContext {
-        loop.local(LoopContext.self) { LoopContext() }
+    /// `encoders`: the doors' per-loop encoders for this loop (``DoorSet/encoders``).
+    init(encoders: LoopEncoders) {
+        loopHub = LoopHub { format, room, event in RoomEventEncoding.encode(format, room, event, encoders: encoders) }
     }
 }
 
@@ -46,23 +39,25 @@ final class LoopContext {
 final class LoopInbox: Inbox {
     let loop: EventLoop
     let metrics: LoopMetrics
-    init(loop: EventLoop, metrics: LoopMetrics) {
+    private let contexts: LoopLocal<LoopContext>
+    init(loop: EventLoop, contexts: LoopLocal<LoopContext>, metrics: LoopMetrics) {
         self.loop = loop
+        self.contexts = contexts
         self.metrics = metrics
     }
 
     func post(_ delivery: Delivery) {
-        let (loop, metrics) = (self.loop, self.metrics)
+        let (loop, metrics, contexts) = (self.loop, self.metrics, self.contexts)
         loop.execute {
-            LoopContext.of(loop).loopHub.handle(delivery)
+            contexts[loop].loopHub.handle(delivery)
             Self.record(delivery, metrics)
         }
     }
 
     func post(_ delivery: Delivery, completing backlog: RoomBacklog) {
-        let (loop, metrics) = (self.loop, self.metrics)
+        let (loop, metrics, contexts) = (self.loop, self.metrics, self.contexts)
         loop.execute {
-            LoopContext.of(loop).loopHub.handle(delivery)
+            contexts[loop].loopHub.handle(delivery)
             Self.record(delivery, metrics)
             backlog.done()
         }
@@ -83,8 +78,7 @@ protocol GracefulSession: AnyObject {
 
 /// Encodes room events for each door, once per event per loop.
 enum RoomEventEncoding {
-    static func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent,
-                       socketChat: SocketChatFanOut? = nil) -> IOBuffer? {
+    static func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent, encoders: LoopEncoders?) -> IOBuffer? {
         // Only the ``DoorFormat``s exist (each `WireFormat` constant is made from one).
         guard let door = DoorFormat(rawValue: format.rawValue) else { return nil }
         return switch door {
@@ -93,7 +87,7 @@ enum RoomEventEncoding {
         // in its lobby whatever its name: the decision is per format.
         case .native: NativeEncoding.encode(event, in: room)
         // The Socket.IO door's one application with room events: SocketChat.
-        case .socketIO, .socketIOPolling: socketChat?.encode(format, room, event)
+        case .socketIO, .socketIOPolling: encoders?.socketChat.encode(format, room, event)
         }
     }
 }

@@ -23,8 +23,10 @@ final class ServerCore: Sendable {
     let hub: Hub
     let inboxes: [LoopInbox]
     let loops: [EventLoop]
-    /// The Socket.IO door's sid registry and SocketChat roster.
-    let socketIO: SocketIOShared
+    /// The server's doors (``DoorRegistry``), each with its own state.
+    let doors: DoorSet
+    /// Each loop's hub of sessions and rooms.
+    let loopContexts: LoopLocal<LoopContext>
     /// Abuse-limit breaches, for `/metrics` (and the log).
     let limits: LimitCounters
     /// Total and per-IP connection admission.
@@ -71,12 +73,15 @@ final class ServerCore: Sendable {
         let metrics = metrics ?? ServerMetrics(loopCount: group.loops.count)
         self.metrics = metrics
         limits = LimitCounters(logger: logger, throttle: logThrottle)
-        socketIO = SocketIOShared(configuration: configuration)
+        let doors = DoorRegistry.make(configuration: configuration, hub: hub, group: group)
+        self.doors = doors
+        let loopContexts = LoopLocal(group) { loop in LoopContext(encoders: doors.encoders(loop)) }
+        self.loopContexts = loopContexts
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
         loops = group.loops
-        inboxes = group.loops.map { LoopInbox(loop: $0, metrics: metrics.loops[$0.index]) }
+        inboxes = group.loops.map { LoopInbox(loop: $0, contexts: loopContexts, metrics: metrics.loops[$0.index]) }
         startedUnixMillis = LogDestination.unixMillis()
         startedMonotonicMillis = MonotonicTime.milliseconds()
         let inboxes = self.inboxes
@@ -86,6 +91,9 @@ final class ServerCore: Sendable {
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
+
+    /// `loop`'s sessions and rooms. On `loop` only.
+    func loopHub(_ loop: EventLoop) -> LoopHub<IOBuffer> { loopContexts[loop].loopHub }
 
 
     /// Put in member ids a door makes from per-process numbers (the line door's
@@ -233,7 +241,7 @@ public final class ParleyServer: Sendable {
         listeners = Mutex([])
         do {
             var ports: [DoorKind: Int] = [:]
-            for door in DoorRegistry.all {
+            for door in core.doors.all {
                 guard let listener = try door.listen(core, group: group) else { continue }
                 ports[door.kind] = listener.port
                 listeners.withLock { $0.append(listener) }
@@ -423,7 +431,7 @@ public final class ParleyServer: Sendable {
         let core = self.core
         for loop in group.loops {
             loop.execute {
-                for door in DoorRegistry.all { door.serverIsStopping(core, on: loop) }
+                for door in core.doors.all { door.serverIsStopping(core, on: loop) }
                 loop.forEachConnection { connection in
                     // Connections the server opened (to Redis) are closed by their owners,
                     // after the sessions: a cluster node still announces its members' leaves.
@@ -465,8 +473,10 @@ public final class ParleyServer: Sendable {
         let loop = group.loops[0]
         final class Watchers { var list: [SignalWatcher] = []; var stopping = false }
         let drainInterrupted = self.drainInterrupted
-        loop.execute { [self] in
-            let watchers = loop.local(Watchers.self) { Watchers() }
+        // Kept alive by this call, which lasts until the server has stopped.
+        let bound = LoopBound(Watchers(), on: loop)
+        defer { withExtendedLifetime(bound) {} }
+        bound.execute { [self] watchers in
             for signal in [SIGINT, SIGTERM] {
                 watchers.list.append(SignalWatcher(loop: loop, signal: signal) { _ in
                     if watchers.stopping {

@@ -83,7 +83,7 @@ extension ServerCore {
         out.family("process_start_time_seconds", "gauge", help: "Start time of the process since the Unix epoch, in seconds.")
         out.sample("process_start_time_seconds", Double(startedUnixMillis) / 1000)
 
-        for door in DoorRegistry.all { door.writeMetrics(self, into: &out) }
+        for door in doors.all { door.writeMetrics(self, into: &out) }
         for provider in metricsProviders { provider(&out) }
         return out.text
     }

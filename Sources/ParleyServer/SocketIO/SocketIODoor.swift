@@ -12,13 +12,15 @@ import Synchronization
 //  - SocketChat/: the SocketChat event set, the application on `/socket.io/`.
 // Adding an event set is one new `SocketIOApplication`, chosen in `SocketIODoor.engineIO`.
 
-/// What every loop's Socket.IO door shares: its Engine.IO sessions, the SocketChat roster,
-/// its counters and log.
+/// What every loop's Socket.IO door shares: its Engine.IO sessions and their loop-local
+/// state, the SocketChat roster, its counters and log.
 final class SocketIOShared: Sendable {
     /// Which loop owns each session of `/socket.io/`.
     let sessions = EngineIOSessionRegistry()
     /// Which loop owns each session of the Engine.IO echo endpoint (`--eio-echo-path`).
     let echoSessions = EngineIOSessionRegistry()
+    /// Each loop's Engine.IO sessions, WebSockets and held polls (both Engine.IO doors).
+    let loops: LoopLocal<EngineIOLoop>
     let roster = SocketChatRoster()
     private let nextSession = Atomic<UInt64>(0)
     /// Long-polling sessions open now, on both Engine.IO doors (capped by
@@ -29,9 +31,10 @@ final class SocketIOShared: Sendable {
     /// Polling requests per IP, checked before a request is routed to its session.
     let pollingRate: RESTRateLimiter
 
-    init(configuration: ServerConfiguration) {
+    init(configuration: ServerConfiguration, group: EventLoopGroup) {
         pollingRate = RESTRateLimiter(ratePerSecond: configuration.socketIOPollingRatePerSecond,
                                       burst: configuration.socketIOPollingRatePerSecond * 2)
+        loops = LoopLocal(group) { _ in EngineIOLoop() }
     }
 
     /// A hub session id for a Socket.IO connection (not a TCP connection): the loop in the
@@ -45,29 +48,44 @@ final class SocketIOShared: Sendable {
 /// The Socket.IO door at `/socket.io/`: Engine.IO 3 and 4 over HTTP long-polling and
 /// WebSocket, Socket.IO on each session, SocketChat on Socket.IO (or, with `--sio-test-app`,
 /// the protocol's test application). With `--eio-echo-path`, also a bare Engine.IO 4 echo
-/// server there. `HTTPSession` hands it every request and upgrade on those paths.
-struct SocketIODoor: Door {
+/// server there. `HTTPSession` hands it every request and upgrade on those paths. One per
+/// server: it owns its shared state and, per loop, the SocketChat lobby mirror.
+final class SocketIODoor: HTTPMountedDoor {
     var kind: DoorKind { .socketIO }
+    let shared: SocketIOShared
+    /// SocketChat's encoder of room events, one per loop (``LoopEncoders``).
+    let fanOuts: LoopLocal<SocketChatFanOut>
+
+    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup) {
+        let shared = SocketIOShared(configuration: configuration, group: group)
+        self.shared = shared
+        let lobby = configuration.lobby
+        fanOuts = LoopLocal(group) { _ in SocketChatFanOut(hub: hub, lobby: lobby, roster: shared.roster) }
+    }
 
     /// On the HTTP door's port (``HTTPSession`` routes `/socket.io/` here).
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? { nil }
 
     /// Long-polling sessions hold a place at the gate without a connection of their own.
     func serverIsStopping(_ core: ServerCore, on loop: EventLoop) {
-        EngineIOLoop.of(loop).closeAllSessions(reason: "server shutting down")
+        shared.loops[loop].closeAllSessions(reason: "server shutting down")
     }
 
     func writeMetrics(_ core: ServerCore, into out: inout PrometheusText) {
         out.family("parley_socketio_sessions", "gauge", help: "Engine.IO sessions open (polling or WebSocket).")
-        out.sample("parley_socketio_sessions", core.socketIO.sessions.count)
-        core.socketIO.writeMetrics(into: &out)
+        out.sample("parley_socketio_sessions", shared.sessions.count)
+        shared.writeMetrics(into: &out)
+    }
+
+    func writeStatus(into w: inout JSONWriter) {
+        w.key("socketio_sessions"); w.writeInt(shared.sessions.count)
     }
 
     static func handles(_ path: String) -> Bool { path == "/socket.io/" || path == "/socket.io" }
 
     /// Whether `path` belongs to this door: `/socket.io/`, or the Engine.IO echo path.
-    static func handles(_ path: String, core: ServerCore) -> Bool {
-        handles(path) || isEchoPath(path, core)
+    func handles(_ path: String, core: ServerCore) -> Bool {
+        Self.handles(path) || Self.isEchoPath(path, core)
     }
 
     private static func isEchoPath(_ path: String, _ core: ServerCore) -> Bool {
@@ -75,43 +93,41 @@ struct SocketIODoor: Door {
         return path == echo || (echo.hasSuffix("/") && path == String(echo.dropLast()))
     }
 
-    static func handle(_ head: HTTPRequestHead, body: [UInt8], connection: TCPConnection, keepAlive: Bool, core: ServerCore) {
+    func handle(_ head: HTTPRequestHead, body: [UInt8], connection: TCPConnection, keepAlive: Bool, core: ServerCore) {
         engineIO(for: head.path, core).handle(head, body: body, connection: connection, keepAlive: keepAlive)
     }
 
-    /// Returns true when the connection now belongs to a WebSocket handler (which takes over
-    /// the HTTP connection's place at the gate).
-    static func upgrade(_ head: HTTPRequestHead, leftover: [UInt8], connection: TCPConnection, core: ServerCore,
-                        from httpGuard: SessionGuard) -> Bool {
+    func upgrade(_ head: HTTPRequestHead, leftover: [UInt8], connection: TCPConnection, core: ServerCore,
+                 from httpGuard: SessionGuard) -> Bool {
         engineIO(for: head.path, core).upgrade(head, leftover: leftover, connection: connection, from: httpGuard)
     }
 
-    /// The HTTP parser refused a request on the door's path as too large: its session ends.
-    /// Returns true when the request is to get no answer (an Engine.IO 3 POST: the caller
-    /// closes the connection instead of answering 413).
-    static func requestTooLarge(_ head: HTTPRequestHead, core: ServerCore) -> Bool {
+    /// An oversized request ends the session it names (Engine.IO 3: no answer).
+    func requestTooLarge(_ head: HTTPRequestHead, core: ServerCore) -> Bool {
         guard handles(head.path, core: core) else { return false }
         return engineIO(for: head.path, core).requestTooLarge(head)
     }
 
-    /// A connection of the HTTP door closed: a held poll on it is gone.
-    static func connectionClosed(_ connection: TCPConnection, core: ServerCore) {
-        EngineIODoor.connectionClosed(connection)
+    /// A held poll on the connection is gone.
+    func connectionClosed(_ connection: TCPConnection, core: ServerCore) {
+        EngineIODoor.connectionClosed(connection, loops: shared.loops)
     }
 
-    private static func engineIO(for path: String, _ core: ServerCore) -> EngineIODoor {
-        isEchoPath(path, core) && !handles(path) ? echo(core) : engineIO(core)
+    private func engineIO(for path: String, _ core: ServerCore) -> EngineIODoor {
+        Self.isEchoPath(path, core) && !Self.handles(path) ? echo(core) : engineIO(core)
     }
 
     /// The layers on each new session: Socket.IO, and the SocketChat application on it (or the
     /// protocol's test application, which speaks Socket.IO v5 only).
-    private static func engineIO(_ core: ServerCore) -> EngineIODoor {
+    private func engineIO(_ core: ServerCore) -> EngineIODoor {
         let testApp = core.configuration.socketIOTestApp
         let timeout = core.configuration.socketIOConnectTimeoutMillis
-        return EngineIODoor(core: core, sessions: core.socketIO.sessions, versions: testApp ? [.v4] : [.v3, .v4]) { session in
+        let (shared, fanOuts) = (self.shared, self.fanOuts)
+        return EngineIODoor(core: core, shared: shared, sessions: shared.sessions, versions: testApp ? [.v4] : [.v3, .v4]) { session in
             let application: any SocketIOApplication = testApp
                 ? SocketIOTestApplication()
-                : SocketChatApplication(core: core, engineIO: session, rate: session.sessionGuard)
+                : SocketChatApplication(core: core, shared: shared, fanOut: fanOuts[session.loop], engineIO: session,
+                                        rate: session.sessionGuard)
             return SocketIOConnection(channel: session, application: application,
                                       maxPayload: core.configuration.socketIOMaxPayload, connectTimeoutMillis: timeout) {
                 core.limits.breached(.handshakeTimeout)
@@ -120,8 +136,8 @@ struct SocketIODoor: Door {
     }
 
     /// The bare Engine.IO 4 echo server of `--eio-echo-path`.
-    private static func echo(_ core: ServerCore) -> EngineIODoor {
-        EngineIODoor(core: core, sessions: core.socketIO.echoSessions, versions: [.v4]) { session in
+    private func echo(_ core: ServerCore) -> EngineIODoor {
+        EngineIODoor(core: core, shared: shared, sessions: shared.echoSessions, versions: [.v4]) { session in
             EngineIOEchoHandler(channel: session)
         }
     }

@@ -8,6 +8,8 @@ import ParleyWebSocket
 /// on each session comes from `makeHandler` (the Socket.IO door puts Socket.IO there).
 struct EngineIODoor {
     let core: ServerCore
+    /// The Socket.IO door's shared state: every loop's Engine.IO state, the polling caps.
+    let shared: SocketIOShared
     /// This door's sessions.
     let sessions: EngineIOSessionRegistry
     /// The protocol revisions this door speaks: 3 and 4 for SocketChat (old Swift clients),
@@ -65,10 +67,10 @@ struct EngineIODoor {
         }
         // Before routing, like REST: a flood of polling requests costs a table lookup, not
         // a hop to another loop.
-        guard core.socketIO.pollingRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) else {
+        guard shared.pollingRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) else {
             core.limits.breached(.pollingRate)
             var response = HTTPResponse.text(429, "too many polling requests (limit \(Int(core.configuration.socketIOPollingRatePerSecond)) per second per address); slow down\n")
-            response.headers.set("Retry-After", String(core.socketIO.pollingRate.retryAfterSeconds))
+            response.headers.set("Retry-After", String(shared.pollingRate.retryAfterSeconds))
             return reply(response)
         }
         guard let version = version(of: head) else {
@@ -90,7 +92,7 @@ struct EngineIODoor {
             case .refused(let response): return reply(response)
             case .admitted(let admitted): ticket = admitted
             }
-            let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: nil,
+            let session = EngineIOSession.open(core: core, shared: shared, loop: connection.loop, version: version, webSocket: nil,
                                                registry: sessions, admission: ticket, makeHandler: makeHandler)
             session.remoteIP = connection.clientIP
             return reply(Self.payloadResponse(session.takeOpeningPayload()))
@@ -102,17 +104,18 @@ struct EngineIODoor {
             // The session ends, so the client sees it end and reconnects instead of believing
             // it is still connected (see ``oversizedPost(version:sid:owner:)``).
             core.limits.breached(.messageSize)
-            if Self.oversizedPost(version: version, sid: sid, owner: owner) {
+            if Self.oversizedPost(version: version, sid: sid, owner: owner, loops: shared.loops) {
                 connection.close()
                 return
             }
             return reply(.text(413, "payload too large (limit \(core.configuration.socketIOMaxPayload) bytes); the session is closed\n"))
         }
-        EngineIOLoop.of(connection.loop).waiting[connection.id] = EngineIOLoop.Waiter(connection, sid: sid, owner: owner)
-        let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: keepAlive, origin: origin)
+        let loops = shared.loops
+        loops[connection.loop].waiting[connection.id] = EngineIOLoop.Waiter(connection, sid: sid, owner: owner)
+        let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: keepAlive, origin: origin, loops: shared.loops)
         let isGet = head.method == "GET"
         owner.executeNowOrSoon {
-            guard let session = EngineIOLoop.of(owner).sessions[sid], session.version == version else {
+            guard let session = loops[owner].sessions[sid], session.version == version else {
                 return target.send(Self.errorResponse(400, code: 1, "Session ID unknown"))
             }
             if isGet { session.poll(target) } else { session.post(body, target) }
@@ -139,8 +142,7 @@ struct EngineIODoor {
     }
 
     private func admitPollingSession(ip: String) -> PollingAdmission {
-        let shared = core.socketIO
-        let open = shared.pollingSessions.add(1, ordering: .relaxed).newValue
+                let open = shared.pollingSessions.add(1, ordering: .relaxed).newValue
         if open > core.configuration.socketIOMaxPollingSessions {
             shared.pollingSessions.subtract(1, ordering: .relaxed)
             core.limits.breached(.pollingSessions)
@@ -161,8 +163,9 @@ struct EngineIODoor {
     }
 
     /// Ends session `sid` on its loop (a request about it broke a rule that ends it).
-    static func endSession(_ sid: String, on owner: EventLoop, reason: String, heldPollGetsError: Bool = false) {
-        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.end(reason: reason, heldPollGetsError: heldPollGetsError) }
+    static func endSession(_ sid: String, on owner: EventLoop, loops: LoopLocal<EngineIOLoop>, reason: String,
+                           heldPollGetsError: Bool = false) {
+        owner.executeNowOrSoon { loops[owner].sessions[sid]?.end(reason: reason, heldPollGetsError: heldPollGetsError) }
     }
 
     /// A POST over `maxPayload` ends its session so that the client sees the session end and
@@ -176,8 +179,8 @@ struct EngineIODoor {
     /// - Engine.IO 3: the POST's connection is closed without an answer, as engine.io 3 did: a
     ///   v2 client (python-socketio 4, for one) gives up for good on a POST answered with an
     ///   error status, without telling the app.
-    static func oversizedPost(version: EngineIOVersion, sid: String, owner: EventLoop) -> Bool {
-        endSession(sid, on: owner, reason: "payload too large", heldPollGetsError: true)
+    static func oversizedPost(version: EngineIOVersion, sid: String, owner: EventLoop, loops: LoopLocal<EngineIOLoop>) -> Bool {
+        endSession(sid, on: owner, loops: loops, reason: "payload too large", heldPollGetsError: true)
         return version == .v3
     }
 
@@ -186,15 +189,15 @@ struct EngineIODoor {
     /// Returns true when the request is to get no answer (see ``oversizedPost(version:sid:owner:)``).
     func requestTooLarge(_ head: HTTPRequestHead) -> Bool {
         guard let sid = head.query("sid"), let owner = sessions.owner(of: sid), let version = version(of: head) else { return false }
-        return Self.oversizedPost(version: version, sid: sid, owner: owner)
+        return Self.oversizedPost(version: version, sid: sid, owner: owner, loops: shared.loops)
     }
 
     /// A connection of the HTTP door closed: a held poll on it is gone.
-    static func connectionClosed(_ connection: TCPConnection) {
-        guard let waiter = EngineIOLoop.of(connection.loop).waiting.removeValue(forKey: connection.id) else { return }
-        let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: false, origin: nil)
+    static func connectionClosed(_ connection: TCPConnection, loops: LoopLocal<EngineIOLoop>) {
+        guard let waiter = loops[connection.loop].waiting.removeValue(forKey: connection.id) else { return }
+        let target = HTTPReplyTarget(loop: connection.loop, connectionID: connection.id, keepAlive: false, origin: nil, loops: loops)
         let sid = waiter.sid, owner = waiter.owner
-        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.pollAborted(target) }
+        owner.executeNowOrSoon { loops[owner].sessions[sid]?.pollAborted(target) }
     }
 
     // MARK: websocket
@@ -226,7 +229,8 @@ struct EngineIODoor {
                                                                 responseHeaders: Self.corsHeaders(origin: origin)) else {
             return false
         }
-        let link = WebSocketLink(loop: connection.loop, connectionID: connection.id)
+        let loops = shared.loops
+        let link = WebSocketLink(loop: connection.loop, connectionID: connection.id, loops: loops)
         // The connection's one guard goes on with it: the HTTP door's, now Socket.IO's.
         let sessionGuard = httpGuard
         var policy = DoorPolicy(.socketIO, core.configuration)
@@ -235,11 +239,11 @@ struct EngineIODoor {
             // bucket its application asks: this connection's keeps its place and its reading.
             policy.rate = nil
             sessionGuard.enter(policy)
-            let handler = EngineIOWebSocketHandler(webSocket: webSocket, core: core, version: version, owner: owner, sid: sid,
+            let handler = EngineIOWebSocketHandler(webSocket: webSocket, core: core, loops: loops, version: version, owner: owner, sid: sid,
                                                    sessionGuard: sessionGuard)
-            EngineIOLoop.of(connection.loop).webSockets[connection.id] = handler
+            loops[connection.loop].webSockets[connection.id] = handler
             owner.executeNowOrSoon {
-                guard let session = EngineIOLoop.of(owner).sessions[sid], session.version == version else {
+                guard let session = loops[owner].sessions[sid], session.version == version else {
                     return link.close(.policyViolation, reason: "Session ID unknown")
                 }
                 session.attachProbe(link)
@@ -249,13 +253,13 @@ struct EngineIODoor {
             // The WebSocket connection's own place at the gate counts this session, and its
             // guard is the session's (idle watch, message rate).
             sessionGuard.enter(policy)
-            let session = EngineIOSession.open(core: core, loop: connection.loop, version: version, webSocket: link,
+            let session = EngineIOSession.open(core: core, shared: shared, loop: connection.loop, version: version, webSocket: link,
                                                registry: sessions, admission: nil, connectionGuard: sessionGuard,
                                                makeHandler: makeHandler)
             session.remoteIP = connection.clientIP
-            let handler = EngineIOWebSocketHandler(webSocket: webSocket, core: core, version: version, owner: connection.loop,
+            let handler = EngineIOWebSocketHandler(webSocket: webSocket, core: core, loops: loops, version: version, owner: connection.loop,
                                                    sid: session.sid, sessionGuard: sessionGuard)
-            EngineIOLoop.of(connection.loop).webSockets[connection.id] = handler
+            loops[connection.loop].webSockets[connection.id] = handler
             session.sendOpening()
             webSocket.open(delegate: handler, leftover: leftover)
         }

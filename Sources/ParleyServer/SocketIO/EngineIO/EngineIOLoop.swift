@@ -37,6 +37,8 @@ struct HTTPReplyTarget: Sendable {
     let connectionID: UInt64
     let keepAlive: Bool
     let origin: String?
+    /// Every loop's Engine.IO state (the door's), where the connection waits.
+    let loops: LoopLocal<EngineIOLoop>
 
     func same(as other: HTTPReplyTarget) -> Bool { loop.index == other.loop.index && connectionID == other.connectionID }
 
@@ -44,7 +46,7 @@ struct HTTPReplyTarget: Sendable {
     func send(_ response: HTTPResponse) {
         let target = self
         loop.executeNowOrSoon {
-            guard let connection = EngineIOLoop.of(target.loop).waiting.removeValue(forKey: target.connectionID)?.connection,
+            guard let connection = target.loops[target.loop].waiting.removeValue(forKey: target.connectionID)?.connection,
                   connection.state == .open else { return }
             var response = response
             EngineIODoor.addCORS(&response, origin: target.origin)
@@ -58,29 +60,32 @@ struct HTTPReplyTarget: Sendable {
 struct WebSocketLink: Sendable {
     let loop: EventLoop
     let connectionID: UInt64
+    /// Every loop's Engine.IO state (the door's), where the WebSocket is.
+    let loops: LoopLocal<EngineIOLoop>
 
     func same(as other: WebSocketLink) -> Bool { loop.index == other.loop.index && connectionID == other.connectionID }
 
     func write(_ frames: IOBuffer) {
         let link = self
-        loop.executeNowOrSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.write(frames) }
+        loop.executeNowOrSoon { link.loops[link.loop].webSockets[link.connectionID]?.write(frames) }
     }
 
     func close(_ code: WebSocketCloseCode = .normal, reason: String = "") {
         let link = self
-        loop.executeNowOrSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.close(code, reason: reason) }
+        loop.executeNowOrSoon { link.loops[link.loop].webSockets[link.connectionID]?.close(code, reason: reason) }
     }
 
     /// Stops reading the WebSocket until `backlog` is back under its low mark (publisher
     /// back-pressure; the connection lives on the link's loop).
     func throttle(by backlog: RoomBacklog) {
         let link = self
-        loop.executeNowOrSoon { EngineIOLoop.of(link.loop).webSockets[link.connectionID]?.throttle(by: backlog) }
+        loop.executeNowOrSoon { link.loops[link.loop].webSockets[link.connectionID]?.throttle(by: backlog) }
     }
 }
 
-/// Engine.IO's loop-local state, shared by every Engine.IO door (sids are random, and each
-/// door checks its own registry first). Loop thread only.
+/// Engine.IO's state on one loop, shared by the server's Engine.IO doors (sids are random,
+/// and each door checks its own registry first). One per loop, owned by the Socket.IO door
+/// (``SocketIOShared/loops``). Loop thread only.
 final class EngineIOLoop {
     var sessions: [String: EngineIOSession] = [:]
     var webSockets: [UInt64: EngineIOWebSocketHandler] = [:]
@@ -96,8 +101,6 @@ final class EngineIOLoop {
         }
     }
     var waiting: [UInt64: Waiter] = [:]
-
-    static func of(_ loop: EventLoop) -> EngineIOLoop { loop.local(EngineIOLoop.self) { EngineIOLoop() } }
 
     /// Ends every session on this loop (the server is stopping: polling sessions hold places
     /// at the gate that no connection would give back).

@@ -47,7 +47,7 @@ extension EngineIOSession {
         guard let admission else { return }
         self.admission = nil
         admission.release()
-        core.socketIO.pollingSessions.subtract(1, ordering: .relaxed)
+        shared.pollingSessions.subtract(1, ordering: .relaxed)
     }
 
     /// A message packet arrived: the session is in use.

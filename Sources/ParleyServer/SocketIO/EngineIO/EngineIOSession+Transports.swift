@@ -85,7 +85,8 @@ extension EngineIOSession {
         guard !flushScheduled else { return }
         flushScheduled = true
         let loop = self.loop, sid = self.sid
-        loop.execute { EngineIOLoop.of(loop).sessions[sid]?.flush() }
+        let loops = shared.loops
+        loop.execute { loops[loop].sessions[sid]?.flush() }
     }
 
     private func flush() {

@@ -10,6 +10,8 @@ import ParleyIO
 /// WebSocket) may be on other loops.
 final class EngineIOSession: EngineIOMessageChannel {
     let core: ServerCore
+    /// The Socket.IO door's shared state: every loop's Engine.IO state, counters, log.
+    let shared: SocketIOShared
     let loop: EventLoop
     let version: EngineIOVersion
     /// The session id: it authorizes polling, so it is never shown to others.
@@ -59,7 +61,7 @@ final class EngineIOSession: EngineIOMessageChannel {
         lingerTimer?.stop()
         lingerTimer = nil
         registry.unregister(sid)
-        if EngineIOLoop.of(loop).sessions[sid] === self { EngineIOLoop.of(loop).sessions.removeValue(forKey: sid) }
+        if shared.loops[loop].sessions[sid] === self { shared.loops[loop].sessions.removeValue(forKey: sid) }
     }
 
     /// The probe has answered `3probe`: the client is switching, so a GET is released with a
@@ -83,9 +85,10 @@ final class EngineIOSession: EngineIOMessageChannel {
 
     var transport: EngineIOTransport { webSocket == nil ? .polling : .webSocket }
 
-    private init(core: ServerCore, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?,
+    private init(core: ServerCore, shared: SocketIOShared, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?,
                  registry: EngineIOSessionRegistry, connectionGuard: SessionGuard?) {
         self.core = core
+        self.shared = shared
         self.loop = loop
         self.version = version
         self.webSocket = webSocket
@@ -110,13 +113,13 @@ final class EngineIOSession: EngineIOMessageChannel {
     ///
     /// A polling session brings its `admission` (counted in `pollingSessions` already); a
     /// WebSocket-only one has none, and brings its connection's guard (on `loop`).
-    static func open(core: ServerCore, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?,
+    static func open(core: ServerCore, shared: SocketIOShared, loop: EventLoop, version: EngineIOVersion, webSocket: WebSocketLink?,
                      registry: EngineIOSessionRegistry, admission: AdmissionTicket?, connectionGuard: SessionGuard? = nil,
                      makeHandler: (EngineIOSession) -> any EngineIOSessionHandler) -> EngineIOSession {
-        let session = EngineIOSession(core: core, loop: loop, version: version, webSocket: webSocket, registry: registry,
+        let session = EngineIOSession(core: core, shared: shared, loop: loop, version: version, webSocket: webSocket, registry: registry,
                                       connectionGuard: connectionGuard)
         session.admission = admission
-        EngineIOLoop.of(loop).sessions[session.sid] = session
+        shared.loops[loop].sessions[session.sid] = session
         registry.register(session.sid, on: loop)
         session.startHeartbeat()
         session.startConnectionPolicy()
@@ -221,8 +224,8 @@ final class EngineIOSession: EngineIOMessageChannel {
 
     /// Packets that could not be encoded are not sent: counted, and logged.
     func encodingFailed(_ count: Int, what: String) {
-        for _ in 0..<count { core.socketIO.counters.encodeFailed() }
-        core.socketIO.log.warning("socket.io session \(sid.prefix(6))…: \(count) packet(s) of \(what) could not be encoded; not sent")
+        for _ in 0..<count { shared.counters.encodeFailed() }
+        shared.log.warning("socket.io session \(sid.prefix(6))…: \(count) packet(s) of \(what) could not be encoded; not sent")
     }
 
     /// Back-pressure from the room just published to (see ``EngineIOMessageChannel/throttle(by:)``).

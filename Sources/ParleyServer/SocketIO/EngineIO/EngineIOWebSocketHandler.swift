@@ -8,6 +8,8 @@ import ParleyWebSocket
 final class EngineIOWebSocketHandler: WebSocketServerDelegate {
     let webSocket: WebSocketServerConnection
     let core: ServerCore
+    /// Every loop's Engine.IO state (the door's).
+    let loops: LoopLocal<EngineIOLoop>
     let version: EngineIOVersion
     let owner: EventLoop
     let sid: String
@@ -17,9 +19,10 @@ final class EngineIOWebSocketHandler: WebSocketServerDelegate {
     enum Inbound: Sendable { case text(String), binary([UInt8]) }
 
     /// A handler on `webSocket`, which the caller then opens with it as delegate.
-    init(webSocket: WebSocketServerConnection, core: ServerCore, version: EngineIOVersion, owner: EventLoop, sid: String,
-         sessionGuard: SessionGuard) {
+    init(webSocket: WebSocketServerConnection, core: ServerCore, loops: LoopLocal<EngineIOLoop>, version: EngineIOVersion,
+         owner: EventLoop, sid: String, sessionGuard: SessionGuard) {
         self.webSocket = webSocket
+        self.loops = loops
         self.sessionGuard = sessionGuard
         self.core = core
         self.version = version
@@ -28,7 +31,7 @@ final class EngineIOWebSocketHandler: WebSocketServerDelegate {
     }
 
     private var connection: TCPConnection { webSocket.connection }
-    private var link: WebSocketLink { WebSocketLink(loop: connection.loop, connectionID: connection.id) }
+    private var link: WebSocketLink { WebSocketLink(loop: connection.loop, connectionID: connection.id, loops: loops) }
 
     func webSocket(_ socket: WebSocketServerConnection, didReceive kind: WebSocketMessageKind, payload: UnsafeRawBufferPointer) {
         switch kind {
@@ -41,13 +44,13 @@ final class EngineIOWebSocketHandler: WebSocketServerDelegate {
         guard code == .messageTooBig else { return }
         // Over maxPayload: the session ends too, as an oversized POST ends it.
         core.limits.breached(.messageSize)
-        let owner = self.owner, sid = self.sid, link = self.link
-        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketFailed(link, reason: "payload too large") }
+        let owner = self.owner, sid = self.sid, link = self.link, loops = self.loops
+        owner.executeNowOrSoon { loops[owner].sessions[sid]?.webSocketFailed(link, reason: "payload too large") }
     }
 
     private func forward(_ message: Inbound) {
-        let owner = self.owner, sid = self.sid, link = self.link
-        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketReceived(message, from: link) }
+        let owner = self.owner, sid = self.sid, link = self.link, loops = self.loops
+        owner.executeNowOrSoon { loops[owner].sessions[sid]?.webSocketReceived(message, from: link) }
     }
 
     /// Frames encoded by the session (Engine.IO never negotiates deflate: written as they are).
@@ -68,9 +71,9 @@ final class EngineIOWebSocketHandler: WebSocketServerDelegate {
 
     func webSocketDidClose(_ socket: WebSocketServerConnection, close: WebSocketServerClose) {
         let connection = socket.connection
-        EngineIOLoop.of(connection.loop).webSockets.removeValue(forKey: connection.id)
-        let owner = self.owner, sid = self.sid, link = self.link
-        owner.executeNowOrSoon { EngineIOLoop.of(owner).sessions[sid]?.webSocketClosed(link) }
+        loops[connection.loop].webSockets.removeValue(forKey: connection.id)
+        let owner = self.owner, sid = self.sid, link = self.link, loops = self.loops
+        owner.executeNowOrSoon { loops[owner].sessions[sid]?.webSocketClosed(link) }
         sessionGuard.end(closing: connection, reason: close.connection)
     }
 }

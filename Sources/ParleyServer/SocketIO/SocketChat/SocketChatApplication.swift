@@ -15,6 +15,10 @@ import ParleyIO
 /// a nickname from a socket that is not in the lobby joins it as that nickname first.
 final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     let core: ServerCore
+    /// The Socket.IO door's shared state (roster, counters, log, session ids).
+    let shared: SocketIOShared
+    /// This loop's SocketChat lobby mirror and encoder (the door's).
+    private let fanOut: SocketChatFanOut
     /// The connection's Engine.IO session: room events, encoded once per loop for every
     /// socket on the same transport, go straight to it (see ``receive(_:in:frame:)``).
     let engineIO: any EngineIOMessageChannel
@@ -46,15 +50,16 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     /// `rate`: the guard of the Engine.IO session (for a WebSocket-only session, its
     /// connection's), whose message-rate bucket this application asks.
-    init(core: ServerCore, engineIO: any EngineIOMessageChannel, rate: SessionGuard) {
+    init(core: ServerCore, shared: SocketIOShared, fanOut: SocketChatFanOut, engineIO: any EngineIOMessageChannel, rate: SessionGuard) {
         self.core = core
+        self.shared = shared
+        self.fanOut = fanOut
         self.engineIO = engineIO
         loop = engineIO.loop
-        sessionID = core.socketIO.makeSessionID(loop: loop)
+        sessionID = shared.makeSessionID(loop: loop)
         lobby = core.configuration.lobby
         chat = ChatSession(door: .socketIO, context: core.doorContext, sessionGuard: rate, sessionID: sessionID,
                            inbox: core.inbox(for: loop), channel: lobby.channel, clientIP: nil, remote: nil)
-        LoopContext.of(loop).socketChat.core = core
     }
 
     // MARK: Socket.IO
@@ -73,7 +78,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             return .refuse(refusal.message)
         }
         self.socket = socket
-        LoopContext.of(loop).loopHub.register(self)
+        core.loopHub(loop).register(self)
         startListening()
         return .accept()
     }
@@ -81,14 +86,14 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// The socket hears the lobby from now on, when its token lets it read the lobby.
     private func startListening() {
         guard listener == nil, authError(.subscribe) == nil else { return }
-        let listener = SocketChatListener(app: self, sessionID: core.socketIO.makeSessionID(loop: loop))
-        LoopContext.of(loop).loopHub.register(listener)
+        let listener = SocketChatListener(app: self, sessionID: shared.makeSessionID(loop: loop))
+        core.loopHub(loop).register(listener)
         do {
             try core.hub.listen(listener.sessionID, to: lobby, inbox: core.inbox(for: loop))
             self.listener = listener
         } catch {
-            LoopContext.of(loop).loopHub.unregister(listener.sessionID)
-            core.socketIO.log.warning("socket.io: socket \(socket?.id ?? "?") cannot hear the lobby: \(error.message)")
+            core.loopHub(loop).unregister(listener.sessionID)
+            shared.log.warning("socket.io: socket \(socket?.id ?? "?") cannot hear the lobby: \(error.message)")
         }
     }
 
@@ -96,10 +101,10 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         guard let listener else { return }
         self.listener = nil
         core.hub.unsubscribe(listener.sessionID, from: lobby)
-        LoopContext.of(loop).loopHub.unregister(listener.sessionID)
+        core.loopHub(loop).unregister(listener.sessionID)
         if listenerInLobbyMirror {
             listenerInLobbyMirror = false
-            LoopContext.of(loop).socketChat.sessionLeft()
+            fanOut.sessionLeft()
         }
     }
 
@@ -123,7 +128,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         leaveLobby(exit: false)
         chat.end()
         stopListening()
-        LoopContext.of(loop).loopHub.unregister(sessionID)
+        core.loopHub(loop).unregister(sessionID)
         self.socket = nil
     }
 
@@ -142,11 +147,11 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     }
 
     private func ignored(_ reason: SocketIOCounters.IgnoredEvent, _ message: String) {
-        core.socketIO.counters.ignoredEvent(reason)
+        shared.counters.ignoredEvent(reason)
         guard !loggedIgnored else { return }
         loggedIgnored = true
         let who = socket.map { "socket \($0.id)" } ?? "a socket"
-        core.socketIO.log.warning("socket.io: \(who) sent an event that was dropped (\(reason.rawValue)): \(message); further drops on this connection are only counted")
+        shared.log.warning("socket.io: \(who) sent an event that was dropped (\(reason.rawValue)): \(message); further drops on this connection are only counted")
     }
 
     private func emit(_ event: SocketChatEvent, on socket: SocketIOSocket) {
@@ -212,7 +217,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                 if let error = authError(.subscribe) { return .refused(.refused, error) }
                 guard member.displayName == nickname else { return .refused(.refused, "already connected as \(member.displayName); exitUser first") }
                 flushHeld()
-                emit(SocketChatEncoding.userList(core.socketIO.roster.users(connected: core.hub.members(of: lobby))), on: socket)
+                emit(SocketChatEncoding.userList(shared.roster.users(connected: core.hub.members(of: lobby))), on: socket)
                 pacer.sent(at: nowMillis)
                 return .done
             }
@@ -267,13 +272,13 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             return .done
         case .exitUser(let nickname):
             if let member {
-                core.socketIO.roster.exited(nickname: member.displayName)
+                shared.roster.exited(nickname: member.displayName)
                 leaveLobby(exit: true)
                 // The leaver hears its own exit through its listener, as everybody does; a
                 // socket that may not read the lobby has none and hears it from us.
                 if listener == nil { emit(SocketChatEncoding.userExitUpdate(member.displayName), on: socket) }
             } else if let nickname {
-                core.socketIO.roster.exited(nickname: nickname)
+                shared.roster.exited(nickname: nickname)
             }
             return .done
         }
@@ -289,7 +294,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             chat.forgetIdentity()
             return refusal.message
         }
-        core.socketIO.roster.connected(nickname: nickname)
+        shared.roster.connected(nickname: nickname)
         return nil
     }
 
@@ -321,9 +326,9 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         flushArmed = false
         if inLobbyMirror {
             inLobbyMirror = false
-            LoopContext.of(loop).socketChat.sessionLeft()
+            fanOut.sessionLeft()
         }
-        if !exit { core.socketIO.roster.disconnected(id: member.id, nickname: member.displayName) }
+        if !exit { shared.roster.disconnected(id: member.id, nickname: member.displayName) }
         chat.leave(lobby)
     }
 
@@ -359,7 +364,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     fileprivate func listenerSubscribed(_ snapshot: SubscribeSnapshot) {
         guard listener != nil, snapshot.failure == nil, snapshot.room == lobby, !listenerInLobbyMirror else { return }
         listenerInLobbyMirror = true
-        LoopContext.of(loop).socketChat.sessionJoined(snapshot, core: core)
+        fanOut.sessionJoined(snapshot)
     }
 
     private func deliver(_ event: RoomEvent, frame: IOBuffer?) {
@@ -384,16 +389,16 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             // The join did not go through: the socket is back to hearing the lobby only.
             chat.forget(lobby)
             chat.forgetIdentity()
-            core.socketIO.roster.disconnected(id: member.id, nickname: member.displayName)
+            shared.roster.disconnected(id: member.id, nickname: member.displayName)
             ignored(.refused, "connectUser failed: \(failure.message)")
             return
         }
         memberLive = true
         if !inLobbyMirror {
             inLobbyMirror = true
-            LoopContext.of(loop).socketChat.sessionJoined(snapshot, core: core)
+            fanOut.sessionJoined(snapshot)
         }
-        let users = core.socketIO.roster.users(connected: snapshot.members)
+        let users = shared.roster.users(connected: snapshot.members)
         emit(SocketChatEncoding.userList(users), on: socket)
         pacer.sent(at: nowMillis)
         emit(SocketChatEncoding.userConnectUpdate(SocketChatUser(id: member.id, nickname: member.displayName, isConnected: true)), on: socket)
@@ -405,7 +410,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     private func sendUserListNow() {
         let format = wireFormat
-        guard let list = LoopContext.of(loop).socketChat.currentUserListFrame(format) else { return }
+        guard let list = fanOut.currentUserListFrame(format) else { return }
         engineIO.sendPreEncoded(list, as: format.engineIOTransport)
         pacer.sent(at: nowMillis)
     }

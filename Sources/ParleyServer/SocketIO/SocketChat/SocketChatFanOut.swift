@@ -3,7 +3,8 @@ import ParleyIO
 
 /// SocketChat's room-event encoder on one loop (see ``RoomEventEncoding``): the events need
 /// the lobby's members and typists, mirrored from the event stream (see ``RoomMirror``) while
-/// this loop has SocketChat sockets in the lobby. Loop-confined like its ``LoopContext``.
+/// this loop has SocketChat sockets in the lobby. One per loop, owned by the Socket.IO door
+/// (``SocketIODoor/fanOuts``) and confined to its loop.
 ///
 /// A join or leave shows as `userList` followed by other events. The frame it encodes for such
 /// an event holds only the others: each socket sends the `userList` itself, from
@@ -11,8 +12,10 @@ import ParleyIO
 /// ``SocketChatUserListPacer``) while the list itself is still encoded at most once per
 /// change and transport on this loop, and only when some socket sends it.
 final class SocketChatFanOut {
-    /// Set by the first SocketChat application on this loop.
-    var core: ServerCore?
+    private let hub: Hub
+    /// The lobby (restart-only).
+    private let lobby: RoomKey
+    private let roster: SocketChatRoster
     private var mirror: RoomMirror?
     private var sessionsInLobby = 0
     /// The last event and its packets: both framings of one event share one encoding and
@@ -22,9 +25,15 @@ final class SocketChatFanOut {
     private var membersVersion = 0
     private var userListCache: (version: Int, packet: String, webSocket: IOBuffer?, polling: IOBuffer?)?
 
-    func sessionJoined(_ snapshot: SubscribeSnapshot, core: ServerCore) {
+    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster) {
+        self.hub = hub
+        self.lobby = lobby
+        self.roster = roster
+    }
+
+    func sessionJoined(_ snapshot: SubscribeSnapshot) {
         if sessionsInLobby == 0 || mirror == nil {
-            mirror = RoomMirror(members: snapshot.members, typing: core.hub.typingMembers(of: snapshot.room))
+            mirror = RoomMirror(members: snapshot.members, typing: hub.typingMembers(of: snapshot.room))
             last = nil
             membersVersion += 1
         }
@@ -40,12 +49,12 @@ final class SocketChatFanOut {
     }
 
     func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent) -> IOBuffer? {
-        guard let core, room == core.configuration.lobby else { return nil }
+        guard room == lobby else { return nil }
         let packets: [String]
         if let last, last.event == event {
             packets = last.packets
         } else {
-            var mirror = self.mirror ?? RoomMirror(members: core.hub.members(of: room), typing: core.hub.typingMembers(of: room))
+            var mirror = self.mirror ?? RoomMirror(members: hub.members(of: room), typing: hub.typingMembers(of: room))
             if self.mirror != nil { mirror.apply(event) }
             self.mirror = mirror
             if event.changesMembers { membersVersion += 1 }
@@ -61,10 +70,9 @@ final class SocketChatFanOut {
     /// The `userList` packet for the lobby as this loop has seen it up to the last event (the
     /// state a socket shows after the events it was given), framed for `format`.
     func currentUserListFrame(_ format: WireFormat) -> IOBuffer? {
-        guard let core else { return nil }
         if userListCache?.version != membersVersion {
-            let members = mirror?.members ?? core.hub.members(of: core.configuration.lobby)
-            let event = SocketChatEncoding.userList(core.socketIO.roster.users(connected: members))
+            let members = mirror?.members ?? hub.members(of: lobby)
+            let event = SocketChatEncoding.userList(roster.users(connected: members))
             userListCache = (membersVersion, SocketIOPacket.event(event.name, event.arguments).engineIOText, nil, nil)
         }
         guard var cache = userListCache else { return nil }
