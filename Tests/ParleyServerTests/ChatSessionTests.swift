@@ -27,7 +27,11 @@ import Testing
             let inbox = self.inbox
             context = DoorContext(hub: hub, settings: SettingsSource(configuration), directory: SessionDirectory(), bans: BanList(),
                                   limits: LimitCounters(logger: logger, throttle: throttle), metrics: ServerMetrics(loopCount: 1),
-                                  logger: logger, logThrottle: throttle, inbox: { _ in inbox }, memberIDTag: "")
+                                  logger: logger, logThrottle: throttle, inbox: { _ in inbox }, memberIDTag: "",
+                                  loopContexts: LoopLocal(ChatSessionTests.group) { [hub, lobby = configuration.lobby] _ in
+                                      LoopContext(encoders: LoopEncoders(socketChat: SocketChatFanOut(
+                                          hub: hub, lobby: lobby, roster: SocketChatRoster())))
+                                  })
         }
 
         func session(_ door: DoorKind, channel: String? = "demo", ip: String = "192.0.2.7", id: SessionID = 1) -> ChatSession {

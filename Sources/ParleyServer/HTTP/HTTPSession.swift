@@ -385,7 +385,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             webSocket.open(delegate: EchoSession(sessionGuard: takeOver(as: .echo)), leftover: leftover)
             return
         }
-        let session = NativeSession(webSocket: webSocket, core: core, sessionGuard: takeOver(as: .native))
+        let session = NativeSession(webSocket: webSocket, context: core.doorContext, files: core.files, sessionGuard: takeOver(as: .native))
         core.loopHub(connection.loop).register(session)
         session.start()
         webSocket.open(delegate: session, leftover: leftover)

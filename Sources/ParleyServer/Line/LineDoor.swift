@@ -14,7 +14,7 @@ final class LineDoor: Door {
 
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
         return try core.listen(.line, port: core.configuration.linePort, group: group) { connection, ticket, policy in
-            let session = LineSession(connection: connection, core: core,
+            let session = LineSession(connection: connection, context: core.doorContext,
                                       sessionGuard: SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket))
             connection.handler = session
             core.loopHub(connection.loop).register(session)
@@ -26,7 +26,7 @@ final class LineDoor: Door {
 /// One line-protocol connection: the line codec and its wording around a ``ChatSession``.
 final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     let connection: TCPConnection
-    let core: ServerCore
+    let context: DoorContext
     var sessionID: SessionID { connection.id }
     let wireFormat = WireFormat.line
     private var decoder: LineDecoder
@@ -44,19 +44,19 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// This loop's count of line deliveries.
     private let delivered: MetricCounter
 
-    init(connection: TCPConnection, core: ServerCore, sessionGuard: SessionGuard) {
+    init(connection: TCPConnection, context: DoorContext, sessionGuard: SessionGuard) {
         self.connection = connection
-        self.core = core
+        self.context = context
         self.sessionGuard = sessionGuard
-        let configuration = core.configuration
+        let configuration = context.configuration
         lobby = configuration.lobby
         decoder = LineDecoder(maximumLength: configuration.lineMaxLength)
         if configuration.lineProxyProtocol, TrustedProxies(configuration.trustedProxies).trusts(connection.remoteIP) {
             proxyHeader = ProxyHeaderDecoder()
         }
-        delivered = core.loopMetrics(connection.loop).delivered.counter(.line)
-        chat = ChatSession(door: .line, context: core.doorContext, sessionGuard: sessionGuard, sessionID: connection.id,
-                           inbox: core.inbox(for: connection.loop), channel: lobby.channel,
+        delivered = context.loopMetrics(connection.loop).delivered.counter(.line)
+        chat = ChatSession(door: .line, context: context, sessionGuard: sessionGuard, sessionID: connection.id,
+                           inbox: context.inbox(connection.loop), channel: lobby.channel,
                            clientIP: connection.clientIP, remote: connection.remoteAddress)
     }
 
@@ -109,7 +109,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// A trusted proxy sent garbage where its PROXY header belongs: nothing after it can be
     /// attributed to a client, so the connection ends.
     private func refuseProxyHeader(_ why: String) {
-        core.logThrottle.log("proxy header", to: core.logger, .info, "line connection from a trusted proxy without a valid PROXY header",
+        context.logThrottle.log("proxy header", to: context.logger, .info, "line connection from a trusted proxy without a valid PROXY header",
                              metadata: ["remote": .string(connection.remoteAddress), "error": .string(why)])
         reply("error: \(why); bye")
         connection.close()
@@ -121,7 +121,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         if let source = header.source { connection.clientIP = source.description }
         chat.clientIP = connection.clientIP
         if let refusal = sessionGuard.claim(ip: connection.clientIP) {
-            core.limits.breached(refusal.limit, remote: connection.remoteAddress)
+            context.limits.breached(refusal.limit, remote: connection.remoteAddress)
             reply("error: \(refusal.message)")
             connection.close()
             return false
@@ -141,7 +141,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             // The original iOS client sends commands with no newline: a pause ends them.
             let timer = quietTimer ?? LoopTimer(loop: connection.loop)
             quietTimer = timer
-            timer.start(after: core.configuration.lineQuietMillis) { [weak self] in
+            timer.start(after: context.configuration.lineQuietMillis) { [weak self] in
                 guard let self else { return }
                 self.handle(self.decoder.quietPeriodElapsed())
             }
@@ -155,7 +155,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             guard connection.state == .open else { return }
             switch event {
             case .tooLong:
-                core.limits.breached(.messageSize, remote: connection.remoteAddress)
+                context.limits.breached(.messageSize, remote: connection.remoteAddress)
                 reply("error: line too long (limit \(decoder.maximumLength) bytes); it was discarded")
             case .line(let bytes):
                 handle(LineCommand.parse(bytes))
@@ -206,7 +206,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         guard !name.isEmpty else { reply("error: iam needs a name, e.g. iam:alice"); return }
         if let refusal = chat.channelRefusal(lobby.channel) { reply("error: \(words(refusal))"); return }
         if case .failure(let refusal) = chat.check(.subscribe, room: lobby.room) { reply("error: \(words(refusal))"); return }
-        let id = "line-\(core.memberIDTag)\(connection.id)"
+        let id = "line-\(context.memberIDTag)\(connection.id)"
         if case .failure(let refusal) = chat.identify(as: id, name: name) {
             reply("error: \(words(refusal))")
             if refusal.closes { connection.close() }
@@ -219,7 +219,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             if refusal.closes { connection.close() }
             return
         }
-        if case .failure(let refusal) = chat.join(lobby.room, historyCount: core.configuration.joinHistory) {
+        if case .failure(let refusal) = chat.join(lobby.room, historyCount: context.configuration.joinHistory) {
             chat.end()
             reply("error: \(words(refusal))")
         }
@@ -271,7 +271,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
         quietTimer?.stop()
         quietTimer = nil
-        core.loopHub(connection.loop).unregister(sessionID)
+        context.loopHub(connection.loop).unregister(sessionID)
         chat.end()
         sessionGuard.end(closing: connection, reason: reason)
     }

@@ -12,7 +12,9 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     /// The WebSocket this session speaks through; it holds the session until it closes.
     let webSocket: WebSocketServerConnection
     let connection: TCPConnection
-    let core: ServerCore
+    let context: DoorContext
+    /// Attachments: a publish that names uploads is checked against them.
+    let files: ServerFiles
     var sessionID: SessionID { connection.id }
     let wireFormat = WireFormat.native
     /// Sent in the handshake reply; the member id in every room.
@@ -41,15 +43,16 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     private let delivered: MetricCounter
 
     /// A session on `webSocket`, which the caller then opens with it as delegate.
-    init(webSocket: WebSocketServerConnection, core: ServerCore, sessionGuard: SessionGuard) {
+    init(webSocket: WebSocketServerConnection, context: DoorContext, files: ServerFiles, sessionGuard: SessionGuard) {
         self.webSocket = webSocket
         connection = webSocket.connection
-        self.core = core
+        self.context = context
+        self.files = files
         self.sessionGuard = sessionGuard
         clientID = NativeSession.makeClientID(connectionID: connection.id)
-        delivered = core.loopMetrics(connection.loop).delivered.counter(.native)
-        chat = ChatSession(door: .native, context: core.doorContext, sessionGuard: sessionGuard, sessionID: connection.id,
-                           inbox: core.inbox(for: connection.loop), clientIP: connection.clientIP, remote: connection.remoteAddress)
+        delivered = context.loopMetrics(connection.loop).delivered.counter(.native)
+        chat = ChatSession(door: .native, context: context, sessionGuard: sessionGuard, sessionID: connection.id,
+                           inbox: context.inbox(connection.loop), clientIP: connection.clientIP, remote: connection.remoteAddress)
     }
 
     /// Random letters plus the connection id: unguessable enough for a public id, and unique
@@ -88,7 +91,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     }
 
     func webSocket(_ socket: WebSocketServerConnection, didFail code: WebSocketCloseCode) {
-        if code == .messageTooBig { core.limits.breached(.messageSize) }
+        if code == .messageTooBig { context.limits.breached(.messageSize) }
     }
 
     private func handle(_ payload: [UInt8]) {
@@ -167,7 +170,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         }
         var refusal = chat.channelRefusal(channel)
         if let closed = refusal {
-            core.logAuthFailure(door: .native, remote: connection.remoteAddress, channel: channel, reason: closed.message)
+            context.logAuthFailure(door: .native, remote: connection.remoteAddress, channel: channel, reason: closed.message)
         } else if case .failure(let problem) = chat.identify(as: clientID, clientData: clientData) {
             refusal = problem
         } else {
@@ -199,7 +202,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         case .references:
             resolvingAttachments = true
             let me = LoopBound(self, on: connection.loop)
-            core.files.resolve(publish.message, channel: channel) { result in
+            files.resolve(publish.message, channel: channel) { result in
                 me.execute { $0.resolved(publish, result, channel: channel, member: member) }
             }
         }
@@ -222,7 +225,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
 
     private func publish(_ publish: HeldPublish, body: JSONValue, uploads: [String], channel: String, member: Member) {
         let callback = publish.callback
-        let files = core.files
+        let files = self.files
         // The receipt (or, with no callback, only an error) is sent once the message is
         // durable: an acknowledged message is never lost.
         let me = LoopBound(self, on: connection.loop)
@@ -262,13 +265,13 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         // came meanwhile: rooms already joined must not keep streaming on a dead token.
         let timer = expiryTimer ?? LoopTimer(loop: connection.loop)
         expiryTimer = timer
-        let delay = max(0, expires - core.hub.clock.nowMillis())
+        let delay = max(0, expires - context.hub.clock.nowMillis())
         timer.start(after: UInt64(delay) + 1) { [unowned self] in self.tokenExpired() }
     }
 
     private func tokenExpired() {
         guard connection.state == .open, let expires = chat.tokenExpiresMillis else { return }
-        let left = expires - core.hub.clock.nowMillis()
+        let left = expires - context.hub.clock.nowMillis()
         if left > 0 {
             // Early: libuv times timers from the loop's cached clock, which can lag the wall
             // clock by however long the loop's turn took. Wait for the rest.
@@ -313,11 +316,11 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         // The reply first, so the client knows the room before anything arrives for it.
         if let callback { sendJSON(NativeEncoding.reply(callback: callback)) }
         if snapshot.room.isObservable {
-            let limit = core.configuration.maxMembersListed
-            if snapshot.members.count > limit { core.limits.breached(.membersListed) }
+            let limit = context.configuration.maxMembersListed
+            if snapshot.members.count > limit { context.limits.breached(.membersListed) }
             let members = NativeEncoding.observableMembers(room: snapshot.room, members: snapshot.members, limit: limit,
-                                                           maxBytes: core.configuration.maxMembersListedBytes)
-            if members.truncated && snapshot.members.count <= limit { core.limits.breached(.membersListed) }
+                                                           maxBytes: context.configuration.maxMembersListedBytes)
+            if members.truncated && snapshot.members.count <= limit { context.limits.breached(.membersListed) }
             sendJSON(members.json)
         }
         for (index, message) in snapshot.history.enumerated() {
@@ -336,7 +339,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         guard !complete else { return }
         // A long replay goes page by page: the next is read once this one is mostly out,
         // so a client that was away long enough still resumes, and memory stays flat.
-        let (hub, session) = (core.hub, sessionID)
+        let (hub, session) = (context.hub, sessionID)
         connection.whenDrained(below: Self.replayLowWater) { hub.continueReplay(session, in: room) }
     }
 
@@ -347,7 +350,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     func webSocketDidClose(_ socket: WebSocketServerConnection, close: WebSocketServerClose) {
         expiryTimer?.stop()
         expiryTimer = nil
-        core.loopHub(connection.loop).unregister(sessionID)
+        context.loopHub(connection.loop).unregister(sessionID)
         chat.end()
         sessionGuard.end(closing: connection, reason: close.connection, code: close.code.map { Int($0.rawValue) },
                          why: close.sent?.reason)

@@ -87,7 +87,7 @@ final class ServerCore: Sendable {
         let inboxes = self.inboxes
         doorContext = DoorContext(hub: hub, settings: settings, directory: directory, bans: bans, limits: limits,
                                   metrics: metrics, logger: logger, logThrottle: logThrottle, inbox: { inboxes[$0.index] },
-                                  memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "")
+                                  memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "", loopContexts: loopContexts)
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }

@@ -22,6 +22,13 @@ struct DoorContext: Sendable {
     let inbox: @Sendable (EventLoop) -> any Inbox
     /// Put in member ids a door makes from per-process numbers: `NODE-` in cluster mode.
     let memberIDTag: String
+    /// Each loop's hub of sessions and rooms (the node's).
+    let loopContexts: LoopLocal<LoopContext>
+
+    /// `loop`'s sessions and rooms, where a session registers for its deliveries. On `loop` only.
+    func loopHub(_ loop: EventLoop) -> LoopHub<IOBuffer> { loopContexts[loop].loopHub }
+    /// `loop`'s fan-out counters.
+    func loopMetrics(_ loop: EventLoop) -> LoopMetrics { metrics.loops[loop.index] }
 
     /// The clock of timestamps, token expiry and rate buckets (the hub's).
     var clock: any WallClock { hub.clock }

@@ -126,7 +126,7 @@ final class SocketIODoor: HTTPMountedDoor {
         return EngineIODoor(core: core, shared: shared, sessions: shared.sessions, versions: testApp ? [.v4] : [.v3, .v4]) { session in
             let application: any SocketIOApplication = testApp
                 ? SocketIOTestApplication()
-                : SocketChatApplication(core: core, shared: shared, fanOut: fanOuts[session.loop], engineIO: session,
+                : SocketChatApplication(context: core.doorContext, shared: shared, fanOut: fanOuts[session.loop], engineIO: session,
                                         rate: session.sessionGuard)
             return SocketIOConnection(channel: session, application: application,
                                       maxPayload: core.configuration.socketIOMaxPayload, connectTimeoutMillis: timeout) {

@@ -14,7 +14,7 @@ import ParleyIO
 /// from its member subscription on, through that. A `chatMessage` or `startType` that names
 /// a nickname from a socket that is not in the lobby joins it as that nickname first.
 final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
-    let core: ServerCore
+    let context: DoorContext
     /// The Socket.IO door's shared state (roster, counters, log, session ids).
     let shared: SocketIOShared
     /// This loop's SocketChat lobby mirror and encoder (the door's).
@@ -50,16 +50,16 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     /// `rate`: the guard of the Engine.IO session (for a WebSocket-only session, its
     /// connection's), whose message-rate bucket this application asks.
-    init(core: ServerCore, shared: SocketIOShared, fanOut: SocketChatFanOut, engineIO: any EngineIOMessageChannel, rate: SessionGuard) {
-        self.core = core
+    init(context: DoorContext, shared: SocketIOShared, fanOut: SocketChatFanOut, engineIO: any EngineIOMessageChannel, rate: SessionGuard) {
+        self.context = context
         self.shared = shared
         self.fanOut = fanOut
         self.engineIO = engineIO
         loop = engineIO.loop
         sessionID = shared.makeSessionID(loop: loop)
-        lobby = core.configuration.lobby
-        chat = ChatSession(door: .socketIO, context: core.doorContext, sessionGuard: rate, sessionID: sessionID,
-                           inbox: core.inbox(for: loop), channel: lobby.channel, clientIP: nil, remote: nil)
+        lobby = context.configuration.lobby
+        chat = ChatSession(door: .socketIO, context: context, sessionGuard: rate, sessionID: sessionID,
+                           inbox: context.inbox(loop), channel: lobby.channel, clientIP: nil, remote: nil)
     }
 
     // MARK: Socket.IO
@@ -78,7 +78,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             return .refuse(refusal.message)
         }
         self.socket = socket
-        core.loopHub(loop).register(self)
+        context.loopHub(loop).register(self)
         startListening()
         return .accept()
     }
@@ -87,12 +87,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private func startListening() {
         guard listener == nil, authError(.subscribe) == nil else { return }
         let listener = SocketChatListener(app: self, sessionID: shared.makeSessionID(loop: loop))
-        core.loopHub(loop).register(listener)
+        context.loopHub(loop).register(listener)
         do {
-            try core.hub.listen(listener.sessionID, to: lobby, inbox: core.inbox(for: loop))
+            try context.hub.listen(listener.sessionID, to: lobby, inbox: context.inbox(loop))
             self.listener = listener
         } catch {
-            core.loopHub(loop).unregister(listener.sessionID)
+            context.loopHub(loop).unregister(listener.sessionID)
             shared.log.warning("socket.io: socket \(socket?.id ?? "?") cannot hear the lobby: \(error.message)")
         }
     }
@@ -100,8 +100,8 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private func stopListening() {
         guard let listener else { return }
         self.listener = nil
-        core.hub.unsubscribe(listener.sessionID, from: lobby)
-        core.loopHub(loop).unregister(listener.sessionID)
+        context.hub.unsubscribe(listener.sessionID, from: lobby)
+        context.loopHub(loop).unregister(listener.sessionID)
         if listenerInLobbyMirror {
             listenerInLobbyMirror = false
             fanOut.sessionLeft()
@@ -128,7 +128,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         leaveLobby(exit: false)
         chat.end()
         stopListening()
-        core.loopHub(loop).unregister(sessionID)
+        context.loopHub(loop).unregister(sessionID)
         self.socket = nil
     }
 
@@ -165,7 +165,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// is only known after CONNECT).
     private func connectRefusal(_ data: JSONValue?) -> String? {
         if let refusal = chat.channelRefusal(lobby.channel) {
-            core.logAuthFailure(door: .socketIO, remote: remoteIP, channel: lobby.channel, reason: refusal.message)
+            context.logAuthFailure(door: .socketIO, remote: remoteIP, channel: lobby.channel, reason: refusal.message)
             return refusal.message
         }
         if let raw = data?["token"], !raw.isNull {
@@ -174,7 +174,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             return nil
         }
         if chat.needsToken {
-            core.logAuthFailure(door: .socketIO, remote: remoteIP, channel: lobby.channel, reason: Self.authRequired)
+            context.logAuthFailure(door: .socketIO, remote: remoteIP, channel: lobby.channel, reason: Self.authRequired)
             return Self.authRequired
         }
         return nil
@@ -217,7 +217,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                 if let error = authError(.subscribe) { return .refused(.refused, error) }
                 guard member.displayName == nickname else { return .refused(.refused, "already connected as \(member.displayName); exitUser first") }
                 flushHeld()
-                emit(SocketChatEncoding.userList(shared.roster.users(connected: core.hub.members(of: lobby))), on: socket)
+                emit(SocketChatEncoding.userList(shared.roster.users(connected: context.hub.members(of: lobby))), on: socket)
                 pacer.sent(at: nowMillis)
                 return .done
             }
@@ -406,7 +406,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     // MARK: userList pacing
 
-    private var nowMillis: Int64 { core.hub.clock.nowMillis() }
+    private var nowMillis: Int64 { context.hub.clock.nowMillis() }
 
     private func sendUserListNow() {
         let format = wireFormat
@@ -455,7 +455,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// The address of the connection that opened this session.
     private var remoteIP: String? { (engineIO as? EngineIOSession)?.remoteIP }
     /// This loop's count of Socket.IO deliveries.
-    private lazy var delivered = core.loopMetrics(loop).delivered.counter(.socketIO)
+    private lazy var delivered = context.loopMetrics(loop).delivered.counter(.socketIO)
 
     /// Takes a token from the rate: nil, or the refusal's text (a refusal is counted, and
     /// sustained abuse closes the connection after this refusal has been answered).
