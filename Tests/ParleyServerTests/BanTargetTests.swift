@@ -1,3 +1,4 @@
+import ParleyCore
 import Testing
 
 @testable import ParleyServer

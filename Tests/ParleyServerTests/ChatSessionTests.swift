@@ -116,10 +116,11 @@ import Testing
         #expect(open.session(door).channelRefusal("demo") == nil)
     }
 
-    @Test(arguments: chatDoors) func bansByAddressAndByNameCloseTheConnection(_ door: DoorKind) throws {
+    @Test(arguments: chatDoors) func bansByAddressAndByNameCloseTheConnection(_ door: DoorKind) async throws {
         let world = World()
-        _ = try world.context.bans.add(.ip("192.0.2.7"), seconds: 60, reason: "spam", nowMillis: world.clock.nowMillis())
-        _ = try world.context.bans.add(.name("mallory"), seconds: 60, reason: "spam", nowMillis: world.clock.nowMillis())
+        let keeper = BanKeeper(store: InMemoryBanStore(), list: world.context.bans, clock: world.clock)
+        _ = try await keeper.add(.ip("192.0.2.7"), seconds: 60, reason: "spam")
+        _ = try await keeper.add(.name("mallory"), seconds: 60, reason: "spam")
         let byAddress = world.session(door)
         let refusal = byAddress.enter("demo", as: "x", control: world.control)
         #expect(refusal?.code == .banned)

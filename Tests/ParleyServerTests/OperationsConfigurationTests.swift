@@ -80,18 +80,38 @@ import Testing
         #expect(histogram.snapshot.sumMicros == 222)
     }
 
-    @Test func bansExpireAndMatchNamesWithoutCase() throws {
+    @Test func bansExpireAndMatchNamesWithoutCase() async throws {
         let bans = BanList()
+        let keeper = BanKeeper(store: InMemoryBanStore(), list: bans, clock: ManualClock(millis: 0))
         #expect(bans.ban(ip: "1.2.3.4", name: "x", nowMillis: 0) == nil)
-        let byName = try bans.add(.name("  Mallory "), seconds: 10, reason: "spam", nowMillis: 0)
+        let byName = try await keeper.add(.name("  Mallory "), seconds: 10, reason: "spam")
         #expect(byName.target == .name("mallory"))
-        _ = try bans.add(.ip("1.2.3.4"), seconds: 5, reason: "", nowMillis: 0)
+        _ = try await keeper.add(.ip("1.2.3.4"), seconds: 5, reason: "")
         #expect(bans.ban(ip: nil, name: "MALLORY", nowMillis: 9_999)?.id == byName.id)
         #expect(bans.ban(ip: "1.2.3.4", name: nil, nowMillis: 4_999) != nil)
         #expect(bans.ban(ip: "1.2.3.4", name: nil, nowMillis: 5_000) == nil, "expired")
         #expect(bans.list(nowMillis: 6_000).map(\.id) == [byName.id])
-        #expect(bans.remove(id: byName.id) && !bans.remove(id: byName.id))
+        #expect(try await keeper.remove(id: byName.id))
+        #expect(try await !keeper.remove(id: byName.id))
         #expect(bans.ban(ip: nil, name: "mallory", nowMillis: 0) == nil)
+    }
+
+    /// A keeper reads what its store holds, and tells which bans are new to it: a cluster
+    /// node learns of a ban added through another node this way.
+    @Test func aKeeperPicksUpBansAnotherNodeAdded() async throws {
+        let store = InMemoryBanStore()
+        let clock = ManualClock(millis: 0)
+        let here = BanKeeper(store: store, list: BanList(), clock: clock)
+        let there = BanKeeper(store: store, list: BanList(), clock: clock)
+        #expect(try await here.reload().isEmpty)
+        #expect(try await here.reloadIfChanged().isEmpty, "nothing changed")
+        let ban = try await there.add(.ip("198.51.100.4"), seconds: 60, reason: "spam")
+        #expect(try await here.reloadIfChanged() == [ban])
+        #expect(here.list.ban(ip: "198.51.100.4", name: nil, nowMillis: 1) == ban)
+        #expect(try await here.reloadIfChanged().isEmpty, "known now")
+        #expect(try await there.remove(id: ban.id))
+        _ = try await here.reloadIfChanged()
+        #expect(here.list.ban(ip: "198.51.100.4", name: nil, nowMillis: 1) == nil, "lifted everywhere")
     }
 
     /// Logging stays cheap on the server's paths when its level is off: the message of a

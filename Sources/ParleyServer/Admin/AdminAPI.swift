@@ -450,9 +450,9 @@ enum AdminAPI {
         let why = reason(body)
         let ban: Ban
         do {
-            ban = try core.bans.add(target, seconds: seconds, reason: why, nowMillis: core.hub.clock.nowMillis())
+            ban = try await core.banKeeper.add(target, seconds: seconds, reason: why)
         } catch {
-            return AdminAPI.error(429, "too many bans (limit \(BanList.maxBans)); lift some first")
+            return error.code == .limitReached ? AdminAPI.error(429, error.message) : AdminAPI.error(503, "the ban was not stored: \(error.message)")
         }
         let covered = core.directory.matching(ban.target)
         for client in covered { client.control.run { $0.disconnect(byAdministrator: "banned: \(why)") } }
@@ -468,7 +468,13 @@ enum AdminAPI {
 
     @Sendable static func removeBan(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
         guard let id = request.params["id"].flatMap(Int.init) else { return error(400, "the ban id must be a whole number") }
-        guard core.bans.remove(id: id) else { return error(404, "no ban \(id)") }
+        let found: Bool
+        do {
+            found = try await core.banKeeper.remove(id: id)
+        } catch {
+            return AdminAPI.error(503, "the ban was not lifted: \(error.message)")
+        }
+        guard found else { return error(404, "no ban \(id)") }
         audit(core, request, "ban lifted", ["ban": .int(id)])
         return json { w in
             w.beginObject()

@@ -1,3 +1,4 @@
+import ParleyCore
 import ParleyIO
 import Synchronization
 

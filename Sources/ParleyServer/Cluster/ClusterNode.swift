@@ -14,6 +14,8 @@ final class ClusterNode: Sendable {
     let store: RedisMessageStore
     let presence: RedisPresenceStore
     let broker: RedisBroker
+    /// The cluster's bans (one list for every node).
+    let bans: RedisBanStore
 
     /// Connects to the configured Redis (connections come up in the background; a node
     /// starts even while Redis is down, and reports it in `/metrics` and `/readyz`).
@@ -48,6 +50,7 @@ final class ClusterNode: Sendable {
         storeOptions.retention = ParleyServer.storeRetention(configuration)
         storeOptions.idempotencyWindowMillis = idempotencyWindowMillis
         store = RedisMessageStore(redis: redis, keyspace: keyspace, options: storeOptions)
+        bans = RedisBanStore(redis: redis, keyspace: keyspace)
         var presenceOptions = RedisPresenceOptions(nodeID: nodeID)
         presenceOptions.leaseMillis = lease
         presence = RedisPresenceStore(redis: redis, keyspace: keyspace, options: presenceOptions)

@@ -47,6 +47,8 @@ final class ServerCore: Sendable {
     /// Identified clients of this node, for the admin API and reloads.
     let directory = SessionDirectory()
     let bans = BanList()
+    /// Where the bans are kept (SQLite, or Redis for the whole cluster), feeding ``bans``.
+    let banKeeper: BanKeeper
     /// The dashboard's recent numbers.
     let statsHistory = StatsHistory()
     /// The store as the hub uses it (timed, logged); nil when the hub was given another.
@@ -61,8 +63,10 @@ final class ServerCore: Sendable {
 
     init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil,
          logger: Logger = .disabled, logThrottle: LogThrottle = LogThrottle(), metrics: ServerMetrics? = nil,
-         observedStore: ObservedMessageStore? = nil, files: ServerFiles, cluster: ClusterNode? = nil) {
+         observedStore: ObservedMessageStore? = nil, files: ServerFiles, cluster: ClusterNode? = nil,
+         banStore: any BanStore = InMemoryBanStore()) {
         settings = SettingsSource(configuration)
+        banKeeper = BanKeeper(store: banStore, list: bans, clock: hub.clock)
         self.hub = hub
         self.tls = tls
         self.files = files
@@ -135,6 +139,8 @@ public final class ParleyServer: Sendable {
     /// The durable store under `--data` on a single node; nil in cluster mode (history lives
     /// in Redis).
     public let store: SQLiteMessageStore?
+    /// The bans file beside the store on a single node.
+    private let banFile: SQLiteBanStore?
     /// The server's logger.
     public let logger: Logger
     let group: EventLoopGroup
@@ -200,6 +206,7 @@ public final class ParleyServer: Sendable {
         let group = EventLoopGroup(loopCount: loopCount)
         let cluster: ClusterNode?
         let observed: ObservedMessageStore?
+        var sqliteBans: SQLiteBanStore?
         do {
             if configuration.isClusterMode {
                 let node = try ClusterNode(configuration: configuration, group: group,
@@ -219,6 +226,12 @@ public final class ParleyServer: Sendable {
                     throw error
                 }
                 store = sqlite
+                do {
+                    sqliteBans = try SQLiteBanStore(path: configuration.dataDirectory + "/bans.sqlite3", synchronousFull: configuration.syncFull)
+                } catch {
+                    sqlite.close()
+                    throw StartupError(description: "cannot open the bans file: \(error.message)")
+                }
                 let opened = sqlite.openedAtSchemaVersion == 0 ? "store created"
                     : sqlite.openedAtSchemaVersion < SQLiteMessageStore.schemaVersion ? "store opened and migrated" : "store opened"
                 logger.info(opened,
@@ -236,7 +249,9 @@ public final class ParleyServer: Sendable {
         }
         self.group = group
         let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls, logger: logger,
-                              logThrottle: throttle, metrics: metrics, observedStore: observed, files: files, cluster: cluster)
+                              logThrottle: throttle, metrics: metrics, observedStore: observed, files: files, cluster: cluster,
+                              banStore: cluster?.bans ?? sqliteBans ?? InMemoryBanStore())
+        self.banFile = sqliteBans
         self.core = core
         listeners = Mutex([])
         do {
@@ -262,6 +277,7 @@ public final class ParleyServer: Sendable {
             throw error
         }
         Self.addStoreReadiness(core)
+        Self.startBans(core, logger: logger, polling: cluster != nil)
         if let cluster {
             core.readiness.add("redis") { cluster.readinessProblem }
             core.addMetricsProvider { out in cluster.writeMetrics(into: &out) }
@@ -453,8 +469,27 @@ public final class ParleyServer: Sendable {
         core.cluster?.shutdown(timeout: .seconds(2))
         group.shutdown()
         core.files.shutdown()
+        core.banKeeper.stop()
+        banFile?.close()
         store?.close()
         logger.info("stopped", metadata: ["connections_cut": .int(left)])
+    }
+
+    /// Reads the bans in (waiting a little for Redis), and in cluster mode follows the
+    /// changes other nodes make: a ban added elsewhere disconnects the clients it covers here.
+    private static func startBans(_ core: ServerCore, logger: Logger, polling: Bool) {
+        let report: @Sendable (ParleyError) -> Void = { error in
+            core.logThrottle.log("bans", to: logger, .warn, "the bans cannot be read", metadata: ["error": .string(error.message)])
+        }
+        core.banKeeper.loadAtStart(timeoutMillis: 3_000, logger: report)
+        guard polling else { return }
+        core.banKeeper.startPolling(onNewBans: { bans in
+            for ban in bans {
+                for client in core.directory.matching(ban.target) {
+                    client.control.run { $0.disconnect(byAdministrator: "banned: \(ban.reason)") }
+                }
+            }
+        }, onError: report)
     }
 
     private static func milliseconds(_ duration: Duration) -> UInt64 {
