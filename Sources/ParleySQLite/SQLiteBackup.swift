@@ -24,7 +24,11 @@ public enum SQLiteBackup {
     /// Copies the database at `source` to a new file `destination` (which must not exist),
     /// then checks the copy (`PRAGMA quick_check`). Blocking: for `parley backup`, never on an
     /// event loop. Retries for up to `busyTimeoutMillis` while the source is locked.
-    public static func copy(from source: String, to destination: String, busyTimeoutMillis: Int32 = 10_000) throws(ParleyError) -> Summary {
+    ///
+    /// `countMessages` false copies another database of the data directory (the bans), whose
+    /// summary counts no rooms or messages.
+    public static func copy(from source: String, to destination: String, busyTimeoutMillis: Int32 = 10_000,
+                            countMessages: Bool = true) throws(ParleyError) -> Summary {
         guard access(source, R_OK) == 0 else {
             throw ParleyError(.notFound, "cannot read the database \(source): \(String(cString: strerror(errno)))")
         }
@@ -77,8 +81,8 @@ public enum SQLiteBackup {
         guard check == "ok" else {
             throw ParleyError(.internalError, "the backup \(destination) does not pass quick_check: \(check)")
         }
-        let rooms = Int(try single(destinationHandle, "SELECT count(*) FROM rooms", destination)) ?? 0
-        let messages = Int(try single(destinationHandle, "SELECT count(*) FROM messages", destination)) ?? 0
+        let rooms = countMessages ? Int(try single(destinationHandle, "SELECT count(*) FROM rooms", destination)) ?? 0 : 0
+        let messages = countMessages ? Int(try single(destinationHandle, "SELECT count(*) FROM messages", destination)) ?? 0 : 0
         let pageSize = Int(try single(destinationHandle, "PRAGMA page_size", destination)) ?? 0
         return Summary(pages: pages, bytes: pages * pageSize, rooms: rooms, messages: messages)
     }

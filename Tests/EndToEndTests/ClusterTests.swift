@@ -217,6 +217,34 @@ import ParleyTestSupport
         }
     }
 
+    /// A ban made through one node's admin API holds on every node, at once for new
+    /// connections there and within the poll for the clients already connected there, and is
+    /// listed by every node; lifting it anywhere lifts it everywhere.
+    @Test(arguments: RedisKind.allCases)
+    func aBanThroughOneNodeHoldsOnEveryNode(kind: RedisKind) async throws {
+        let (a, b) = try Self.twoNodes(on: kind) { $0.adminToken = adminToken }
+        defer { a.shutdown(); b.shutdown() }
+        let onB = try TestSocket(port: b.linePort)
+        try onB.send("iam:Mallory\n")
+        _ = try onB.readLine(until: { $0 == "Mallory has joined" })
+        let added = try await admin(a, "POST", "/bans", body: #"{"name": "mallory", "seconds": 600, "reason": "spam"}"#, expect: 201)
+        // B hears of it by its poll (about a second) and disconnects its Mallory.
+        #expect(try onB.readLine(timeout: 10, until: { $0.hasPrefix("disconnected") }).contains("banned: spam"))
+        try await eventually("B lists the ban", timeout: 10) {
+            try await admin(b, "GET", "/bans")["bans"]?.arrayValue?.first?["id"] == added["ban"]?["id"]
+        }
+        let again = try TestSocket(port: b.linePort)
+        try again.send("iam:mallory\n")
+        #expect(try again.readLine(timeout: 10) == "error: banned from this server; bye")
+        // Lifted through B: A lets the name in again.
+        let id = try #require(added["ban"]?["id"]?.intValue)
+        _ = try await admin(b, "DELETE", "/bans/\(id)")
+        try await eventually("A has lifted it", timeout: 10) { try await admin(a, "GET", "/bans")["bans"]?.arrayValue?.isEmpty == true }
+        let back = try TestSocket(port: a.linePort)
+        try back.send("iam:mallory\n")
+        #expect(try back.readLine(timeout: 10) == "mallory has joined")
+    }
+
     @Test func metricsAndReadinessTellRedisState() async throws {
         let (a, b) = try Self.twoNodes()
         defer { a.shutdown(); b.shutdown() }

@@ -222,8 +222,24 @@ import Testing
         #expect(http.status == 503 && http.body.contains("banned"))
         // Lifted from elsewhere (here: in process), the address is welcome again.
         let id = try #require(added["ban"]?["id"]?.intValue)
-        #expect(server.core.bans.remove(id: id))
+        #expect(try await server.core.banKeeper.remove(id: id))
         #expect(try await operationsRequest(server, "GET", "/healthz").status == 200)
+    }
+
+    /// Bans are kept in the data directory: a restarted (or crashed) server still has them.
+    @Test func aBanOutlivesARestart() async throws {
+        let first = try Self.start()
+        let directory = first.configuration.dataDirectory
+        let added = try await admin(first, "POST", "/bans", body: #"{"name": "mallory", "seconds": 600, "reason": "spam"}"#, expect: 201)
+        first.shutdown(drain: .zero, timeout: .seconds(1))
+        let second = try Self.start { $0.dataDirectory = directory }
+        defer { second.shutdown() }
+        let bans = try await admin(second, "GET", "/bans")
+        #expect(bans["bans"]?.arrayValue?.first?["id"] == added["ban"]?["id"])
+        #expect(bans["bans"]?.arrayValue?.first?["reason"] == "spam")
+        let again = try TestSocket(port: second.linePort)
+        try again.send("iam:mallory\n")
+        #expect(try await again.nextLine() == "error: banned from this server; bye")
     }
 
     @Test func closingARoomTellsEveryoneAndEmptiesIt() async throws {

@@ -85,6 +85,23 @@ import Testing
         print("backup test: \(before.count) acknowledged before, \(history.count) in the backup, \(during) after")
     }
 
+    /// The bans' own database is copied consistently with the messages: a restored server
+    /// still has them.
+    @Test func aBackupKeepsTheBans() async throws {
+        let directory = NSTemporaryDirectory() + "parley-backup-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try startTestServer { $0.dataDirectory = directory + "/data"; $0.adminToken = adminToken }
+        let added = try await admin(server, "POST", "/bans", body: #"{"ip": "203.0.113.50", "seconds": 600, "reason": "flood"}"#, expect: 201)
+        _ = try DataBackup.run(dataDirectory: directory + "/data", to: directory + "/copy")
+        server.shutdown(drain: .zero, timeout: .seconds(1))
+        #expect(!FileManager.default.fileExists(atPath: directory + "/copy/bans.sqlite3-wal"), "no live sidecar copied")
+        let restored = try startTestServer { $0.dataDirectory = directory + "/copy"; $0.adminToken = adminToken }
+        defer { restored.shutdown() }
+        let bans = try await admin(restored, "GET", "/bans")
+        #expect(bans["bans"]?.arrayValue?.map { $0["id"] } == [added["ban"]?["id"]])
+        #expect(bans["bans"]?.arrayValue?.first?["reason"] == "flood")
+    }
+
     @Test func backupRefusesToOverwriteAndExplainsItself() throws {
         let directory = NSTemporaryDirectory() + "parley-backup-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: directory) }

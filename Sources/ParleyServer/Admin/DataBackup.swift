@@ -5,7 +5,8 @@ import ParleySQLite
 /// `parley backup --data DIR --to NEWDIR`: a consistent copy of a data directory, taken
 /// while the server runs. The database is copied with SQLite's online backup API in one read
 /// transaction (so it holds exactly what was committed at one instant, every room's offsets
-/// 1…n without a gap); the directory's other files (attachments) are copied after it, so
+/// 1…n without a gap), and the bans' database the same way; the directory's other files
+/// (attachments) are copied after them, so
 /// everything the copied messages refer to is there. `parley serve --data NEWDIR` serves it.
 public enum DataBackup {
     /// What a backup wrote.
@@ -23,6 +24,8 @@ public enum DataBackup {
     /// The database file's name in a data directory, and the files SQLite keeps beside it
     /// (never copied: the backup is a whole database of its own).
     static let databaseName = "parley.sqlite3"
+    /// The bans' own database beside it (``SQLiteBanStore``), copied the same way.
+    static let bansName = "bans.sqlite3"
     static let sidecarSuffixes = ["-wal", "-shm", "-journal"]
 
     /// Copies `dataDirectory` to `destination`, which must not exist or be an empty directory.
@@ -47,9 +50,16 @@ public enum DataBackup {
         }
         let database = try SQLiteBackup.copy(from: source, to: destination + "/" + databaseName)
         var others = 0
+        if fileManager.fileExists(atPath: dataDirectory + "/" + bansName) {
+            _ = try SQLiteBackup.copy(from: dataDirectory + "/" + bansName, to: destination + "/" + bansName, countMessages: false)
+            others += 1
+        }
         do {
             for name in try fileManager.contentsOfDirectory(atPath: dataDirectory).sorted() {
-                guard name != databaseName, !sidecarSuffixes.contains(where: { name == databaseName + $0 }) else { continue }
+                let copiedAlready = [databaseName, bansName].contains { database in
+                    name == database || sidecarSuffixes.contains { name == database + $0 }
+                }
+                guard !copiedAlready else { continue }
                 try fileManager.copyItem(atPath: dataDirectory + "/" + name, toPath: destination + "/" + name)
                 others += countFiles(at: destination + "/" + name)
             }
