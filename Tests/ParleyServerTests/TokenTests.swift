@@ -135,15 +135,28 @@ import ParleyCore
 @Suite struct TokenCommandTests {
     @Test func mintsATokenTheVerifierAccepts() throws {
         let clock = ManualClock()
-        let token = try TokenCommand.run(arguments: ["--channel", "chan", "--secret", "pw", "--client", "me",
+        let secret = "a-channel-secret-of-32-bytes-ok!"
+        let token = try TokenCommand.run(arguments: ["--channel", "chan", "--secret", secret, "--client", "me",
                                                      "--room-regex", "room-.*", "--publish", "false", "--history", "7",
                                                      "--ttl", "60", "--data", #"{"name":"me"}"#], clock: clock)
-        let claims = try TokenVerifier(hmac: OpenSSLHMAC(), clock: clock).verify(token, secret: "pw", channel: "chan", clientID: "me")
+        let claims = try TokenVerifier(hmac: OpenSSLHMAC(), clock: clock).verify(token, secret: secret, channel: "chan", clientID: "me")
         let grant = try #require(claims.permission(for: "room-1"))
         #expect(!grant.publish && grant.subscribe && grant.history == 7)
         #expect(claims.permission(for: "other") == nil)
         #expect(claims.data == ["name": "me"])
         #expect(claims.expiresMillis == clock.nowMillis() + 60_000)
+    }
+
+    @Test func refusesAShortSecretAsTheConfigFileDoes() {
+        let short = String(repeating: "x", count: ChannelSettings.minimumSecretBytes - 1)
+        #expect {
+            try TokenCommand.run(arguments: ["--channel", "c", "--secret", short, "--client", "x"])
+        } throws: { error in
+            (error as? ServerConfiguration.UsageError)?.description.contains("at least 32 bytes (it is 31)") == true
+        }
+        #expect(throws: Never.self) {
+            try TokenCommand.run(arguments: ["--channel", "c", "--secret", short + "x", "--client", "x"])
+        }
     }
 
     @Test func refusesBadArguments() {

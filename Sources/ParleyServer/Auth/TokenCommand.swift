@@ -9,7 +9,7 @@ public enum TokenCommand {
 
     options:
       --channel ID        channel the token is for (required)
-      --secret SECRET     the channel's secret (required)
+      --secret SECRET     the channel's secret (required, at least 32 bytes)
       --client ID         client id the token is for: the handshake's client_id (required)
       --room-regex RE     room-name pattern the grants apply to (default ".*")
       --publish BOOL      may publish (default true)
@@ -50,6 +50,11 @@ public enum TokenCommand {
             return value
         }
         let channel = try required("--channel"), secret = try required("--secret"), client = try required("--client")
+        // The same rule as the config file's channel secrets: a token signed with a short secret
+        // can be brute-forced offline, so no token is minted with one.
+        guard secret.utf8.count >= ChannelSettings.minimumSecretBytes else {
+            throw ServerConfiguration.UsageError(description: "--secret must be at least \(ChannelSettings.minimumSecretBytes) bytes (it is \(secret.utf8.count)), as the config file requires of a channel's secret; use e.g. openssl rand -base64 32")
+        }
         let regex = values["--room-regex"] ?? ".*"
         do { _ = try RoomPattern(regex) } catch {
             throw ServerConfiguration.UsageError(description: "--room-regex: \(error.message)")
