@@ -226,6 +226,18 @@ import Testing
         #expect(try await operationsRequest(server, "GET", "/healthz").status == 200)
     }
 
+    /// Behind a trusted proxy, the client is the one its RFC 7239 `Forwarded` header names:
+    /// an address ban holds on it, and a neighbour is not caught by it.
+    @Test func aBanHoldsOnTheClientATrustedProxyNamesInForwarded() async throws {
+        let server = try Self.start { $0.trustedProxies = [IPNetwork(parsing: "127.0.0.1")!] }
+        defer { server.shutdown() }
+        _ = try await admin(server, "POST", "/bans", body: #"{"ip": "203.0.113.77", "seconds": 60}"#, expect: 201)
+        let banned = try await httpRequest(port: server.httpPort, "GET", "/healthz", headers: [("Forwarded", #"for="203.0.113.77:5000";proto=https"#)])
+        #expect(banned.status == 403 && banned.body.contains("banned"), "\(banned.status) \(banned.body)")
+        let neighbour = try await httpRequest(port: server.httpPort, "GET", "/healthz", headers: [("Forwarded", "for=203.0.113.78")])
+        #expect(neighbour.status == 200)
+    }
+
     /// Bans are kept in the data directory: a restarted (or crashed) server still has them.
     @Test func aBanOutlivesARestart() async throws {
         let first = try Self.start()

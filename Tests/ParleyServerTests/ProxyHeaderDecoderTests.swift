@@ -150,6 +150,27 @@ private func v2(command: UInt8 = 0x21, family: UInt8, payload: [UInt8]) -> [UInt
         #expect(proxies.client(peer: "10.0.0.1", forwardedFor: ["[2001:DB8::5]:80"]) == "2001:db8::5")
     }
 
+    /// RFC 7239: `for=` of each element, quoted IPv6 with a port, parameters in any case and
+    /// order; the standard header wins over `X-Forwarded-For` when both are there.
+    @Test func theForwardedHeaderIsReadLikeXForwardedFor() {
+        #expect(proxies.client(peer: "10.0.0.1", forwarded: ["for=203.0.113.1"], forwardedFor: []) == "203.0.113.1")
+        #expect(proxies.client(peer: "10.0.0.1", forwarded: [#"for=1.1.1.1, FOR="[2001:db8:cafe::17]:4711";proto=https, for=10.0.0.2;by=10.0.0.1"#],
+                               forwardedFor: []) == "2001:db8:cafe::17")
+        #expect(proxies.client(peer: "10.0.0.1", forwarded: ["proto=https;for=203.0.113.9:8080"], forwardedFor: ["198.51.100.1"]) == "203.0.113.9",
+                "Forwarded wins")
+        #expect(proxies.client(peer: "10.0.0.1", forwarded: [], forwardedFor: ["198.51.100.1"]) == "198.51.100.1")
+        // A comma inside a quoted value does not split an element.
+        #expect(TrustedProxies.forwardedElements(#"for="a,b";by=x, for=1.2.3.4"#).count == 2)
+        // Obfuscated or missing `for`: the walk stops at the last proxy that vouched.
+        #expect(proxies.client(peer: "10.0.0.1", forwarded: ["for=_hidden"], forwardedFor: []) == "10.0.0.1")
+        #expect(proxies.client(peer: "10.0.0.1", forwarded: ["for=unknown, for=10.0.0.3"], forwardedFor: []) == "10.0.0.3")
+        #expect(proxies.client(peer: "10.0.0.1", forwarded: ["by=10.0.0.9"], forwardedFor: []) == "10.0.0.1")
+        // From anyone else, and past the bounds, it is ignored.
+        #expect(proxies.client(peer: "198.51.100.7", forwarded: ["for=203.0.113.1"], forwardedFor: []) == "198.51.100.7")
+        let huge = Array(repeating: "for=203.0.113.1", count: 400).joined(separator: ", ")
+        #expect(proxies.client(peer: "10.0.0.1", forwarded: [huge], forwardedFor: []) == "10.0.0.1")
+    }
+
     @Test func garbageOrNothingLeavesTheLastProxy() {
         #expect(proxies.client(peer: "10.0.0.1", forwardedFor: ["unknown"]) == "10.0.0.1")
         #expect(proxies.client(peer: "10.0.0.1", forwardedFor: ["203.0.113.1, garbage, 10.0.0.3"]) == "10.0.0.3")

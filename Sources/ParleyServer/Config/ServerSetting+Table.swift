@@ -152,7 +152,7 @@ extension ServerSetting {
         ServerSetting("--trusted-proxies", "LIST", path: "network.trusted_proxies", aliases: ["trustedProxies"], \.trustedProxies,
                       proxies,
                       reloadable: false,
-                      help: "reverse proxies (addresses or CIDRs, e.g. 10.0.0.0/8,::1) whose X-Forwarded-For / PROXY header names the client",
+                      help: "reverse proxies (addresses or CIDRs, e.g. 10.0.0.0/8,::1) whose Forwarded / X-Forwarded-For / PROXY header names the client",
                       more: "see [docs/security.md](docs/security.md#proxies-addresses-and-uploads)"),
         ServerSetting("--line-proxy-protocol", path: "doors.line.proxy_protocol", aliases: ["lineProxyProtocol"], \.lineProxyProtocol, .toggle,
                       reloadable: false, help: "line connections from a trusted proxy start with a PROXY protocol v1/v2 header",

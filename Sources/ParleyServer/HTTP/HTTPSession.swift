@@ -239,12 +239,13 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         return true
     }
 
-    /// The client of `head`: the peer, or from a trusted proxy the address its
-    /// `X-Forwarded-For` names (``TrustedProxies``).
+    /// The client of `head`: the peer, or from a trusted proxy the address its `Forwarded`
+    /// or `X-Forwarded-For` names (``TrustedProxies``).
     private func clientIP(of head: HTTPRequestHead) -> String {
         let proxies = TrustedProxies(core.configuration.trustedProxies)
         guard !proxies.isEmpty else { return connection.remoteIP }
-        return proxies.client(peer: connection.remoteIP, forwardedFor: head.headers.values("X-Forwarded-For"))
+        return proxies.client(peer: connection.remoteIP, forwarded: head.headers.values("Forwarded"),
+                              forwardedFor: head.headers.values("X-Forwarded-For"))
     }
 
     /// Takes `head`'s client as the connection's (a proxy's keep-alive connection carries
