@@ -116,6 +116,30 @@ import Testing
         #expect(open.session(door).channelRefusal("demo") == nil)
     }
 
+    /// Open mode creates a channel for any name; a node holds the rooms of at most
+    /// `--max-open-channels` of them at once. Configured channels, and channels already held,
+    /// are always served; a room leaving memory makes room again.
+    @Test(arguments: chatDoors) func openModeHoldsABoundedNumberOfChannels(_ door: DoorKind) throws {
+        let world = World {
+            $0.maxOpenChannels = 2
+            $0.channels = [ChannelSettings(id: "configured")]
+            $0.openChannels = true
+        }
+        try world.hub.subscribe(901, as: Member(id: "a"), to: RoomKey(channel: "first", room: "r"), inbox: world.inbox)
+        try world.hub.subscribe(902, as: Member(id: "b"), to: RoomKey(channel: "second", room: "r"), inbox: world.inbox)
+        try world.hub.subscribe(903, as: Member(id: "c"), to: RoomKey(channel: "configured", room: "r"), inbox: world.inbox)
+        let refusal = world.session(door, channel: "third").channelRefusal("third")
+        #expect(refusal?.code == .channelClosed)
+        #expect(refusal?.message == "this server holds its maximum of 2 open channels; try again later")
+        #expect(world.context.limits.count(.openChannels) == 1)
+        #expect(world.session(door).channelRefusal("first") == nil, "a channel already held")
+        #expect(world.session(door).channelRefusal("configured") == nil, "a configured channel, which the cap does not count")
+        _ = world.hub.unsubscribe(902, from: RoomKey(channel: "second", room: "r"))
+        world.clock.advance(millis: 3_600_000)
+        world.hub.evictIdleRooms()
+        #expect(world.session(door).channelRefusal("third") == nil, "the second channel left memory")
+    }
+
     @Test(arguments: chatDoors) func bansByAddressAndByNameCloseTheConnection(_ door: DoorKind) async throws {
         let world = World()
         let keeper = BanKeeper(store: InMemoryBanStore(), list: world.context.bans, clock: world.clock)

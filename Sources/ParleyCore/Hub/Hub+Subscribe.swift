@@ -39,6 +39,7 @@ extension Hub {
             }
             let room = NodeRoom(key: key, configuration: configuration, budget: historyBudget, nowMillis: now)
             rooms[key] = room
+            channelRooms.withLock { Self.count(&$0, key.channel, 1) }
             return (room, true)
         }
         enum Next { case wait, announce, done, read(@Sendable () -> Void) }
@@ -131,7 +132,11 @@ extension Hub {
             state.sessions = [:]
             return (failed, held)
         }
-        rooms.withLock { if $0[room.key] === room { $0[room.key] = nil } }
+        rooms.withLock {
+            guard $0[room.key] === room else { return }
+            $0[room.key] = nil
+            channelRooms.withLock { Self.count(&$0, room.key.channel, -1) }
+        }
         for publish in held { publish(error) }
         for (session, inbox) in failed {
             var snapshot = SubscribeSnapshot(room: room.key, members: [], history: [], lastOffset: 0)

@@ -61,6 +61,8 @@ public final class Hub: Sendable {
     /// The bytes every room's history cache holds together.
     public let historyBudget: HistoryBudget?
     let rooms = Mutex<[RoomKey: NodeRoom]>([:])
+    /// How many rooms of each channel ``rooms`` holds (changed with it, under its lock).
+    let channelRooms = Mutex<[String: Int]>([:])
     let ids = MessageIDGenerator()
     let subscribeTokens = Atomic<UInt64>(0)
     /// Typists whose typing signal went out through this node: this node announces their
@@ -205,6 +207,17 @@ public final class Hub: Sendable {
         }
     }
 
+    /// Whether this node holds a room of `channel` in memory now.
+    public func holdsRooms(inChannel channel: String) -> Bool { channelRooms.withLock { $0[channel] != nil } }
+
+    /// How many channels this node holds rooms of now.
+    public var channelCount: Int { channelRooms.withLock { $0.count } }
+
+    static func count(_ counts: inout [String: Int], _ channel: String, _ delta: Int) {
+        let value = (counts[channel] ?? 0) + delta
+        counts[channel] = value > 0 ? value : nil
+    }
+
     // MARK: queries
 
     /// Members of a room in join order, as this node sees it: rooms with no member here are
@@ -267,6 +280,7 @@ public final class Hub: Sendable {
                 if idle { evicted.append(key) }
             }
             for key in evicted { rooms.removeValue(forKey: key) }
+            channelRooms.withLock { counts in for key in evicted { Self.count(&counts, key.channel, -1) } }
             return evicted
         }
         for key in evicted { broker.unsubscribe(key) }

@@ -124,6 +124,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Most members listed in one `observable_members` push; the push carries `count`
     /// with the real total when the list is cut.
     public var maxMembersListed = 1_000
+    /// Open mode: most channels (not in the config file) this node holds rooms of at once; a
+    /// client of one more channel is refused until rooms leave memory.
+    public var maxOpenChannels = 10_000
     /// Most bytes of members (their JSON) in one `observable_members` push; the list is cut
     /// there and says `truncated: true` and `count`.
     public var maxMembersListedBytes = 256 << 10

@@ -147,6 +147,8 @@ extension ServerSetting {
                       help: "disconnect after N x the message rate refused within 10 s"),
         ServerSetting("--max-members-listed", "N", path: "limits.max_members_listed", \.maxMembersListed, .integer(1...10_000_000),
                       help: "members listed in one observable_members"),
+        ServerSetting("--max-open-channels", "N", path: "limits.max_open_channels", \.maxOpenChannels, .integer(1...1_000_000),
+                      help: "open mode: channels not in the config file that one node holds rooms of at once (a client of one more is refused until rooms leave memory)"),
         ServerSetting("--max-members-list-bytes", "BYTES", path: "limits.max_members_listed_bytes", aliases: ["limits.maxMembersListedBytes"],
                       \.maxMembersListedBytes, .integer(1024...(1 << 30)), help: "bytes of members in one observable_members"),
         ServerSetting("--trusted-proxies", "LIST", path: "network.trusted_proxies", aliases: ["trustedProxies"], \.trustedProxies,

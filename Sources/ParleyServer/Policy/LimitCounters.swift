@@ -12,6 +12,8 @@ enum Limit: String, CaseIterable, Sendable {
     case rateAbuseDisconnect = "rate_abuse_disconnect"
     case roomsPerConnection = "rooms_per_connection"
     case membersListed = "members_listed"
+    /// Open mode: a channel beyond `--max-open-channels`.
+    case openChannels = "open_channels"
     /// Native `history` requests over the per-connection rate.
     case historyRate = "history_rate"
     case restRate = "rest_rate"

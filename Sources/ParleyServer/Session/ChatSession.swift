@@ -87,7 +87,22 @@ final class ChatSession {
 
     /// Why `channel` is closed to clients, or nil.
     func channelRefusal(_ channel: String) -> ChatRefusal? {
-        configuration.refusal(ofChannel: channel).map { ChatRefusal(.channelClosed, $0) }
+        let configuration = self.configuration
+        if let refusal = configuration.refusal(ofChannel: channel) { return ChatRefusal(.channelClosed, refusal) }
+        return Self.openChannelRefusal(channel, configuration: configuration, hub: context.hub, limits: context.limits)
+    }
+
+    /// Open mode: a channel that is not configured and has no room here yet is refused while
+    /// the node holds rooms of `--max-open-channels` such channels (each channel costs the
+    /// node its rooms, mirrors and per-channel tables). Counted as `open_channels`.
+    static func openChannelRefusal(_ channel: String, configuration: ServerConfiguration, hub: Hub, limits: LimitCounters) -> ChatRefusal? {
+        guard configuration.openChannels, configuration.settings(ofChannel: channel) == nil,
+              !hub.holdsRooms(inChannel: channel) else { return nil }
+        // Every channel held, less the configured ones (few): no walk over the held ones.
+        let open = hub.channelCount - configuration.channels.filter { hub.holdsRooms(inChannel: $0.id) }.count
+        guard open >= configuration.maxOpenChannels else { return nil }
+        limits.breached(.openChannels)
+        return ChatRefusal(.channelClosed, "this server holds its maximum of \(configuration.maxOpenChannels) open channels; try again later")
     }
 
     /// Enters `channel` as `id` (after the door asked ``channelRefusal(_:)`` at its
