@@ -29,7 +29,7 @@ import Testing
         "--socketio-ping-timeout": ("300", "300"), "--socketio-connect-timeout": ("300", "300"),
         "--socketio-max-polling-sessions": ("5", "5"), "--socketio-polling-rate": ("7", "7"),
         "--max-connections": ("5", "5"), "--max-connections-per-ip": ("5", "5"), "--handshake-timeout": ("2.5", "2.5"),
-        "--idle-timeout": ("2.5", "2.5"), "--rate-abuse-factor": ("3", "3"), "--max-members-listed": ("5", "5"),
+        "--idle-timeout": ("2.5", "2.5"), "--rate-abuse-factor": ("3", "3"), "--max-members-listed": ("5", "5"), "--max-open-channels": ("7", "7"),
         "--max-members-list-bytes": ("2048", "2048"), "--trusted-proxies": ("10.0.0.0/8", #"["10.0.0.0/8"]"#),
         "--line-proxy-protocol": ("1", "true"), "--files": ("/tmp/parley-f", #""/tmp/parley-f""#),
         "--public-url": ("https://chat.example.com", #""https://chat.example.com""#), "--max-upload-size": ("5", "5"),
