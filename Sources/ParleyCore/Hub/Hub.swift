@@ -103,13 +103,20 @@ public final class Hub: Sendable {
     ///
     /// Returns the room's backlog when this node follows the room: a door slows a publisher
     /// down while it is over its high mark (``RoomBacklog/isOverHigh``).
+    ///
+    /// With `replyTo` the message is a reply; with `action` it is an action on another message
+    /// of the room (docs/protocols.md, "Message actions"), stored and delivered in order like
+    /// a message. The hub checks no rule: the door's chat session does
+    /// (``message(withID:in:completion:)`` finds the target).
     @discardableResult
     public func publish(_ body: JSONValue, to key: RoomKey, from sender: Member?, messageID: String? = nil,
+                        replyTo: MessageReference? = nil, action: MessageAction? = nil,
                         whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) throws(ParleyError) -> RoomBacklog? {
         let now = clock.nowMillis()
         let backlog = rooms.withLock { $0[key]?.backlog }
-        let message = Message(id: ids.next(), offset: 0, timestampMillis: now, room: key, sender: sender, body: body)
-        if let flag = Message.typingState(of: body) {
+        let message = Message(id: ids.next(), offset: 0, timestampMillis: now, room: key, sender: sender, body: body,
+                              replyTo: replyTo, action: action)
+        if action == nil, let flag = Message.typingState(of: body) {
             if let sender {
                 localTypists.withLock { typists in
                     _ = typists[key, default: TypingTracker(timeoutMillis: configuration.typingTimeoutMillis)]
@@ -196,6 +203,13 @@ public final class Hub: Sendable {
     public func storedHistory(of key: RoomKey, before offset: Int64? = nil, limit: Int,
                               completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         store.messages(in: key, before: offset, limit: limit, maxBytes: configuration.historyPageBytes, completion: completion)
+    }
+
+    /// The message `id` of `key` in its current state (nil when the room has no such message,
+    /// or retention dropped it; an action's id is no message), from the store: what a
+    /// session checks an action's rules against.
+    public func message(withID id: String, in key: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        store.message(withID: id, in: key, completion: completion)
     }
 
     /// The offset of a room's newest stored message (0 when none), from the store.

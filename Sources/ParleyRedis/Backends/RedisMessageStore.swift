@@ -170,6 +170,16 @@ public final class RedisMessageStore: MessageStore {
         }
     }
 
+    /// The text of the refusal: this store keeps no message actions yet.
+    public static let noActionsMessage =
+        "message actions (reply, edit, delete, react) are not available with the Redis store yet: use the SQLite store (a single node)"
+
+    /// Refuses: the Redis store keeps no actions yet (its stream entries carry no action or
+    /// state), so no action is ever published in cluster mode.
+    public func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        completion(.failure(ParleyError(.unavailable, Self.noActionsMessage)))
+    }
+
     /// Marks the message at `offset` deleted: from then on it reads as a tombstone (same id,
     /// offset, time and sender; no body).
     public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
