@@ -143,6 +143,8 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
                 return
             }
             startPublish(publish, channel: channel, member: member)
+        case .act(let room, let request, let callback):
+            act(request, in: room, callback: callback)
         case .history(let room, let before, let limit, let callback):
             let me = LoopBound(self, on: connection.loop)
             // Each request reads a page (up to --history-page-bytes) from the store.
@@ -245,6 +247,30 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         case .success(let backlog): sessionGuard.throttle(by: backlog, reading: connection)
         case .failure(let refusal): sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
         }
+    }
+
+    /// A message action: refused at once (the reply says why, with its `code`), or answered
+    /// as a publish is, `{callback, id, offset}`, once the store has it.
+    private func act(_ request: MessageActionRequest, in room: String, callback: Int?) {
+        let me = LoopBound(self, on: connection.loop)
+        let refusal = chat.act(request, in: room) { result in
+            me.execute { session in
+                switch result {
+                case .success(let stored):
+                    guard let callback else { return }
+                    session.sendJSON(NativeEncoding.reply(callback: callback) { w in
+                        w.key(NativeProtocol.Field.id); w.writeString(stored.id)
+                        w.key(NativeProtocol.Field.offset); w.writeInt(Int(stored.offset))
+                    })
+                case .failure(let refusal):
+                    session.sendJSON(NativeEncoding.refusal(callback: callback, refusal))
+                }
+            }
+        }
+        guard let refusal else { return }
+        sendJSON(NativeEncoding.refusal(callback: callback, refusal))
+        // Sustained abuse: refusing each message costs more than the peer is worth.
+        if refusal.closes { closeWith(.policyViolation, reason: "rate limit exceeded") }
     }
 
     // MARK: authentication

@@ -287,7 +287,9 @@ final class ChatSession {
         guard let member, let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
         if let problem = MessageActionRules.problem(with: request) { return problem }
         if let refusal = admitPublish(to: room) { return refusal }
-        let canModerate = if case .success = check(.moderate, room: room) { true } else { false }
+        // Moderation needs a token that grants it: without one, everything else is allowed on
+        // an open channel, but nobody moderates.
+        let canModerate = if access?.isAuthenticated == true, case .success = check(.moderate, room: room) { true } else { false }
         MessageActionRules(configuration).perform(request, in: key, as: member, canModerate: canModerate, hub: context.hub,
                                                   completion: completion)
         return nil
