@@ -590,11 +590,15 @@ private final class WriterState: @unchecked Sendable {
     }
 
     /// A full database that is full because it reached ``SQLiteStoreOptions/maxBytes``, said
-    /// so (rather than "disk full", which sends an operator to the wrong place).
-    private func budgetError(_ error: ParleyError) -> ParleyError? {
+    /// so (rather than "disk full", which sends an operator to the wrong place). The failed
+    /// batch was rolled back, so the file stands where it was before it: full means the batch
+    /// (`batchBytes`, about; each row also costs index pages) would not have fitted.
+    private func budgetError(_ error: ParleyError, batchBytes: Int) -> ParleyError? {
         guard let maxBytes, error.code == .unavailable,
               let pages = try? connection.integer("PRAGMA page_count"),
-              let limit = try? connection.integer("PRAGMA max_page_count"), pages >= limit else { return nil }
+              let limit = try? connection.integer("PRAGMA max_page_count"),
+              let pageSize = try? connection.integer("PRAGMA page_size"), pageSize > 0,
+              pages + Int64(batchBytes) / pageSize + 16 >= limit else { return nil }
         return ParleyError(.unavailable, SQLiteMessageStore.budgetReachedMessage(maxBytes))
     }
 
@@ -655,7 +659,7 @@ private final class WriterState: @unchecked Sendable {
             try connection.exec("COMMIT")
         } catch {
             try? connection.exec("ROLLBACK")
-            let error = budgetError(error) ?? error
+            let error = budgetError(error, batchBytes: batch.reduce(0) { $0 + 2 * $1.0.approximateSize }) ?? error
             for (_, _, completion) in batch { completion(.failure(error)) }
             return
         }
