@@ -161,7 +161,11 @@ public final class SQLiteMessageStore: MessageStore {
         // 3: message actions. An action is a row of its own (its offset, `kind` set, the target
         // by id and offset, `emoji` for reactions); a reply names its target; `state` holds a
         // message's current state (MessageStateRecord) once an action changed it, written in
-        // the transaction that appends the action. Targets are looked up by id per room.
+        // the transaction that appends the action. Messages are looked up by id per room; the
+        // edits of a message by their target (to take their text when it is deleted). Both
+        // indexes are partial: an action row costs no id entry, a message row no target entry.
+        // Their queries name them (INDEXED BY): without statistics SQLite prefers the primary
+        // key's room prefix, which is a scan of the room.
         """
         ALTER TABLE messages ADD COLUMN kind TEXT;
         ALTER TABLE messages ADD COLUMN target_id TEXT;
@@ -170,7 +174,8 @@ public final class SQLiteMessageStore: MessageStore {
         ALTER TABLE messages ADD COLUMN reply_to_id TEXT;
         ALTER TABLE messages ADD COLUMN reply_to_offset INTEGER;
         ALTER TABLE messages ADD COLUMN state TEXT;
-        CREATE INDEX messages_id ON messages (room_id, id);
+        CREATE INDEX messages_id ON messages (room_id, id) WHERE kind IS NULL;
+        CREATE INDEX messages_target ON messages (room_id, target_offset) WHERE kind IS NOT NULL;
         """,
     ]
 
@@ -294,7 +299,7 @@ public final class SQLiteMessageStore: MessageStore {
         submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> Message? in
                 let statement = try connection.statement("""
-                    SELECT \(Self.columns) FROM messages m
+                    SELECT \(Self.columns) FROM messages m INDEXED BY messages_id
                     JOIN rooms r ON r.id = m.room_id
                     WHERE r.channel = ?1 AND r.name = ?2 AND m.id = ?3 AND m.kind IS NULL LIMIT 1
                     """)
@@ -514,8 +519,8 @@ private final class WriterState: @unchecked Sendable {
         try update.run()
         guard sqlite3_changes(connection.handle) > 0 else { return false }
         let edits = try connection.statement("""
-            UPDATE messages SET body = 'null', deleted = 1
-            WHERE room_id = ?1 AND offset > ?2 AND kind = 'edit' AND target_offset = ?2 AND deleted = 0
+            UPDATE messages INDEXED BY messages_target SET body = 'null', deleted = 1
+            WHERE room_id = ?1 AND target_offset = ?2 AND kind = 'edit' AND deleted = 0
             """)
         edits.bind(1, roomID)
         edits.bind(2, offset)

@@ -116,6 +116,32 @@ import Testing
         #expect(next["type"] == "publish" && next["message"] == "marker" && next["offset"] == 6, "\(next)")
     }
 
+    /// Actions sent back to back are checked one after the other: each sees what the one
+    /// before did (a react, its unreact, a react again; two edits counted against the limit).
+    @Test func backToBackActionsAreCheckedInOrder() async throws {
+        let server = try startTestServer { $0.maxEditsPerMessage = 1 }
+        defer { server.shutdown() }
+        let alice = try await Peer.connect(server, name: "alice")
+        let sent = try await alice.call(["type": "publish", "room": "r", "message": "hi"])
+        let id = JSONValue.string(try #require(sent["id"]?.stringValue))
+        let commands: [JSONObject] = [
+            ["type": "react", "room": "r", "target": id, "emoji": "👍", "callback": 101],
+            ["type": "unreact", "room": "r", "target": id, "emoji": "👍", "callback": 102],
+            ["type": "react", "room": "r", "target": id, "emoji": "👍", "callback": 103],
+            ["type": "edit", "room": "r", "target": id, "message": "hi!", "callback": 104],
+            ["type": "edit", "room": "r", "target": id, "message": "hi!!", "callback": 105],
+        ]
+        for command in commands { try alice.client.send(.object(command)) }
+        var replies: [Int: JSONValue] = [:]
+        while replies.count < commands.count {
+            let reply = try await alice.next(where: { $0["callback"] != nil })
+            replies[reply["callback"]!.intValue!] = reply
+        }
+        #expect((101...104).map { replies[$0]?["error"] } == [nil, nil, nil, nil], "\(replies)")
+        #expect((101...104).compactMap { replies[$0]?["offset"]?.intValue } == [2, 3, 4, 5])
+        #expect(replies[105]?["code"] == "too_many_edits")
+    }
+
     @Test func restActsAsTheServerAndModeratesOnlyWithTheSecret() async throws {
         let secret = String(repeating: "s", count: 32)
         let server = try startTestServer { $0.channels = [ChannelSettings(id: "demo", secret: secret)] }

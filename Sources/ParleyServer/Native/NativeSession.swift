@@ -37,6 +37,12 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     }
     /// Most publishes that may wait behind one being checked.
     static let maxHeldPublishes = 256
+    /// A message action is being checked and stored; later ones wait here, so each is checked
+    /// against the state the one before left (a react then an unreact of the same emoji).
+    private var actionInFlight = false
+    private var heldActions: [(request: MessageActionRequest, room: String, callback: Int?)] = []
+    /// Most actions that may wait behind the one in flight.
+    static let maxHeldActions = 256
     /// This loop's count of native deliveries.
     private let delivered: MetricCounter
 
@@ -250,11 +256,23 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     }
 
     /// A message action: refused at once (the reply says why, with its `code`), or answered
-    /// as a publish is, `{callback, id, offset}`, once the store has it.
+    /// as a publish is, `{callback, id, offset}`, once the store has it. One at a time, in
+    /// the order sent.
     private func act(_ request: MessageActionRequest, in room: String, callback: Int?) {
+        guard !actionInFlight else {
+            guard heldActions.count < Self.maxHeldActions else {
+                sendJSON(NativeEncoding.refusal(callback: callback, ChatRefusal(.rateLimited,
+                    "too many message actions waiting (limit \(Self.maxHeldActions)); slow down")))
+                return
+            }
+            heldActions.append((request, room, callback))
+            return
+        }
+        actionInFlight = true
         let me = LoopBound(self, on: connection.loop)
         let refusal = chat.act(request, in: room) { result in
             me.execute { session in
+                defer { session.actionAnswered() }
                 switch result {
                 case .success(let stored):
                     guard let callback else { return }
@@ -270,7 +288,19 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         guard let refusal else { return }
         sendJSON(NativeEncoding.refusal(callback: callback, refusal))
         // Sustained abuse: refusing each message costs more than the peer is worth.
-        if refusal.closes { closeWith(.policyViolation, reason: "rate limit exceeded") }
+        if refusal.closes {
+            heldActions.removeAll()
+            closeWith(.policyViolation, reason: "rate limit exceeded")
+        }
+        actionAnswered()
+    }
+
+    /// The action in flight was answered: the next waiting one goes.
+    private func actionAnswered() {
+        actionInFlight = false
+        guard !heldActions.isEmpty, connection.state == .open else { return }
+        let next = heldActions.removeFirst()
+        act(next.request, in: next.room, callback: next.callback)
     }
 
     // MARK: authentication
