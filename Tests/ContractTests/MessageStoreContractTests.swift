@@ -13,9 +13,8 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
     case memory, sqlite, faultInjectingOverSQLite, redis, redisCluster
     var description: String { rawValue }
 
-    /// Whether the store keeps message actions (the Redis store refuses them for now).
-    var keepsActions: Bool { self != .redis && self != .redisCluster }
-    static var keepingActions: [StoreKind] { allCases.filter(\.keepsActions) }
+    /// Every store keeps message actions.
+    static var keepingActions: [StoreKind] { allCases }
 
     func make(retention: StoreRetention = .keepEverything, path: String? = nil) throws -> any MessageStore {
         switch self {
@@ -474,17 +473,6 @@ func action(_ offset: Int64, _ kind: MessageAction.Kind, on target: Message, by 
         #expect(try await store.message(withID: "m1", in: room) == nil)
         #expect(try await store.messages(in: room, before: nil, limit: 10).messages.allSatisfy { $0.editCount == 0 && $0.reactions.isEmpty })
         #expect(try store.recover(clientMessageIDsSince: 0).lastOffsets[room] == 6)
-    }
-
-    /// The Redis store keeps no actions yet: looking a target up fails clearly, so no door
-    /// ever publishes one there.
-    @Test(arguments: StoreKind.allCases.filter { !$0.keepsActions })
-    func redisRefusesActionsClearly(kind: StoreKind) async throws {
-        let store = try kind.make()
-        try await store.append(message(1))
-        await #expect(throws: ParleyError(.unavailable, RedisMessageStore.noActionsMessage)) {
-            try await store.message(withID: "m1", in: room)
-        }
     }
 
     @Test func actionStateSurvivesReopen() async throws {

@@ -119,7 +119,7 @@ public final class InMemoryMessageStore: MessageStore {
 
     public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         let found = rooms.withLock { rooms -> Bool in
-            guard let index = rooms[room]?.index(of: offset) else { return false }
+            guard let index = rooms[room]?.index(of: offset), !rooms[room]!.messages[index].isAction else { return false }
             rooms[room]!.delete(at: index)
             return true
         }

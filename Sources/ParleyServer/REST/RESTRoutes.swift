@@ -219,7 +219,6 @@ enum RESTRoutes {
         case .unknownMessage: 404
         case .messageDeleted: 410
         case .alreadyReacted, .notReacted, .tooManyEdits, .tooManyReactions: 409
-        case .actionsUnavailable: 501
         default: 503
         }
         return .text(status, "\(refusal.description)\n")

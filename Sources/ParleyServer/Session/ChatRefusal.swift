@@ -70,8 +70,6 @@ struct ChatRefusal: Error, Equatable, Sendable, CustomStringConvertible {
         static let alreadyReacted = Code(rawValue: "already_reacted")
         /// The member has no such reaction on the message.
         static let notReacted = Code(rawValue: "not_reacted")
-        /// The store keeps no actions (the Redis store, for now).
-        static let actionsUnavailable = Code(rawValue: "actions_unavailable")
     }
 }
 

@@ -133,7 +133,7 @@ struct MessageActionRules: Sendable {
             switch result {
             case .success(let found): target = found
             case .failure(let error):
-                completion(.failure(ChatRefusal(error.code == .unavailable ? .actionsUnavailable : .refused, error.message)))
+                completion(.failure(ChatRefusal(.refused, error.message)))
                 return
             }
             if let refusal = refusal(for: request, target: target, in: key, actor: sender?.id, canModerate: canModerate,
