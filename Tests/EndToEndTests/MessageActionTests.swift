@@ -142,6 +142,49 @@ import Testing
         #expect(replies[105]?["code"] == "too_many_edits")
     }
 
+    /// Two nodes on one Redis (and on a Redis Cluster): actions made on one node reach the
+    /// other's subscribers in order, history shows one state whichever node is asked, and a
+    /// resume on the other node replays the actions.
+    @Test(arguments: ClusterTests.RedisKind.allCases)
+    func actionsCrossNodesAndEveryNodeShowsOneState(kind: ClusterTests.RedisKind) async throws {
+        let (a, b) = try ClusterTests.twoNodes(on: kind)
+        defer { a.shutdown(); b.shutdown() }
+        let alice = try await Peer.connect(a, name: "alice")
+        let bob = try await Peer.connect(b, name: "bob")
+        _ = try await alice.call(["type": "subscribe", "room": "x"])
+        _ = try await bob.call(["type": "subscribe", "room": "x"])
+        let sent = try await alice.call(["type": "publish", "room": "x", "message": "helo"])
+        let id = JSONValue.string(try #require(sent["id"]?.stringValue))
+        _ = try await bob.next(where: { $0["type"] == "publish" })
+
+        #expect(try await bob.call(["type": "react", "room": "x", "target": id, "emoji": "🚀"])["offset"] == 2)
+        #expect(try await bob.call(["type": "edit", "room": "x", "target": id, "message": "no"])["code"] == "not_author")
+        #expect(try await alice.call(["type": "edit", "room": "x", "target": id, "message": "hello"])["offset"] == 3)
+        #expect(try await bob.call(["type": "reply", "room": "x", "message": "hi", "reply_to": id])["offset"] == 4)
+        for peer in [alice, bob] {
+            let react = try await peer.next(where: { $0["type"] != "publish" || $0["offset"] != 1 })
+            #expect(react["type"] == "react" && react["client_id"] == .string(bob.clientID))
+            let edit = try await peer.next()
+            #expect(edit["type"] == "edit" && edit["message"] == "hello")
+            let reply = try await peer.next()
+            #expect(reply["type"] == "publish" && reply["reply_to"] == id)
+        }
+
+        for node in [a, b] {
+            let carol = try await Peer.connect(node)
+            let page = try await carol.call(["type": "history", "room": "x", "limit": 10])
+            let messages = page["messages"]?.arrayValue ?? []
+            #expect(messages.map { $0["offset"] } == [1, 4], "\(page)")
+            #expect(messages.first?["message"] == "hello" && messages.first?["edited"]?.intValue != nil)
+            #expect(messages.first?["reactions"] == [["emoji": "🚀", "count": 1, "names": ["bob"]]])
+        }
+        let dave = try await Peer.connect(b)
+        _ = try await dave.call(["type": "subscribe", "room": "x", "since": 1])
+        var replayed: [JSONValue] = []
+        for _ in 0..<3 { replayed.append(try await dave.next()) }
+        #expect(replayed.map { $0["type"] } == ["react", "edit", "publish"])
+    }
+
     @Test func restActsAsTheServerAndModeratesOnlyWithTheSecret() async throws {
         let secret = String(repeating: "s", count: 32)
         let server = try startTestServer { $0.channels = [ChannelSettings(id: "demo", secret: secret)] }
