@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test func repliesEditsDeletesAndReactionsFanOutShowInHistoryAndReplayInOrder() async throws {
-        let server = try startTestServer()
+        let server = try startTestServer { $0.adminToken = adminToken }
         defer { server.shutdown() }
         let alice = try await Peer.connect(server, name: "alice")
         let bob = try await Peer.connect(server, name: "bob")
@@ -102,6 +102,12 @@ import Testing
         #expect(page["messages"]?.arrayValue?.map { $0["offset"] } == [1, 2])
         #expect(page["messages"]?.arrayValue?.first?["reactions"]?.arrayValue?.first?["count"] == 1)
         #expect(page["has_more"] == false)
+
+        // The admin listing is a history page too.
+        let listed = try await admin(server, "GET", "/channels/demo/rooms/chat/messages")
+        #expect(listed["messages"]?.arrayValue?.map { $0["offset"] } == [1, 2])
+        #expect(listed["messages"]?.arrayValue?.first?["reactions"] == [["emoji": "👍", "count": 1, "names": ["bob"]]])
+        #expect(listed["messages"]?.arrayValue?.last?["reply_to"] == .string(first))
 
         // Resume from offset 1: the log after it, actions in order, no gap, no duplicate.
         let dave = try await Peer.connect(server)
