@@ -37,7 +37,7 @@ public final class SQLiteMessageStore: MessageStore {
     }
 
     /// The current schema version (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
     public let path: String
     public let options: SQLiteStoreOptions
     /// The schema version the file had when it was opened (0: a new file); below
@@ -59,6 +59,10 @@ public final class SQLiteMessageStore: MessageStore {
         case loadRoom(RoomKey, Int64, @Sendable (Result<RoomRecovery, ParleyError>) -> Void)
         case delete(RoomKey, Int64, @Sendable (Result<Bool, ParleyError>) -> Void)
     }
+
+    /// The columns every message read selects, in ``decode(_:room:current:)``'s order.
+    static let columns = "m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body, m.deleted, "
+        + "m.kind, m.target_id, m.target_offset, m.emoji, m.reply_to_id, m.reply_to_offset, m.state"
     typealias ReadJob = @Sendable (SQLiteConnection) -> Void
 
     /// Opens (creating when missing) the database at `path` and migrates it. Throws, naming
@@ -154,6 +158,25 @@ public final class SQLiteMessageStore: MessageStore {
         """
         ALTER TABLE messages ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
         """,
+        // 3: message actions. An action is a row of its own (its offset, `kind` set, the target
+        // by id and offset, `emoji` for reactions); a reply names its target; `state` holds a
+        // message's current state (MessageStateRecord) once an action changed it, written in
+        // the transaction that appends the action. Messages are looked up by id per room; the
+        // edits of a message by their target (to take their text when it is deleted). Both
+        // indexes are partial: an action row costs no id entry, a message row no target entry.
+        // Their queries name them (INDEXED BY): without statistics SQLite prefers the primary
+        // key's room prefix, which is a scan of the room.
+        """
+        ALTER TABLE messages ADD COLUMN kind TEXT;
+        ALTER TABLE messages ADD COLUMN target_id TEXT;
+        ALTER TABLE messages ADD COLUMN target_offset INTEGER;
+        ALTER TABLE messages ADD COLUMN emoji TEXT;
+        ALTER TABLE messages ADD COLUMN reply_to_id TEXT;
+        ALTER TABLE messages ADD COLUMN reply_to_offset INTEGER;
+        ALTER TABLE messages ADD COLUMN state TEXT;
+        CREATE INDEX messages_id ON messages (room_id, id) WHERE kind IS NULL;
+        CREATE INDEX messages_target ON messages (room_id, target_offset) WHERE kind IS NOT NULL;
+        """,
     ]
 
     /// Brings the schema to ``schemaVersion``; returns the version the file had.
@@ -219,7 +242,7 @@ public final class SQLiteMessageStore: MessageStore {
         submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> [Message] in
                 let statement = try connection.statement("""
-                    SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body, m.deleted FROM messages m
+                    SELECT \(Self.columns) FROM messages m
                     JOIN rooms r ON r.id = m.room_id
                     WHERE r.channel = ?1 AND r.name = ?2 AND m.offset > ?3 ORDER BY m.offset LIMIT ?4
                     """)
@@ -227,7 +250,7 @@ public final class SQLiteMessageStore: MessageStore {
                 statement.bind(2, room.room)
                 statement.bind(3, offset)
                 statement.bind(4, Int64(max(0, limit)))
-                return try self.rows(statement, room: room, maxBytes: maxBytes).messages
+                return try self.rows(statement, room: room, maxBytes: maxBytes, current: false).messages
             })
         }
     }
@@ -245,21 +268,21 @@ public final class SQLiteMessageStore: MessageStore {
         submitRead(failing: completion) { connection in
             completion(Result { () throws(ParleyError) -> MessagePage in
                 let statement = try connection.statement("""
-                    SELECT m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body, m.deleted FROM messages m
+                    SELECT \(Self.columns) FROM messages m
                     JOIN rooms r ON r.id = m.room_id
-                    WHERE r.channel = ?1 AND r.name = ?2 AND m.offset < ?3 ORDER BY m.offset DESC LIMIT ?4
+                    WHERE r.channel = ?1 AND r.name = ?2 AND m.offset < ?3 AND m.kind IS NULL ORDER BY m.offset DESC LIMIT ?4
                     """)
                 statement.bind(1, room.channel)
                 statement.bind(2, room.room)
                 statement.bind(3, before ?? Int64.max)
                 statement.bind(4, Int64(max(0, limit)))
-                let (newestFirst, cut) = try self.rows(statement, room: room, maxBytes: maxBytes)
+                let (newestFirst, cut) = try self.rows(statement, room: room, maxBytes: maxBytes, current: true)
                 let page = Array(newestFirst.reversed())
                 guard let first = page.first else { return MessagePage(messages: [], hasMore: false) }
                 if cut { return MessagePage(messages: page, hasMore: true) }
                 let older = try connection.statement("""
                     SELECT EXISTS (SELECT 1 FROM messages m JOIN rooms r ON r.id = m.room_id
-                    WHERE r.channel = ?1 AND r.name = ?2 AND m.offset < ?3)
+                    WHERE r.channel = ?1 AND r.name = ?2 AND m.offset < ?3 AND m.kind IS NULL)
                     """)
                 older.bind(1, room.channel)
                 older.bind(2, room.room)
@@ -268,6 +291,22 @@ public final class SQLiteMessageStore: MessageStore {
                 let hasMore = older.int64(0) != 0
                 try older.run()
                 return MessagePage(messages: page, hasMore: hasMore)
+            })
+        }
+    }
+
+    public func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        submitRead(failing: completion) { connection in
+            completion(Result { () throws(ParleyError) -> Message? in
+                let statement = try connection.statement("""
+                    SELECT \(Self.columns) FROM messages m INDEXED BY messages_id
+                    JOIN rooms r ON r.id = m.room_id
+                    WHERE r.channel = ?1 AND r.name = ?2 AND m.id = ?3 AND m.kind IS NULL LIMIT 1
+                    """)
+                statement.bind(1, room.channel)
+                statement.bind(2, room.room)
+                statement.bind(3, id)
+                return try self.rows(statement, room: room, maxBytes: .max, current: true).messages.first
             })
         }
     }
@@ -335,26 +374,27 @@ public final class SQLiteMessageStore: MessageStore {
     }
 
     func rows(_ statement: Statement, room: RoomKey) throws(ParleyError) -> [Message] {
-        try rows(statement, room: room, maxBytes: .max).messages
+        try rows(statement, room: room, maxBytes: .max, current: false).messages
     }
 
     /// How many bytes the current row's message counts for in a page's budget: about what
     /// ``Message/approximateSize`` says of it once decoded.
-    private static func rowSize(_ statement: Statement) -> Int {
-        var size = 96 + statement.byteCount(0) + statement.byteCount(6)
+    private static func rowSize(_ statement: Statement, current: Bool) -> Int {
+        var size = 96 + statement.byteCount(0) + (current && !statement.isNull(14) ? statement.byteCount(14) : statement.byteCount(6))
         if !statement.isNull(3) { size += 32 + statement.byteCount(3) + statement.byteCount(4) + statement.byteCount(5) }
         return size
     }
 
     /// The rows up to the first one that would take them past `maxBytes` (the first row is
     /// always taken); `cut` when one was left, and then the statement is reset.
-    func rows(_ statement: Statement, room: RoomKey, maxBytes: Int) throws(ParleyError) -> (messages: [Message], cut: Bool) {
+    /// Each row as appended, or with `current` in its current state (its `state` applied).
+    func rows(_ statement: Statement, room: RoomKey, maxBytes: Int, current: Bool) throws(ParleyError) -> (messages: [Message], cut: Bool) {
         var messages: [Message] = []
         var bytes = 0
         var rowsRead = 0
         while try statement.step() {
             if maxBytes != .max {
-                let size = Self.rowSize(statement)
+                let size = Self.rowSize(statement, current: current)
                 if rowsRead > 0 && bytes + size > maxBytes {
                     statement.reset()
                     return (messages, true)
@@ -363,14 +403,7 @@ public final class SQLiteMessageStore: MessageStore {
             }
             rowsRead += 1
             do throws(JSONParseError) {
-                var sender: Member?
-                if let id = statement.string(3) {
-                    sender = Member(id: id, clientData: try statement.string(4).map { text throws(JSONParseError) in try JSONParser.parse(text) },
-                                    authData: try statement.string(5).map { text throws(JSONParseError) in try JSONParser.parse(text) })
-                }
-                let body = try JSONParser.parse(statement.string(6) ?? "")
-                messages.append(Message(id: statement.string(0) ?? "", offset: statement.int64(1), timestampMillis: statement.int64(2),
-                                        room: room, sender: sender, body: body, isDeleted: statement.int64(7) != 0))
+                messages.append(try Self.decode(statement, room: room, current: current))
             } catch {
                 // Never handed out as `null`: skipped, counted and reported.
                 unreadable.add(1, ordering: .relaxed)
@@ -378,6 +411,32 @@ public final class SQLiteMessageStore: MessageStore {
             }
         }
         return (messages, false)
+    }
+}
+
+extension SQLiteMessageStore {
+    /// The current row (selected as ``columns``) as appended, or with `current` in its
+    /// current state.
+    static func decode(_ statement: Statement, room: RoomKey, current: Bool) throws(JSONParseError) -> Message {
+        var sender: Member?
+        if let id = statement.string(3) {
+            sender = Member(id: id, clientData: try statement.string(4).map { text throws(JSONParseError) in try JSONParser.parse(text) },
+                            authData: try statement.string(5).map { text throws(JSONParseError) in try JSONParser.parse(text) })
+        }
+        let body = try JSONParser.parse(statement.string(6) ?? "")
+        var action: MessageAction?
+        if let kind = statement.string(8).flatMap(MessageAction.Kind.init(rawValue:)) {
+            action = MessageAction(kind, target: MessageReference(id: statement.string(9) ?? "", offset: statement.int64(10)),
+                                   emoji: statement.string(11))
+        }
+        let replyTo = statement.string(12).map { MessageReference(id: $0, offset: statement.int64(13)) }
+        let entry = Message(id: statement.string(0) ?? "", offset: statement.int64(1), timestampMillis: statement.int64(2),
+                            room: room, sender: sender, body: body, isDeleted: statement.int64(7) != 0, replyTo: replyTo, action: action)
+        guard current, let text = statement.string(14) else { return entry }
+        guard let state = MessageStateRecord.decode(try JSONParser.parse(text), onto: entry) else {
+            throw JSONParseError(offset: 0, message: "not a message state record")
+        }
+        return state
     }
 }
 
@@ -444,14 +503,60 @@ private final class WriterState: @unchecked Sendable {
         if nowMillis >= nextRetentionMillis { enforceRetention(nowMillis: nowMillis) }
     }
 
-    /// Replaces one message by its tombstone (the body goes; id, time and sender stay).
+    /// Replaces one message by its tombstone (the body and current state go; id, time and
+    /// sender stay), and the edits of it too (they hold its text).
     func delete(_ key: RoomKey, offset: Int64) throws(ParleyError) -> Bool {
         guard let room = rooms[key] else { return false }
-        let update = try connection.statement("UPDATE messages SET body = 'null', deleted = 1 WHERE room_id = ?1 AND offset = ?2")
-        update.bind(1, room.id)
+        return try delete(roomID: room.id, offset: offset)
+    }
+
+    func delete(roomID: Int64, offset: Int64) throws(ParleyError) -> Bool {
+        let update = try connection.statement("""
+            UPDATE messages SET body = 'null', deleted = 1, state = NULL WHERE room_id = ?1 AND offset = ?2 AND kind IS NULL
+            """)
+        update.bind(1, roomID)
         update.bind(2, offset)
         try update.run()
-        return sqlite3_changes(connection.handle) > 0
+        guard sqlite3_changes(connection.handle) > 0 else { return false }
+        let edits = try connection.statement("""
+            UPDATE messages INDEXED BY messages_target SET body = 'null', deleted = 1
+            WHERE room_id = ?1 AND target_offset = ?2 AND kind = 'edit' AND deleted = 0
+            """)
+        edits.bind(1, roomID)
+        edits.bind(2, offset)
+        try edits.run()
+        return true
+    }
+
+    /// Applies an action entry to its target's row (in the transaction appending it): a delete
+    /// makes the tombstone, anything else rewrites the target's `state`.
+    func apply(_ entry: Message, roomID: Int64, room key: RoomKey) throws(ParleyError) {
+        guard let action = entry.action else { return }
+        if action.kind == .delete {
+            _ = try delete(roomID: roomID, offset: action.target.offset)
+            return
+        }
+        let read = try connection.statement("""
+            SELECT \(SQLiteMessageStore.columns) FROM messages m WHERE m.room_id = ?1 AND m.offset = ?2 AND m.kind IS NULL
+            """)
+        read.bind(1, roomID)
+        read.bind(2, action.target.offset)
+        guard try read.step() else { return }
+        let target: Message
+        do throws(JSONParseError) {
+            target = try SQLiteMessageStore.decode(read, room: key, current: true)
+        } catch {
+            // An unreadable target keeps its row as it is; the action is still logged.
+            read.reset()
+            return
+        }
+        read.reset()
+        guard !target.isDeleted else { return }
+        let update = try connection.statement("UPDATE messages SET state = ?1 WHERE room_id = ?2 AND offset = ?3")
+        update.bind(1, MessageStateRecord.encode(target.applying(entry)).jsonString)
+        update.bind(2, roomID)
+        update.bind(3, action.target.offset)
+        try update.run()
     }
 
     /// A room's last offset and its client message ids since `since` (Unix ms). Offsets grow
@@ -490,11 +595,15 @@ private final class WriterState: @unchecked Sendable {
     }
 
     /// A full database that is full because it reached ``SQLiteStoreOptions/maxBytes``, said
-    /// so (rather than "disk full", which sends an operator to the wrong place).
-    private func budgetError(_ error: ParleyError) -> ParleyError? {
+    /// so (rather than "disk full", which sends an operator to the wrong place). The failed
+    /// batch was rolled back, so the file stands where it was before it: full means the batch
+    /// (`batchBytes`, about; each row also costs index pages) would not have fitted.
+    private func budgetError(_ error: ParleyError, batchBytes: Int) -> ParleyError? {
         guard let maxBytes, error.code == .unavailable,
               let pages = try? connection.integer("PRAGMA page_count"),
-              let limit = try? connection.integer("PRAGMA max_page_count"), pages >= limit else { return nil }
+              let limit = try? connection.integer("PRAGMA max_page_count"),
+              let pageSize = try? connection.integer("PRAGMA page_size"), pageSize > 0,
+              pages + Int64(batchBytes) / pageSize + 16 >= limit else { return nil }
         return ParleyError(.unavailable, SQLiteMessageStore.budgetReachedMessage(maxBytes))
     }
 
@@ -520,9 +629,11 @@ private final class WriterState: @unchecked Sendable {
                     touched[message.room] = room
                     continue
                 }
+                if message.isAction { try apply(message, roomID: room.id, room: message.room) }
                 let insert = try connection.statement("""
-                    INSERT INTO messages (room_id, offset, id, ts, sender_id, client_data, auth_data, body, client_message_id)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                    INSERT INTO messages (room_id, offset, id, ts, sender_id, client_data, auth_data, body, client_message_id,
+                                          kind, target_id, target_offset, emoji, reply_to_id, reply_to_offset)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
                     """)
                 insert.bind(1, room.id)
                 insert.bind(2, message.offset)
@@ -533,6 +644,12 @@ private final class WriterState: @unchecked Sendable {
                 insert.bind(7, message.sender?.authData?.jsonString)
                 insert.bind(8, message.body.jsonString)
                 insert.bind(9, clientID)
+                insert.bind(10, message.action?.kind.rawValue)
+                insert.bind(11, message.action?.target.id)
+                insert.bind(12, message.action.map { $0.target.offset })
+                insert.bind(13, message.action?.emoji)
+                insert.bind(14, message.replyTo?.id)
+                insert.bind(15, message.replyTo.map { $0.offset })
                 try insert.run()
                 room.last = message.offset
                 touched[message.room] = room
@@ -547,7 +664,7 @@ private final class WriterState: @unchecked Sendable {
             try connection.exec("COMMIT")
         } catch {
             try? connection.exec("ROLLBACK")
-            let error = budgetError(error) ?? error
+            let error = budgetError(error, batchBytes: batch.reduce(0) { $0 + 2 * $1.0.approximateSize }) ?? error
             for (_, _, completion) in batch { completion(.failure(error)) }
             return
         }

@@ -221,6 +221,9 @@ final class FailingStore: MessageStore {
     func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         inner.deleteMessage(in: room, offset: offset, completion: completion)
     }
+    func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        inner.message(withID: id, in: room, completion: completion)
+    }
     func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         inner.enforceRetention(nowMillis: nowMillis, completion: completion)
     }

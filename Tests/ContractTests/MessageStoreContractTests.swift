@@ -13,6 +13,9 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
     case memory, sqlite, faultInjectingOverSQLite, redis, redisCluster
     var description: String { rawValue }
 
+    /// Every store keeps message actions.
+    static var keepingActions: [StoreKind] { allCases }
+
     func make(retention: StoreRetention = .keepEverything, path: String? = nil) throws -> any MessageStore {
         switch self {
         case .memory:
@@ -362,5 +365,130 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         let all = try await store.messages(in: room, after: 0, limit: 100_000)
         #expect(all.map(\.offset) == Array(1...offset))
         store.close()
+    }
+}
+
+// MARK: message actions
+
+private let bob = Member(id: "b1", clientData: ["name": "bob"])
+private let carol = Member(id: "c1", clientData: ["name": "carol"])
+
+/// An action entry at `offset` by `sender` on `target`.
+func action(_ offset: Int64, _ kind: MessageAction.Kind, on target: Message, by sender: Member?, body: JSONValue = .null,
+            emoji: String? = nil, in key: RoomKey? = nil) -> Message {
+    Message(id: "a\(offset)", offset: offset, timestampMillis: 1_700_000_000_000 + offset * 1000, room: key ?? target.room, sender: sender,
+            body: body, action: MessageAction(kind, target: MessageReference(id: target.id, offset: target.offset), emoji: emoji))
+}
+
+@Suite struct MessageActionStoreContractTests {
+    /// History shows each message in its current state and no action; a resume reads the log
+    /// as appended, actions in order; `message(withID:)` finds messages, not actions.
+    @Test(arguments: StoreKind.keepingActions)
+    func historyShowsCurrentStateAndReplayTheLog(kind: StoreKind) async throws {
+        let store = try kind.make()
+        let first = message(1, body: "helo")
+        let reply = Message(id: "m2", offset: 2, timestampMillis: 1_700_000_000_500, room: room, sender: bob, body: "hi alice",
+                            replyTo: MessageReference(id: "m1", offset: 1))
+        let log = [first, reply,
+                   action(3, .edit, on: first, by: nil, body: "hello"),
+                   action(4, .react, on: first, by: bob, emoji: "👍"),
+                   action(5, .react, on: first, by: carol, emoji: "👍"),
+                   action(6, .react, on: first, by: bob, emoji: "❤️"),
+                   action(7, .unreact, on: first, by: bob, emoji: "❤️"),
+                   action(8, .react, on: first, by: bob, emoji: "👍"),
+                   message(9)]
+        for entry in log { try await store.append(entry) }
+
+        let replayed = try await store.messages(in: room, after: 0, limit: 100)
+        #expect(replayed == log, "a resume reads every entry as it was appended")
+        #expect(try await store.messages(in: room, after: 4, limit: 2).map(\.offset) == [5, 6])
+
+        let page = try await store.messages(in: room, before: nil, limit: 10)
+        #expect(page.messages.map(\.offset) == [1, 2, 9], "actions are not history entries")
+        #expect(!page.hasMore)
+        let current = page.messages[0]
+        #expect(current.body == "hello" && current.editedMillis == log[2].timestampMillis && current.editCount == 1)
+        #expect(current.reactions == [Reaction(emoji: "👍", reactors: [Reactor(id: "b1", name: "bob"), Reactor(id: "c1", name: "carol")])])
+        #expect(page.messages[1] == reply, "untouched messages are as appended, replies with their target")
+
+        let older = try await store.messages(in: room, before: 9, limit: 1)
+        #expect(older.messages.map(\.offset) == [2] && older.hasMore, "limit counts messages; actions are walked over")
+        #expect(try await store.messages(in: room, before: 2, limit: 5).messages == [current])
+        #expect(try await store.messages(in: room, before: 9, limit: 5, maxBytes: 1).messages.map(\.offset) == [2])
+
+        #expect(try await store.message(withID: "m1", in: room) == current)
+        #expect(try await store.message(withID: "m2", in: room) == reply)
+        #expect(try await store.message(withID: "a3", in: room) == nil, "an action is no message")
+        #expect(try await store.message(withID: "m1", in: other) == nil, "ids are per room")
+        #expect(try await store.message(withID: "nope", in: room) == nil)
+    }
+
+    /// A delete by its author is the operator's tombstone, and the edits of it lose their text
+    /// too; replay shows both as tombstones, the delete in its place.
+    @Test(arguments: StoreKind.keepingActions)
+    func aDeleteTombstonesTheMessageAndItsEdits(kind: StoreKind) async throws {
+        let store = try kind.make()
+        let first = message(1, body: "my secret")
+        try await store.append(first)
+        try await store.append(action(2, .edit, on: first, by: nil, body: "my secret, edited"))
+        try await store.append(action(3, .react, on: first, by: bob, emoji: "👀"))
+        try await store.append(action(4, .delete, on: first, by: nil))
+        try await store.append(action(5, .edit, on: first, by: nil, body: "late"))
+
+        let replayed = try await store.messages(in: room, after: 0, limit: 10)
+        #expect(replayed.map(\.offset) == [1, 2, 3, 4, 5])
+        #expect(replayed[0] == first.tombstone && replayed[1].isDeleted && replayed[1].body == .null)
+        #expect(replayed[2].action?.kind == .react && replayed[3].action?.kind == .delete)
+        let page = try await store.messages(in: room, before: nil, limit: 10)
+        #expect(page.messages == [first.tombstone], "an edit after the delete changes nothing")
+        #expect(try await store.message(withID: "m1", in: room)?.isDeleted == true)
+        #expect(page.messages[0].reactions.isEmpty && page.messages[0].editedMillis == nil)
+    }
+
+    /// The operator's delete and the author's are one tombstone: the edits go as well.
+    @Test(arguments: StoreKind.keepingActions)
+    func anOperatorDeleteAlsoTombstonesTheEdits(kind: StoreKind) async throws {
+        let store = try kind.make()
+        let first = message(1)
+        try await store.append(first)
+        try await store.append(action(2, .edit, on: first, by: nil, body: "text, edited"))
+        #expect(try await store.deleteMessage(in: room, offset: 1))
+        let replayed = try await store.messages(in: room, after: 0, limit: 10)
+        #expect(replayed.map(\.isDeleted) == [true, true])
+        #expect(try await store.messages(in: room, before: nil, limit: 10).messages == [first.tombstone])
+    }
+
+    /// An action whose target is not there (retention dropped it, or it never was) is logged
+    /// and changes nothing.
+    @Test(arguments: StoreKind.keepingActions)
+    func anActionOnAMissingTargetChangesNothing(kind: StoreKind) async throws {
+        let store = try kind.make(retention: StoreRetention(maxMessagesPerRoom: 3))
+        for offset in Int64(1)...3 { try await store.append(message(offset)) }
+        try await store.append(message(4))
+        try await store.enforceRetention(nowMillis: 0)
+        let gone = message(1)
+        try await store.append(action(5, .edit, on: gone, by: nil, body: "too late"))
+        try await store.append(action(6, .react, on: Message(id: "x", offset: 99, timestampMillis: 0, room: room, sender: nil, body: .null),
+                                      by: bob, emoji: "👍"))
+        #expect(try await store.message(withID: "m1", in: room) == nil)
+        #expect(try await store.messages(in: room, before: nil, limit: 10).messages.allSatisfy { $0.editCount == 0 && $0.reactions.isEmpty })
+        #expect(try store.recover(clientMessageIDsSince: 0).lastOffsets[room] == 6)
+    }
+
+    @Test func actionStateSurvivesReopen() async throws {
+        let path = temporaryDatabase()
+        let first = message(1)
+        do {
+            let store = try StoreKind.sqlite.make(path: path) as! SQLiteMessageStore
+            try await store.append(first)
+            try await store.append(action(2, .edit, on: first, by: nil, body: "edited"))
+            try await store.append(action(3, .react, on: first, by: bob, emoji: "🎉"))
+            store.close()
+        }
+        let again = try SQLiteMessageStore(path: path)
+        defer { again.close() }
+        let current = try #require(try await again.message(withID: "m1", in: room))
+        #expect(current.body == "edited" && current.editCount == 1 && current.reactions.map(\.emoji) == ["🎉"])
+        #expect(try await again.messages(in: room, after: 0, limit: 10).map(\.action?.kind) == [nil, .edit, .react])
     }
 }

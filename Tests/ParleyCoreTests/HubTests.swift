@@ -514,3 +514,45 @@ final class HoldingInbox: Inbox {
         #expect(backlog.count == 5)
     }
 }
+
+/// The hub's history cache keeps actions by the stores' rule: a subscriber's snapshot (from
+/// memory) shows what a history page from the store shows, and its replay is the log.
+@Suite struct HubMessageActionTests {
+    func act(_ hub: Hub, _ kind: MessageAction.Kind, on target: Message, by sender: Member, body: JSONValue = .null,
+             emoji: String? = nil) throws -> Message {
+        let result = Mutex<Result<Message, ParleyError>?>(nil)
+        try hub.publish(body, to: target.room, from: sender,
+                        action: MessageAction(kind, target: MessageReference(id: target.id, offset: target.offset), emoji: emoji)) { outcome in
+            result.withLock { $0 = outcome }
+        }
+        return try #require(result.withLock { $0 }).get()
+    }
+
+    @Test(arguments: [1_000, 4])
+    func snapshotsShowTheCurrentStateAndReplayTheLog(historyCapacity: Int) throws {
+        var configuration = HubConfiguration()
+        configuration.historyCapacity = historyCapacity
+        let hub = Hub(configuration: configuration, store: InMemoryMessageStore())
+        let room = RoomKey(channel: "demo", room: "r")
+        try hub.subscribe(1, as: alice, to: room, inbox: RecordingInbox())
+        let first = try hub.publishNow("helo", to: room, from: alice)
+        let second = try hub.publishNow("secret", to: room, from: bob)
+        _ = try act(hub, .edit, on: first, by: alice, body: "hello")
+        _ = try act(hub, .react, on: first, by: bob, emoji: "👍")
+        _ = try act(hub, .edit, on: second, by: bob, body: "more secret")
+        _ = try act(hub, .delete, on: second, by: bob)
+        _ = try act(hub, .react, on: first, by: carol, emoji: "👍")
+
+        let inbox = RecordingInbox()
+        try hub.subscribe(2, as: carol, to: room, inbox: inbox, historyCount: 2, since: 0)
+        let snapshot = try #require(inbox.snapshots.last)
+        let stored = try hub.historyNow(of: room, limit: 2).messages
+        #expect(snapshot.history == stored, "memory and the store agree (capacity \(historyCapacity))")
+        #expect(snapshot.history.map(\.offset) == [1, 2])
+        #expect(snapshot.history[0].body == "hello" && snapshot.history[0].reactions.first?.count == 2)
+        #expect(snapshot.history[1].isDeleted)
+        #expect(snapshot.replay.map(\.offset) == Array(1...7), "the log, actions included")
+        #expect(snapshot.replay[0].body == "helo", "a replayed message is as it was sent")
+        #expect(snapshot.replay[4].isDeleted, "the edit of a deleted message lost its text")
+    }
+}

@@ -61,6 +61,62 @@ extension Result {
             == #"{"type":"history_message","room":"observable-room","message":"hi","id":"m-1","timestamp":1700000000,"client_id":"a1","offset":3,"index":0}"#)
     }
 
+    @Test func parsesMessageActions() {
+        #expect(parse(#"{"type":"reply","room":"r","message":"me too","reply_to":"m1","callback":1,"message_id":"c1"}"#)
+            == .success(.act(room: "r", .reply(to: "m1", body: "me too", messageID: "c1"), callback: 1)))
+        #expect(parse(#"{"type":"publish","room":"r","message":"me too","reply_to":"m1"}"#)
+            == .success(.act(room: "r", .reply(to: "m1", body: "me too", messageID: nil), callback: nil)), "a publish with reply_to")
+        #expect(parse(#"{"type":"publish","room":"r","message":"x","reply_to":null}"#)
+            == .success(.publish(room: "r", message: "x", callback: nil)))
+        #expect(parse(#"{"type":"edit","room":"r","target":"m1","message":{"text":"v2"},"callback":2}"#)
+            == .success(.act(room: "r", .edit("m1", body: ["text": "v2"]), callback: 2)))
+        #expect(parse(#"{"type":"delete","room":"r","target":"m1"}"#) == .success(.act(room: "r", .delete("m1"), callback: nil)))
+        #expect(parse(#"{"type":"react","room":"r","target":"m1","emoji":"👍"}"#)
+            == .success(.act(room: "r", .react("m1", emoji: "👍"), callback: nil)))
+        #expect(parse(#"{"type":"unreact","room":"r","target":"m1","emoji":"👍","callback":0}"#)
+            == .success(.act(room: "r", .unreact("m1", emoji: "👍"), callback: 0)))
+
+        #expect(parse(#"{"type":"reply","room":"r","message":"x","callback":3}"#)
+            == .failure(.init(callback: 3, isHandshake: false, message: "missing reply_to")))
+        #expect(parse(#"{"type":"reply","room":"r","message":"x","reply_to":7,"callback":3}"#)
+            == .failure(.init(callback: 3, isHandshake: false, message: "reply_to must be a string (a message id)")))
+        #expect(parse(#"{"type":"edit","room":"r","target":"m1","callback":4}"#)
+            == .failure(.init(callback: 4, isHandshake: false, message: "missing message")))
+        #expect(parse(#"{"type":"delete","room":"r","callback":5}"#)
+            == .failure(.init(callback: 5, isHandshake: false, message: "missing or non-string target (a message id)")))
+        #expect(parse(#"{"type":"react","room":"r","target":"m1","emoji":1,"callback":6}"#)
+            == .failure(.init(callback: 6, isHandshake: false, message: "missing or non-string emoji")))
+        #expect(parse(#"{"type":"unreact","target":"m1","emoji":"x","callback":7}"#)
+            == .failure(.init(callback: 7, isHandshake: false, message: "missing room")))
+    }
+
+    @Test func actionEventsAndCurrentStateCarryEveryField() throws {
+        let target = MessageReference(id: "m-1", offset: 3)
+        let edit = Message(id: "a-1", offset: 4, timestampMillis: 1_700_000_001_000, room: room, sender: alice, body: "hello",
+                           action: MessageAction(.edit, target: target))
+        #expect(text(try #require(NativeEncoding.eventJSON(.message(edit), in: room)))
+            == #"{"type":"edit","room":"observable-room","id":"a-1","target":"m-1","message":"hello","timestamp":1700000001,"client_id":"a1","offset":4}"#)
+        #expect(text(NativeEncoding.replayMessage(edit.tombstone))
+            == #"{"type":"edit","room":"observable-room","id":"a-1","target":"m-1","message":null,"deleted":true,"timestamp":1700000001,"client_id":"a1","offset":4}"#)
+        let react = Message(id: "a-2", offset: 5, timestampMillis: 1_700_000_002_000, room: room, sender: nil, body: .null,
+                            action: MessageAction(.react, target: target, emoji: "👍"))
+        #expect(text(try #require(NativeEncoding.eventJSON(.message(react), in: room)))
+            == #"{"type":"react","room":"observable-room","id":"a-2","target":"m-1","emoji":"👍","timestamp":1700000002,"offset":5}"#)
+        let delete = Message(id: "a-3", offset: 6, timestampMillis: 1_700_000_003_000, room: room, sender: alice, body: .null,
+                             action: MessageAction(.delete, target: target))
+        #expect(text(NativeEncoding.replayMessage(delete))
+            == #"{"type":"delete","room":"observable-room","id":"a-3","target":"m-1","timestamp":1700000003,"client_id":"a1","offset":6}"#)
+
+        let reactors = (1...12).map { Reactor(id: "r\($0)", name: "n\($0)") }
+        let current = Message(id: "m-2", offset: 7, timestampMillis: 1_700_000_000_000, room: room, sender: alice, body: "v2",
+                              replyTo: target, editedMillis: 1_700_000_009_500, editCount: 1,
+                              reactions: [Reaction(emoji: "👍", reactors: reactors)])
+        let names = (1...10).map { "\"n\($0)\"" }.joined(separator: ",")
+        #expect(text(NativeEncoding.historyMessage(current, index: 0))
+            == #"{"type":"history_message","room":"observable-room","message":"v2","id":"m-2","timestamp":1700000000,"client_id":"a1","offset":7,"index":0,"reply_to":"m-1","edited":1700000009,"reactions":[{"emoji":"👍","count":12,"names":["#
+               + names + "]}]}")
+    }
+
     @Test func membershipOnlyForObservableRooms() {
         #expect(text(NativeEncoding.eventJSON(.memberLeft(alice), in: room)!)
             == ##"{"type":"observable_member_leave","room":"observable-room","data":{"id":"a1","clientData":{"name":"alice","color":"#FF0000"}}}"##)

@@ -142,6 +142,7 @@ import ParleyCore
         let claims = try TokenVerifier(hmac: OpenSSLHMAC(), clock: clock).verify(token, secret: secret, channel: "chan", clientID: "me")
         let grant = try #require(claims.permission(for: "room-1"))
         #expect(!grant.publish && grant.subscribe && grant.history == 7)
+        #expect(!grant.moderate, "moderation is off unless asked for")
         #expect(claims.permission(for: "other") == nil)
         #expect(claims.data == ["name": "me"])
         #expect(claims.expiresMillis == clock.nowMillis() + 60_000)
@@ -157,6 +158,14 @@ import ParleyCore
         #expect(throws: Never.self) {
             try TokenCommand.run(arguments: ["--channel", "c", "--secret", short + "x", "--client", "x"])
         }
+    }
+
+    @Test func mintsAModeratorToken() throws {
+        let clock = ManualClock()
+        let token = try TokenCommand.run(arguments: ["--channel", "chan", "--secret", String(repeating: "k", count: 32), "--client", "me", "--moderate", "true"],
+                                         clock: clock)
+        let claims = try TokenVerifier(hmac: OpenSSLHMAC(), clock: clock).verify(token, secret: String(repeating: "k", count: 32), channel: "chan", clientID: "me")
+        #expect(claims.permission(for: "any-room")?.moderate == true)
     }
 
     @Test func refusesBadArguments() {

@@ -161,6 +161,10 @@ public final class FaultInjectingMessageStore: MessageStore {
         wrapped.deleteMessage(in: room, offset: offset, completion: completion)
     }
 
+    public func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        wrapped.message(withID: id, in: room, completion: completion)
+    }
+
     public func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         wrapped.enforceRetention(nowMillis: nowMillis, completion: completion)
     }

@@ -38,6 +38,9 @@ public final class GatedStore: MessageStore {
     public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         inner.deleteMessage(in: room, offset: offset, completion: completion)
     }
+    public func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        inner.message(withID: id, in: room, completion: completion)
+    }
     public func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         inner.enforceRetention(nowMillis: nowMillis, completion: completion)
     }

@@ -1,6 +1,8 @@
 /// What a command needs from a token's permissions.
 public enum AuthAction: Sendable {
     case subscribe, publish, history
+    /// Edit or delete another member's message (the token's `moderate`).
+    case moderate
 }
 
 /// One connection's standing in one channel: whether the channel requires a token, and the
@@ -63,6 +65,8 @@ public struct ChannelAccess: Sendable {
             if !permission.publish { return ("permission denied: the token does not allow publishing to room \"\(room)\"", 0) }
         case .history:
             if permission.history <= 0 { return ("permission denied: the token does not allow reading the history of room \"\(room)\"", 0) }
+        case .moderate:
+            if !permission.moderate { return ("permission denied: the token does not allow moderating room \"\(room)\"", 0) }
         }
         return (nil, permission.history)
     }

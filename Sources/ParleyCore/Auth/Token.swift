@@ -10,12 +10,16 @@ public struct RoomPermission: Sendable, Hashable {
     public let subscribe: Bool
     /// How many history messages a subscribe may ask for (0 = none).
     public let history: Int
+    /// Edit and delete other members' messages (Parley's `moderate`; an author needs none
+    /// for their own).
+    public let moderate: Bool
 
-    public init(pattern: RoomPattern, publish: Bool, subscribe: Bool, history: Int) {
+    public init(pattern: RoomPattern, publish: Bool, subscribe: Bool, history: Int, moderate: Bool = false) {
         self.pattern = pattern
         self.publish = publish
         self.subscribe = subscribe
         self.history = history
+        self.moderate = moderate
     }
 }
 
@@ -125,7 +129,8 @@ public struct TokenVerifier: Sendable {
             list.append(RoomPermission(pattern: pattern,
                                        publish: grant["publish"]?.boolValue ?? false,
                                        subscribe: grant["subscribe"]?.boolValue ?? false,
-                                       history: max(0, grant["history"]?.intValue ?? 0)))
+                                       history: max(0, grant["history"]?.intValue ?? 0),
+                                       moderate: grant["moderate"]?.boolValue ?? false))
         }
         return list
     }
@@ -133,12 +138,14 @@ public struct TokenVerifier: Sendable {
     /// Mints a token (for `parley token` and tests).
     public func mint(secret: String, channel: String, client: String, expiresAtSeconds: Int64,
                      permissions: [(pattern: String, publish: Bool, subscribe: Bool, history: Int)],
-                     data: JSONValue? = nil) -> String {
+                     data: JSONValue? = nil, moderating: Set<String> = []) -> String {
         let header: JSONValue = ["alg": "HS256", "typ": "JWT"]
         var grants = JSONObject()
         for p in permissions {
-            grants[p.pattern] = .object(["publish": .bool(p.publish), "subscribe": .bool(p.subscribe),
-                                         "history": .number(JSONNumber(p.history))])
+            var grant: JSONObject = ["publish": .bool(p.publish), "subscribe": .bool(p.subscribe),
+                                     "history": .number(JSONNumber(p.history))]
+            if moderating.contains(p.pattern) { grant["moderate"] = true }
+            grants[p.pattern] = .object(grant)
         }
         var payload: JSONObject = ["client": .string(client), "channel": .string(channel),
                                    "permissions": .object(grants), "exp": .number(JSONNumber(Int(expiresAtSeconds)))]

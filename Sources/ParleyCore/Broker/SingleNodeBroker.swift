@@ -174,8 +174,7 @@ public final class SingleNodeBroker: Broker {
         if let clientMessageID {
             state.forget(before: now - idempotencyWindowMillis)
             if let known = state.remembered[clientMessageID] {
-                let original = Message(id: known.id, offset: known.offset, timestampMillis: known.timestampMillis,
-                                       room: draft.room, sender: draft.sender, body: draft.body)
+                let original = draft.placed(id: known.id, offset: known.offset, timestampMillis: known.timestampMillis)
                 if known.waiters != nil {
                     state.remembered[clientMessageID]!.waiters!.append(completion)
                     return []
@@ -183,8 +182,7 @@ public final class SingleNodeBroker: Broker {
                 return [{ completion(.success(original)) }]
             }
         }
-        let message = Message(id: draft.id, offset: state.nextOffset, timestampMillis: now, room: draft.room,
-                              sender: draft.sender, body: draft.body)
+        let message = draft.placed(offset: state.nextOffset, timestampMillis: now)
         state.nextOffset += 1
         state.inFlight += 1
         if let clientMessageID {

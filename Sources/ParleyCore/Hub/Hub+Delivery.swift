@@ -32,7 +32,7 @@ extension Hub {
     /// follows; history and the delivered offset are the hub's own.
     func apply(_ event: RoomEvent, to state: inout NodeRoom.State) -> Bool {
         switch event {
-        case .message(let message) where Message.typingState(of: message.body) == nil:
+        case .message(let message) where !message.isEphemeral:
             guard message.offset > state.deliveredOffset else { return false }
             state.deliveredOffset = message.offset
             state.history.append(message)

@@ -115,23 +115,30 @@ public final class Hub: Sendable {
     /// gets its own message live, whichever node it is on. At most
     /// ``HubConfiguration/maxPublishesAwaitingJoin`` wait per session and room; a failed
     /// subscribe fails them through `whenStored`.
+    ///
+    /// With `replyTo` the message is a reply; with `action` it is an action on another message
+    /// of the room (docs/protocols.md, "Message actions"), stored and delivered in order like
+    /// a message. The hub checks no rule: the door's chat session does
+    /// (``message(withID:in:completion:)`` finds the target).
     @discardableResult
     public func publish(_ body: JSONValue, to key: RoomKey, from sender: Member?, session: SessionID? = nil,
-                        messageID: String? = nil,
+                        messageID: String? = nil, replyTo: MessageReference? = nil, action: MessageAction? = nil,
                         whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) throws(ParleyError) -> RoomBacklog? {
         let room = rooms.withLock { $0[key] }
         if let session, let room,
            try hold(session, in: room, { [self] failure in
                if let failure { whenStored?(.failure(failure)); return }
                do throws(ParleyError) {
-                   _ = try dispatch(body, to: key, from: sender, messageID: messageID, backlog: room.backlog, whenStored: whenStored)
+                   _ = try dispatch(body, to: key, from: sender, messageID: messageID, replyTo: replyTo, action: action,
+                                    backlog: room.backlog, whenStored: whenStored)
                } catch {
                    whenStored?(.failure(error))
                }
            }) {
             return room.backlog
         }
-        return try dispatch(body, to: key, from: sender, messageID: messageID, backlog: room?.backlog, whenStored: whenStored)
+        return try dispatch(body, to: key, from: sender, messageID: messageID, replyTo: replyTo, action: action,
+                            backlog: room?.backlog, whenStored: whenStored)
     }
 
     /// Parks `publish` with `session`'s subscribe to `room` while its join is on its way;
@@ -151,11 +158,13 @@ public final class Hub: Sendable {
         }
     }
 
-    private func dispatch(_ body: JSONValue, to key: RoomKey, from sender: Member?, messageID: String?, backlog: RoomBacklog?,
+    private func dispatch(_ body: JSONValue, to key: RoomKey, from sender: Member?, messageID: String?,
+                          replyTo: MessageReference?, action: MessageAction?, backlog: RoomBacklog?,
                           whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)?) throws(ParleyError) -> RoomBacklog? {
         let now = clock.nowMillis()
-        let message = Message(id: ids.next(), offset: 0, timestampMillis: now, room: key, sender: sender, body: body)
-        if let flag = Message.typingState(of: body) {
+        let message = Message(id: ids.next(), offset: 0, timestampMillis: now, room: key, sender: sender, body: body,
+                              replyTo: replyTo, action: action)
+        if action == nil, let flag = Message.typingState(of: body) {
             if let sender {
                 localTypists.withLock { typists in
                     _ = typists[key, default: TypingTracker(timeoutMillis: configuration.typingTimeoutMillis)]
@@ -253,6 +262,13 @@ public final class Hub: Sendable {
     public func storedHistory(of key: RoomKey, before offset: Int64? = nil, limit: Int,
                               completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         store.messages(in: key, before: offset, limit: limit, maxBytes: configuration.historyPageBytes, completion: completion)
+    }
+
+    /// The message `id` of `key` in its current state (nil when the room has no such message,
+    /// or retention dropped it; an action's id is no message), from the store: what a
+    /// session checks an action's rules against.
+    public func message(withID id: String, in key: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        store.message(withID: id, in: key, completion: completion)
     }
 
     /// The offset of a room's newest stored message (0 when none), from the store.

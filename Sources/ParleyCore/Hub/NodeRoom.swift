@@ -82,10 +82,12 @@ final class NodeRoom: Sendable {
 
         /// Whether memory holds the `historyCount` messages up to `historyEnd` and every
         /// delivered message after `offset`.
+        /// (Actions are log entries but not history messages: with some kept, the
+        /// `historyCount` messages may span more offsets.)
         func covers(historyCount: Int, endingAt historyEnd: Int64, after offset: Int64) -> Bool {
             let first = history.first?.offset ?? (deliveredOffset + 1)
             let wanted = min(Int64(historyCount), historyEnd)
-            return first <= offset + 1 && (wanted == 0 || first <= historyEnd - wanted + 1)
+            return first <= offset + 1 && (wanted == 0 || history.holds(Int(wanted), messagesThrough: historyEnd))
         }
 
         func tail(after offset: Int64) -> [Message] { offset >= deliveredOffset ? [] : history.after(offset) }

@@ -1,7 +1,13 @@
-/// A message published to a room.
+/// A message published to a room, or an action on one (``action``).
 /// A final class, not a struct: a message passes through many hands on its way (hub, broker,
 /// store queue, room history, every loop's delivery), and copying a reference is one retain
 /// where copying the value was one per field (strings, JSON, sender).
+///
+/// Two views of the same entry exist (docs/protocols.md, "Message actions"): as it was
+/// appended to the room's log (what a resume replays, the actions after it following in
+/// order), and in its current state (what history shows: the latest body with ``editedMillis``,
+/// a tombstone once deleted, its ``reactions``), made by applying every later action with
+/// ``applying(_:)``.
 public final class Message: Hashable, Sendable {
     /// Server-assigned id, unique within the process lifetime and across restarts.
     public let id: String
@@ -13,14 +19,29 @@ public final class Message: Hashable, Sendable {
     public let room: RoomKey
     /// Who sent it; nil for messages published by the server itself (REST).
     public let sender: Member?
-    /// The JSON body, exactly as sent (`null` once deleted).
+    /// The JSON body, exactly as sent (`null` once deleted); an edit's new body; `null` for the
+    /// other actions.
     public let body: JSONValue
-    /// The message was deleted (by an operator): it is a tombstone that keeps its place, id,
-    /// time and sender, without the body. History and resume show it as deleted.
+    /// The message was deleted (by an operator or its author): it is a tombstone that keeps
+    /// its place, id, time and sender, without the body. History and resume show it as
+    /// deleted. An edit of a deleted message is a tombstone too (its body was the text).
     public let isDeleted: Bool
+    /// The message this one answers (a reply: otherwise an ordinary message).
+    public let replyTo: MessageReference?
+    /// Set when this entry is an action on another message (edit, delete, react, unreact)
+    /// rather than a message: history pages leave it out, resume replays it.
+    public let action: MessageAction?
+    /// Current state: when the latest edit was made (nil: never edited).
+    public let editedMillis: Int64?
+    /// Current state: how many edits were applied.
+    public let editCount: Int
+    /// Current state: the reactions, in the order each emoji first came, each with every
+    /// reactor in order (doors show the count and the first ``Reaction/namesShown`` names).
+    public let reactions: [Reaction]
 
     public init(id: String, offset: Int64, timestampMillis: Int64, room: RoomKey, sender: Member?, body: JSONValue,
-                isDeleted: Bool = false) {
+                isDeleted: Bool = false, replyTo: MessageReference? = nil, action: MessageAction? = nil,
+                editedMillis: Int64? = nil, editCount: Int = 0, reactions: [Reaction] = []) {
         self.id = id
         self.offset = offset
         self.timestampMillis = timestampMillis
@@ -28,11 +49,18 @@ public final class Message: Hashable, Sendable {
         self.sender = sender
         self.body = isDeleted ? .null : body
         self.isDeleted = isDeleted
+        self.replyTo = replyTo
+        self.action = action
+        self.editedMillis = isDeleted ? nil : editedMillis
+        self.editCount = editCount
+        self.reactions = isDeleted ? [] : reactions
     }
 
     public static func == (lhs: Message, rhs: Message) -> Bool {
         lhs === rhs || (lhs.id == rhs.id && lhs.offset == rhs.offset && lhs.timestampMillis == rhs.timestampMillis
-            && lhs.room == rhs.room && lhs.sender == rhs.sender && lhs.body == rhs.body && lhs.isDeleted == rhs.isDeleted)
+            && lhs.room == rhs.room && lhs.sender == rhs.sender && lhs.body == rhs.body && lhs.isDeleted == rhs.isDeleted
+            && lhs.replyTo == rhs.replyTo && lhs.action == rhs.action && lhs.editedMillis == rhs.editedMillis
+            && lhs.editCount == rhs.editCount && lhs.reactions == rhs.reactions)
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -43,18 +71,35 @@ public final class Message: Hashable, Sendable {
         hasher.combine(sender)
         hasher.combine(body)
         hasher.combine(isDeleted)
+        hasher.combine(replyTo)
+        hasher.combine(action)
+        hasher.combine(editedMillis)
+        hasher.combine(editCount)
+        hasher.combine(reactions)
     }
 
-    /// This message as a tombstone: same id, offset, time and sender; no body.
+    /// This message as a tombstone: same id, offset, time, sender, reply and action; no body,
+    /// no edits shown, no reactions.
     public var tombstone: Message {
-        Message(id: id, offset: offset, timestampMillis: timestampMillis, room: room, sender: sender, body: .null, isDeleted: true)
+        Message(id: id, offset: offset, timestampMillis: timestampMillis, room: room, sender: sender, body: .null, isDeleted: true,
+                replyTo: replyTo, action: action, editCount: editCount)
     }
+
+    /// This message (reply and action included) with the id, offset and time the broker gave it.
+    public func placed(id: String? = nil, offset: Int64, timestampMillis: Int64? = nil) -> Message {
+        Message(id: id ?? self.id, offset: offset, timestampMillis: timestampMillis ?? self.timestampMillis, room: room, sender: sender,
+                body: body, isDeleted: isDeleted, replyTo: replyTo, action: action, editedMillis: editedMillis, editCount: editCount,
+                reactions: reactions)
+    }
+
+    /// Whether this entry is an action on another message rather than a message.
+    public var isAction: Bool { action != nil }
 
     /// Unix seconds, as Scaledrone clients expect in `timestamp`.
     public var timestampSeconds: Int64 { timestampMillis / 1000 }
 
     /// A `{"typing": bool}` body: delivered live, never stored.
-    public var isEphemeral: Bool { Message.typingState(of: body) != nil }
+    public var isEphemeral: Bool { action == nil && Message.typingState(of: body) != nil }
 
     /// Whether a body is ephemeral (a typing signal): delivered, never stored.
     public static func isEphemeral(_ body: JSONValue) -> Bool { typingState(of: body) != nil }

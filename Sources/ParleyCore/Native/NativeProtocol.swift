@@ -37,6 +37,20 @@ public enum NativeProtocol {
         // a history page ←
         public static let messages = "messages"
         public static let hasMore = "has_more"
+        // message actions, both ways (docs/protocols.md, "Message actions")
+        /// A reply's target id (`reply` →, and a replied message ←).
+        public static let replyTo = "reply_to"
+        /// The id of the message an action acts on.
+        public static let target = "target"
+        public static let emoji = "emoji"
+        /// A message's latest edit (Unix seconds), in history.
+        public static let edited = "edited"
+        /// A message's reactions, in history: `[{emoji, count, names}]`.
+        public static let reactions = "reactions"
+        /// The first reactors' names of one reaction.
+        public static let names = "names"
+        /// The stable code of a refused action.
+        public static let code = "code"
         // observable_* and room_closed ←
         public static let data = "data"
         public static let truncated = "truncated"
@@ -57,6 +71,12 @@ public enum NativeProtocol {
         /// Also server → client: a room message, live or replayed.
         public static let publish = "publish"
         public static let history = "history"
+        // message actions: commands, and (but `reply`, pushed as a `publish`) their events
+        public static let reply = "reply"
+        public static let edit = "edit"
+        public static let delete = "delete"
+        public static let react = "react"
+        public static let unreact = "unreact"
         // server → client
         public static let historyMessage = "history_message"
         public static let messageDeleted = "message_deleted"

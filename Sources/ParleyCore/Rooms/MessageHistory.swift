@@ -2,7 +2,10 @@ import Synchronization
 
 /// The most recent messages of a room, bounded by count and by bytes (per room, and against
 /// a budget shared by every room of the server): the oldest go first. Always contiguous: it
-/// holds every message from its first offset to its last.
+/// holds every log entry from its first offset to its last, actions included, as they were
+/// appended (what a resume replays), and beside them the current state of every kept
+/// message an action changed (what history shows), kept by the rule the stores follow
+/// (``Message/applying(_:)``).
 public struct MessageHistory: Sendable {
     public let capacity: Int
     /// Most bytes (``Message/approximateSize``) this room's cache holds.
@@ -12,6 +15,10 @@ public struct MessageHistory: Sendable {
     private var sizes: [Int] = []
     private var start = 0
     public private(set) var bytes = 0
+    /// The current state of kept messages that actions changed, by offset.
+    private var current: [Int64: Message] = [:]
+    /// Action entries kept (history pages skip them).
+    private var actions = 0
 
     public init(capacity: Int, maxBytes: Int = .max, budget: HistoryBudget? = nil) {
         precondition(capacity >= 0 && maxBytes >= 0)
@@ -25,6 +32,7 @@ public struct MessageHistory: Sendable {
 
     public mutating func append(_ message: Message) {
         guard capacity > 0 else { return }
+        if let action = message.action { apply(message, to: action.target.offset) }
         let size = message.approximateSize
         guard size <= maxBytes else { removeAll(); return }
         if let budget, !budget.reserve(size) {
@@ -36,6 +44,7 @@ public struct MessageHistory: Sendable {
         messages.append(message)
         sizes.append(size)
         bytes += size
+        if message.isAction { actions += 1 }
         while count > capacity || bytes > maxBytes { dropFirst() }
         if start > 64 && start * 2 > messages.count {
             messages.removeFirst(start)
@@ -47,7 +56,29 @@ public struct MessageHistory: Sendable {
     private mutating func dropFirst() {
         bytes -= sizes[start]
         budget?.release(sizes[start])
+        if messages[start].isAction { actions -= 1 }
+        current[messages[start].offset] = nil
         start += 1
+    }
+
+    /// Applies an action to its target when kept: a delete as ``markDeleted(_:)``, any other
+    /// into the target's current state (its bytes counted with the target's).
+    private mutating func apply(_ entry: Message, to target: Int64) {
+        guard entry.action?.kind != .delete else { markDeleted(target); return }
+        guard let index = index(of: target), !messages[index].isDeleted, !messages[index].isAction else { return }
+        let state = (current[target] ?? messages[index]).applying(entry)
+        current[target] = state
+        let size = messages[index].approximateSize + state.approximateSize
+        let grown = size - sizes[index]
+        sizes[index] = size
+        bytes += grown
+        if grown > 0 { budget?.force(grown) } else { budget?.release(-grown) }
+    }
+
+    private func index(of offset: Int64) -> Int? {
+        let index = messages[start...].partitionPoint { $0.offset < offset }
+        guard index < messages.count, messages[index].offset == offset else { return nil }
+        return index
     }
 
     /// Forgets everything (giving its bytes back to the budget).
@@ -56,14 +87,22 @@ public struct MessageHistory: Sendable {
         bytes = 0
         messages.removeAll()
         sizes.removeAll()
+        current.removeAll()
+        actions = 0
         start = 0
     }
 
-    /// Replaces the kept message at `offset` (if any) by its tombstone, giving back the bytes
-    /// its body held.
+    /// Replaces the kept message at `offset` (if any) by its tombstone, and the kept edits of
+    /// it too (they hold its text), giving back the bytes their bodies held.
     public mutating func markDeleted(_ offset: Int64) {
-        let index = messages[start...].partitionPoint { $0.offset < offset }
-        guard index < messages.count, messages[index].offset == offset, !messages[index].isDeleted else { return }
+        guard let index = index(of: offset), !messages[index].isDeleted else { return }
+        current[offset] = nil
+        tombstone(at: index)
+        guard actions > 0 else { return }
+        for later in (index + 1)..<messages.count where messages[later].carriesText(of: offset) { tombstone(at: later) }
+    }
+
+    private mutating func tombstone(at index: Int) {
         let tombstone = messages[index].tombstone
         let freed = sizes[index] - tombstone.approximateSize
         messages[index] = tombstone
@@ -74,13 +113,33 @@ public struct MessageHistory: Sendable {
         }
     }
 
-    /// All kept messages, oldest first.
+    /// All kept log entries as appended, oldest first.
     public var all: [Message] { Array(messages[start...]) }
 
-    /// The newest `count` messages, oldest first.
+    /// The newest `count` log entries, oldest first.
     public func latest(_ count: Int) -> [Message] {
         let n = max(0, min(count, self.count))
         return Array(messages.suffix(n))
+    }
+
+    /// The kept message at `offset` in its current state (nil when not kept, or an action).
+    public func message(at offset: Int64) -> Message? {
+        guard let index = index(of: offset), !messages[index].isAction else { return nil }
+        return current[offset] ?? messages[index]
+    }
+
+    /// Whether this cache holds the `count` newest messages (actions not counted) up to
+    /// `offset`, or every one there is (it starts at the room's first offset).
+    public func holds(_ count: Int, messagesThrough offset: Int64) -> Bool {
+        guard let first else { return false }
+        if first.offset <= 1 || count == 0 { return true }
+        guard actions > 0 else { return first.offset <= offset - Int64(count) + 1 }
+        var found = 0
+        for index in stride(from: messages.count - 1, through: start, by: -1) where messages[index].offset <= offset {
+            if !messages[index].isAction { found += 1 }
+            if found >= count { return true }
+        }
+        return false
     }
 
     /// Messages with an offset greater than `offset`, oldest first, at most `limit`.
@@ -90,9 +149,10 @@ public struct MessageHistory: Sendable {
     }
 
     /// Up to `limit` messages with an offset below `offset` (newest `limit` of them), oldest
-    /// first, and of those the newest that fit in `maxBytes` (at least one; see
-    /// ``MessagePage/firstFitting(_:maxBytes:size:)``).
+    /// first, in their current state (actions are not listed), and of those the newest that
+    /// fit in `maxBytes` (at least one; see ``MessagePage/firstFitting(_:maxBytes:size:)``).
     public func before(_ offset: Int64, limit: Int, maxBytes: Int = .max) -> [Message] {
+        guard actions == 0 && current.isEmpty else { return currentBefore(offset, limit: limit, maxBytes: maxBytes) }
         let end = messages[start...].partitionPoint { $0.offset < offset }
         let counted = max(start, end - max(0, limit))
         guard maxBytes != .max else { return Array(messages[counted..<end]) }
@@ -106,6 +166,22 @@ public struct MessageHistory: Sendable {
             first -= 1
         }
         return Array(messages[first..<end])
+    }
+
+    /// ``before(_:limit:maxBytes:)`` once actions are kept: walks back over them.
+    private func currentBefore(_ offset: Int64, limit: Int, maxBytes: Int) -> [Message] {
+        var index = messages[start...].partitionPoint { $0.offset < offset }
+        var page: [Message] = []
+        var bytes = 0
+        while index > start && page.count < limit {
+            index -= 1
+            guard !messages[index].isAction else { continue }
+            let grown = bytes + sizes[index]
+            if !page.isEmpty && grown > maxBytes { break }
+            bytes = grown
+            page.append(current[messages[index].offset] ?? messages[index])
+        }
+        return page.reversed()
     }
 }
 
@@ -129,12 +205,23 @@ public final class HistoryBudget: Sendable {
     }
 
     func release(_ bytes: Int) { used.subtract(bytes, ordering: .relaxed) }
+
+    /// Takes `bytes` even past the limit (a kept message's state grew; the next append that
+    /// does not fit starts the room over).
+    func force(_ bytes: Int) { used.add(bytes, ordering: .relaxed) }
 }
 
 extension Message {
     /// About how many bytes the message takes in memory.
     public var approximateSize: Int {
-        96 + id.utf8.count + body.approximateSize
+        var size = 96 + id.utf8.count + body.approximateSize
             + (sender.map { 32 + $0.id.utf8.count + ($0.clientData?.approximateSize ?? 0) + ($0.authData?.approximateSize ?? 0) } ?? 0)
+        if let replyTo { size += 24 + replyTo.id.utf8.count }
+        if let action { size += 32 + action.target.id.utf8.count + (action.emoji?.utf8.count ?? 0) }
+        for reaction in reactions {
+            size += 32 + reaction.emoji.utf8.count
+            for reactor in reaction.reactors { size += 32 + reactor.id.utf8.count + reactor.name.utf8.count }
+        }
+        return size
     }
 }

@@ -4,9 +4,51 @@ import Synchronization
 /// survives the process. Retention by count is applied at each append, by age on demand.
 public final class InMemoryMessageStore: MessageStore {
     private struct Log {
+        /// Every entry as appended (deleted messages and their edits as tombstones).
         var messages: [Message] = []
         var clientIDs: [Int64: String] = [:]
         var lastOffset: Int64 = 0
+        /// The current state of messages that actions changed, by offset.
+        var current: [Int64: Message] = [:]
+        /// Offsets of the kept messages (not actions), by id.
+        var offsets: [String: Int64] = [:]
+
+        func index(of offset: Int64) -> Int? {
+            let index = messages.partitionPoint { $0.offset < offset }
+            return index < messages.count && messages[index].offset == offset ? index : nil
+        }
+
+        /// The kept message at `index` in its current state.
+        func state(at index: Int) -> Message { current[messages[index].offset] ?? messages[index] }
+
+        /// Applies an action entry to its target (before the entry is appended).
+        mutating func apply(_ entry: Message) {
+            guard let action = entry.action, let index = index(of: action.target.offset), !messages[index].isAction else { return }
+            if action.kind == .delete {
+                delete(at: index)
+            } else {
+                current[action.target.offset] = state(at: index).applying(entry)
+            }
+        }
+
+        /// The message at `index` and the edits of it become tombstones.
+        mutating func delete(at index: Int) {
+            let offset = messages[index].offset
+            messages[index] = messages[index].tombstone
+            current[offset] = nil
+            for later in (index + 1)..<messages.count where messages[later].carriesText(of: offset) {
+                messages[later] = messages[later].tombstone
+            }
+        }
+
+        mutating func dropFirst(_ count: Int) {
+            for dropped in messages.prefix(count) {
+                clientIDs[dropped.offset] = nil
+                current[dropped.offset] = nil
+                if !dropped.isAction { offsets[dropped.id] = nil }
+            }
+            messages.removeFirst(count)
+        }
     }
     public let retention: StoreRetention
     private let rooms = Mutex<[RoomKey: Log]>([:])
@@ -22,12 +64,13 @@ public final class InMemoryMessageStore: MessageStore {
             guard message.offset == log.lastOffset + 1 else {
                 return .failure(ParleyError(.conflict, "offset \(message.offset) does not follow \(log.lastOffset) in \(message.room)"))
             }
+            log.apply(message)
             log.messages.append(message)
+            if !message.isAction { log.offsets[message.id] = message.offset }
             log.lastOffset = message.offset
             if let clientMessageID { log.clientIDs[message.offset] = clientMessageID }
             if let keep = retention.policy(for: message.room.channel).maxMessagesPerRoom, log.messages.count > keep {
-                for dropped in log.messages.prefix(log.messages.count - keep) { log.clientIDs[dropped.offset] = nil }
-                log.messages.removeFirst(log.messages.count - keep)
+                log.dropFirst(log.messages.count - keep)
             }
             rooms[message.room] = log
             return .success(())
@@ -59,21 +102,34 @@ public final class InMemoryMessageStore: MessageStore {
                          completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         let page = rooms.withLock { rooms -> MessagePage in
             guard let log = rooms[room], limit > 0 else { return MessagePage(messages: [], hasMore: false) }
-            let end = before.map { bound in log.messages.partitionPoint { $0.offset < bound } } ?? log.messages.count
-            let counted = max(0, end - limit)
-            let start = MessagePage.firstFitting(log.messages[counted..<end], maxBytes: maxBytes, size: \.approximateSize)
-            return MessagePage(messages: Array(log.messages[start..<end]), hasMore: start > 0)
+            var index = before.map { bound in log.messages.partitionPoint { $0.offset < bound } } ?? log.messages.count
+            // Messages only, in their current state; actions are walked over.
+            var counted: [Message] = []
+            while index > 0 && counted.count < limit {
+                index -= 1
+                if !log.messages[index].isAction { counted.append(log.state(at: index)) }
+            }
+            counted.reverse()
+            let start = MessagePage.firstFitting(counted, maxBytes: maxBytes, size: \.approximateSize)
+            let olderKept = start > 0 || log.messages[..<index].contains { !$0.isAction }
+            return MessagePage(messages: Array(counted[start...]), hasMore: olderKept)
         }
         completion(.success(page))
     }
 
     public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         let found = rooms.withLock { rooms -> Bool in
-            guard let messages = rooms[room]?.messages else { return false }
-            let index = messages.partitionPoint { $0.offset < offset }
-            guard index < messages.count, messages[index].offset == offset else { return false }
-            rooms[room]!.messages[index] = messages[index].tombstone
+            guard let index = rooms[room]?.index(of: offset), !rooms[room]!.messages[index].isAction else { return false }
+            rooms[room]!.delete(at: index)
             return true
+        }
+        completion(.success(found))
+    }
+
+    public func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        let found = rooms.withLock { rooms -> Message? in
+            guard let log = rooms[room], let offset = log.offsets[id], let index = log.index(of: offset) else { return nil }
+            return log.state(at: index)
         }
         completion(.success(found))
     }
@@ -84,8 +140,7 @@ public final class InMemoryMessageStore: MessageStore {
                 for key in rooms.keys {
                     guard let age = retention.policy(for: key.channel).maxAgeMillis else { continue }
                     let cut = rooms[key]!.messages.partitionPoint { $0.timestampMillis < nowMillis - age }
-                    for dropped in rooms[key]!.messages.prefix(cut) { rooms[key]!.clientIDs[dropped.offset] = nil }
-                    rooms[key]!.messages.removeFirst(cut)
+                    rooms[key]!.dropFirst(cut)
                 }
             }
         }

@@ -128,6 +128,14 @@ public struct StoreRetention: Sendable, Equatable {
 ///   with `.success` means the message survives a crash of the process.
 /// - Reads see every append whose completion has run.
 /// - ``deleteMessage(in:offset:completion:)`` leaves a tombstone in place: offsets stay 1…n.
+/// - Actions (``Message/action``: edit, delete, react, unreact) are appended like messages,
+///   and the same append applies the action to its target's current state
+///   (``Message/applying(_:)``; a delete as ``deleteMessage(in:offset:completion:)``), all of
+///   it or none. An action whose target the room does not have (any more) changes nothing.
+/// - `messages(in:after:…)` (a resume) returns the log: every entry as it was appended,
+///   actions included, except that deleted messages and the edits of them are tombstones.
+///   `messages(in:before:…)` (history) returns messages only, each in its current state;
+///   `limit` counts messages, and `hasMore` says whether an older message is kept.
 public protocol MessageStore: AnyObject, Sendable {
     /// Stores `message` (never an ephemeral one), remembering `clientMessageID` for retries.
     func append(_ message: Message, clientMessageID: String?,
@@ -164,6 +172,11 @@ public protocol MessageStore: AnyObject, Sendable {
     /// already), `false` when it never had one or retention dropped it. Applied in call order
     /// with appends.
     func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void)
+
+    /// The message `id` of `room` in its current state; nil when the room has none (never had,
+    /// retention dropped it, or `id` is an action's). A store that keeps no actions fails
+    /// with `.unavailable`, saying so: nothing can then reply, edit, delete or react.
+    func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void)
 
     /// Drops what the retention policy no longer keeps (stores also do it on their own in
     /// the background); offsets are never reused.
@@ -232,6 +245,13 @@ extension MessageStore {
     public func deleteMessage(in room: RoomKey, offset: Int64) async throws(ParleyError) -> Bool {
         let result = await withCheckedContinuation { continuation in
             deleteMessage(in: room, offset: offset) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    public func message(withID id: String, in room: RoomKey) async throws(ParleyError) -> Message? {
+        let result = await withCheckedContinuation { continuation in
+            message(withID: id, in: room) { continuation.resume(returning: $0) }
         }
         return try result.get()
     }

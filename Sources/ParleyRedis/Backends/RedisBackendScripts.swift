@@ -8,17 +8,108 @@
 public enum RedisBackendScripts {
     /// Every script, for ``RedisConfiguration/scriptsToLoad``.
     public static let all: [RedisScript] = [append, trim, loadRoom, addMember, removeMember, reapMembers, listMembers, renewLease,
-                                            expiredLeases, deleteMessage, readRange]
+                                            expiredLeases, deleteMessage, readRange, readHistory, findMessage]
+
+    /// Lua shared by the scripts that keep messages' state (``RoomKeys/state``).
+    ///
+    /// - `forget(state, entry)`: a stream entry retention drops takes its state and id along.
+    /// - `tombstone(state, deleted, o)`: message `o` and its edits read as tombstones, its
+    ///   state goes.
+    /// - `current(stream, deleted, state, entry)`: `{entry id, record, deleted 0/1, latest
+    ///   body, edit count, edit time, reactions}` of a message entry (`""` for no state).
+    static let stateFunctions = """
+        local function forget(state, entry)
+          local o = string.match(entry[1], '^(%d+)')
+          local fields = entry[2]
+          for i = 1, #fields, 2 do
+            if fields[i] == 'i' then redis.call('HDEL', state, 'i:' .. fields[i + 1]) end
+          end
+          redis.call('HDEL', state, 'b:' .. o, 't:' .. o, 'n:' .. o, 'e:' .. o, 'r:' .. o)
+        end
+        local function tombstone(state, deleted, o)
+          redis.call('SADD', deleted, o)
+          local edits = redis.call('HGET', state, 'e:' .. o)
+          if edits then
+            for e in string.gmatch(edits, '%d+') do redis.call('SADD', deleted, e) end
+          end
+          redis.call('HDEL', state, 'b:' .. o, 't:' .. o, 'n:' .. o, 'r:' .. o, 'e:' .. o)
+        end
+        local function isAction(entry)
+          local fields = entry[2]
+          for i = 1, #fields, 2 do if fields[i] == 'k' then return true end end
+          return false
+        end
+        local function current(deleted, state, entry)
+          local o = string.match(entry[1], '^(%d+)')
+          local fields = entry[2]
+          local record = ''
+          for i = 1, #fields, 2 do if fields[i] == 'd' then record = fields[i + 1] end end
+          if redis.call('SISMEMBER', deleted, o) == 1 then return {entry[1], record, 1, '', '', '', ''} end
+          local values = redis.call('HMGET', state, 'b:' .. o, 'n:' .. o, 't:' .. o, 'r:' .. o)
+          for i = 1, 4 do if not values[i] then values[i] = '' end end
+          return {entry[1], record, 0, values[1], values[2], values[3], values[4]}
+        end
+        """
+
+    /// A message of a room by id, in its current state.
+    ///
+    /// KEYS: stream, deleted offsets, state. ARGV: message id.
+    /// Returns `{}` when the room has no such message, else `{item}` (as `current`).
+    public static let findMessage = RedisScript(stateFunctions + "\n" + """
+        local o = redis.call('HGET', KEYS[3], 'i:' .. ARGV[1])
+        if not o then return {} end
+        local found = redis.call('XRANGE', KEYS[1], o .. '-0', o .. '-0')
+        if #found == 0 or isAction(found[1]) then return {} end
+        return {current(KEYS[2], KEYS[3], found[1])}
+        """)
+
+    /// A page of history: the newest messages (actions walked over) up to an offset, each in
+    /// its current state, at most `max bytes` of them.
+    ///
+    /// KEYS: stream, deleted offsets, state. ARGV: end (`+` or an offset, inclusive), most
+    /// messages, max bytes (0: no limit; the first is always kept, each counts 96 plus its
+    /// record and state bytes).
+    /// Returns `{items newest first (as `current`), 1 when messages were left out for bytes}`.
+    public static let readHistory = RedisScript(stateFunctions + "\n" + """
+        local want = tonumber(ARGV[2])
+        local budget = tonumber(ARGV[3])
+        local out = {}
+        local used = 0
+        local cut = 0
+        local cursor = ARGV[1]
+        while #out < want do
+          local entries = redis.call('XREVRANGE', KEYS[1], cursor, '-', 'COUNT', 100)
+          if #entries == 0 then break end
+          for _, entry in ipairs(entries) do
+            if not isAction(entry) then
+              local item = current(KEYS[2], KEYS[3], entry)
+              local size = 96 + #item[2] + #item[4] + #item[7]
+              if budget > 0 and #out > 0 and used + size > budget then
+                cut = 1
+                break
+              end
+              used = used + size
+              out[#out + 1] = item
+              if #out >= want then break end
+            end
+          end
+          if cut == 1 or #entries < 100 then break end
+          cursor = '(' .. entries[#entries][1]
+        end
+        return {out, cut}
+        """)
 
     /// Marks a stored message deleted (it reads as a tombstone from then on).
     ///
-    /// KEYS: stream, deleted offsets. ARGV: offset.
+    /// KEYS: stream, deleted offsets, state. ARGV: offset.
     /// Returns 1 when the room still holds a message at that offset (deleted before or
-    /// now), 0 when it holds none (never stored, or dropped by retention).
-    public static let deleteMessage = RedisScript("""
+    /// now), 0 when it holds none (never stored, dropped by retention, or an action there).
+    /// The message's edits become tombstones too.
+    public static let deleteMessage = RedisScript(stateFunctions + "\n" + """
         local id = ARGV[1] .. '-0'
-        if #redis.call('XRANGE', KEYS[1], id, id) == 0 then return 0 end
-        redis.call('SADD', KEYS[2], ARGV[1])
+        local found = redis.call('XRANGE', KEYS[1], id, id)
+        if #found == 0 or isAction(found[1]) then return 0 end
+        tombstone(KEYS[3], KEYS[2], ARGV[1])
         return 1
         """)
 
@@ -59,10 +150,17 @@ public enum RedisBackendScripts {
     /// Appends a message to a room: the publish of ``RedisBroker`` and the `append` of
     /// ``RedisMessageStore``.
     ///
-    /// KEYS: offset, stream, client ids, client id times.
+    /// KEYS: offset, stream, client ids, client id times, state, deleted offsets.
     /// ARGV: record, timestamp ms, client message id (`""`: none), message id, idempotency
     /// window ms, max messages kept (0: all), max age ms (0: forever), channel to publish on
-    /// (`""`: none), expected offset (0: the next one; else the append must have exactly it).
+    /// (`""`: none), expected offset (0: the next one; else the append must have exactly it),
+    /// action kind (`""`: a message), target offset, emoji, reactor id, reactor name, the
+    /// edit's body (JSON text).
+    ///
+    /// A message's id is indexed (`i:ID`); an action is applied to its target's state in the
+    /// same script, by the rule of `Message.applying` (edit: body, time and count; delete:
+    /// tombstones for it and its edits; react/unreact: once per reactor and emoji), unless
+    /// the target is gone, deleted, or an action. Entries retention drops take their state.
     ///
     /// Returns `{1, offset}` (stored), `{0, "offset timestamp id"}` (a retry of a known client
     /// message id: nothing written), `{-1, last offset}` (the expected offset does not follow),
@@ -72,7 +170,45 @@ public enum RedisBackendScripts {
     /// `PX`), so a room's recent client message ids can be listed (``RedisMessageStore``'s
     /// `loadRoom`/`recover`); expired ones are dropped a hundred at a time by each publish, and
     /// both keys expire a window after the room's last publish with an id.
-    public static let append = RedisScript("""
+    public static let append = RedisScript(stateFunctions + "\n" + """
+        local function apply(offset)
+          local kind, t = ARGV[10], ARGV[11]
+          local found = redis.call('XRANGE', KEYS[2], t .. '-0', t .. '-0')
+          if #found == 0 or isAction(found[1]) or redis.call('SISMEMBER', KEYS[6], t) == 1 then return end
+          local state = KEYS[5]
+          if kind == 'edit' then
+            redis.call('HSET', state, 'b:' .. t, ARGV[15], 't:' .. t, ARGV[2])
+            redis.call('HINCRBY', state, 'n:' .. t, 1)
+            local edits = redis.call('HGET', state, 'e:' .. t)
+            if edits then edits = edits .. ' ' .. offset else edits = offset end
+            redis.call('HSET', state, 'e:' .. t, edits)
+          elseif kind == 'delete' then
+            tombstone(state, KEYS[6], t)
+          else
+            local emoji, rid = ARGV[12], ARGV[13]
+            local raw = redis.call('HGET', state, 'r:' .. t)
+            local list = {}
+            if raw then list = cjson.decode(raw) end
+            local index = nil
+            for i, reaction in ipairs(list) do if reaction[1] == emoji then index = i end end
+            if kind == 'react' then
+              if index == nil then
+                table.insert(list, {emoji, {{rid, ARGV[14]}}})
+              else
+                for _, reactor in ipairs(list[index][2]) do if reactor[1] == rid then return end end
+                table.insert(list[index][2], {rid, ARGV[14]})
+              end
+            else
+              if index == nil then return end
+              local at = nil
+              for i, reactor in ipairs(list[index][2]) do if reactor[1] == rid then at = i end end
+              if at == nil then return end
+              table.remove(list[index][2], at)
+              if #list[index][2] == 0 then table.remove(list, index) end
+            end
+            if #list == 0 then redis.call('HDEL', state, 'r:' .. t) else redis.call('HSET', state, 'r:' .. t, cjson.encode(list)) end
+          end
+        end
         local now = tonumber(ARGV[2])
         local cmid = ARGV[3]
         local window = tonumber(ARGV[5])
@@ -94,18 +230,32 @@ public enum RedisBackendScripts {
         local last = tonumber(redis.call('GET', KEYS[1]) or '0')
         local offset = last + 1
         if expected > 0 and expected ~= offset then return {-1, last} end
-        local added = redis.pcall('XADD', KEYS[2], string.format('%d', offset) .. '-0', 'd', ARGV[1], 't', ARGV[2])
+        local kind = ARGV[10] or ''
+        local tag, tagValue = 'i', ARGV[4]
+        if kind ~= '' then tag, tagValue = 'k', kind end
+        local added = redis.pcall('XADD', KEYS[2], string.format('%d', offset) .. '-0', 'd', ARGV[1], 't', ARGV[2], tag, tagValue)
         if type(added) == 'table' and added.err then
           local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
           if #top == 0 or expected > 0 then
             return {-2, 'the stream ' .. KEYS[2] .. ' is ahead of its offset counter: ' .. added.err}
           end
           offset = tonumber(string.match(top[1][1], '^(%d+)')) + 1
-          redis.call('XADD', KEYS[2], string.format('%d', offset) .. '-0', 'd', ARGV[1], 't', ARGV[2])
+          redis.call('XADD', KEYS[2], string.format('%d', offset) .. '-0', 'd', ARGV[1], 't', ARGV[2], tag, tagValue)
         end
         redis.call('SET', KEYS[1], string.format('%d', offset))
+        if kind == '' then
+          redis.call('HSET', KEYS[5], 'i:' .. ARGV[4], string.format('%d', offset))
+        else
+          apply(string.format('%d', offset))
+        end
         local maxCount = tonumber(ARGV[6])
-        if maxCount > 0 then redis.call('XTRIM', KEYS[2], 'MAXLEN', maxCount) end
+        if maxCount > 0 then
+          local length = redis.call('XLEN', KEYS[2])
+          if length > maxCount then
+            for _, entry in ipairs(redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', length - maxCount)) do forget(KEYS[5], entry) end
+            redis.call('XTRIM', KEYS[2], 'MAXLEN', maxCount)
+          end
+        end
         local maxAge = tonumber(ARGV[7])
         if maxAge > 0 then
           local cutoff = now - maxAge
@@ -120,7 +270,13 @@ public enum RedisBackendScripts {
           if keep == nil and #head > 0 then
             keep = string.format('%d', tonumber(string.match(head[#head][1], '^(%d+)')) + 1)
           end
-          if keep ~= nil and #head > 0 and keep ~= head[1][1] then redis.call('XTRIM', KEYS[2], 'MINID', keep) end
+          if keep ~= nil and #head > 0 and keep ~= head[1][1] then
+            for _, entry in ipairs(head) do
+              if entry[1] == keep then break end
+              forget(KEYS[5], entry)
+            end
+            redis.call('XTRIM', KEYS[2], 'MINID', keep)
+          end
         end
         if cmid ~= '' then
           redis.call('HSET', KEYS[3], cmid, string.format('%d', offset) .. ' ' .. ARGV[2] .. ' ' .. ARGV[4])
@@ -136,12 +292,25 @@ public enum RedisBackendScripts {
 
     /// Applies a room's retention: keeps at most a count, drops what is older than an age.
     ///
-    /// KEYS: stream. ARGV: max messages (0: all), max age ms (0: forever), now (ms).
+    /// KEYS: stream, state. ARGV: max messages (0: all), max age ms (0: forever), now (ms).
     /// Returns 1 when more old messages may remain (it scans at most 10,000 per call).
-    public static let trim = RedisScript("""
+    /// Entries it drops take their state along.
+    public static let trim = RedisScript(stateFunctions + "\n" + """
         local maxCount = tonumber(ARGV[1])
         local maxAge = tonumber(ARGV[2])
-        if maxCount > 0 then redis.call('XTRIM', KEYS[1], 'MAXLEN', maxCount) end
+        if maxCount > 0 then
+          local length = redis.call('XLEN', KEYS[1])
+          if length > maxCount then
+            local excess = length - maxCount
+            while excess > 0 do
+              local batch = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', math.min(excess, 1000))
+              if #batch == 0 then break end
+              for _, entry in ipairs(batch) do forget(KEYS[2], entry) end
+              redis.call('XTRIM', KEYS[1], 'MINID', string.format('%d', tonumber(string.match(batch[#batch][1], '^(%d+)')) + 1))
+              excess = excess - #batch
+            end
+          end
+        end
         if maxAge <= 0 then return 0 end
         local cutoff = tonumber(ARGV[3]) - maxAge
         local start = '-'
@@ -156,6 +325,7 @@ public enum RedisBackendScripts {
             local t = nil
             for i = 1, #fields, 2 do if fields[i] == 't' then t = tonumber(fields[i + 1]) end end
             if t == nil or t >= cutoff then young = entry[1] break end
+            forget(KEYS[2], entry)
           end
           if young ~= nil then keep = young more = 0 break end
           keep = string.format('%d', tonumber(string.match(entries[#entries][1], '^(%d+)')) + 1)

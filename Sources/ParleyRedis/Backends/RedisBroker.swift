@@ -136,15 +136,13 @@ public final class RedisBroker: Broker {
             switch parts.first?.int {
             case 1:
                 guard parts.count > 1, let offset = parts[1].int else { return .failure(RedisRouting.unexpected(reply, doing)) }
-                return .success(Message(id: message.id, offset: offset, timestampMillis: message.timestampMillis, room: message.room,
-                                        sender: message.sender, body: message.body))
+                return .success(message.placed(offset: offset))
             case 0:
                 guard parts.count > 1, let text = parts[1].string,
                       let known = RedisMessageStore.remembered(text, clientMessageID: "", room: message.room) else {
                     return .failure(RedisRouting.unexpected(reply, doing))
                 }
-                return .success(Message(id: known.id, offset: known.offset, timestampMillis: known.timestampMillis, room: message.room,
-                                        sender: message.sender, body: message.body))
+                return .success(message.placed(id: known.id, offset: known.offset, timestampMillis: known.timestampMillis))
             case -2:
                 return .failure(ParleyError(.unavailable, "Redis refused a message of \(message.room): \(parts.count > 1 ? parts[1].string ?? "" : "")"))
             default:

@@ -130,6 +130,11 @@ public struct RoomKeys: Sendable, Hashable {
     /// Offsets of deleted messages: a stream entry cannot be rewritten, so reads show the
     /// ones listed here as tombstones.
     public var deleted: String { base + "x" }
+    /// Messages' current state and the id index (a hash): `i:ID` → offset of a message;
+    /// for a message at offset O that actions changed, `b:O` its latest body (JSON text),
+    /// `t:O` the edit's time, `n:O` the edit count, `e:O` the offsets of its edits, `r:O` its
+    /// reactions (`[[emoji, [[id, name], …]], …]`).
+    public var state: String { base + "m" }
     public var joinSequence: String { base + "pq" }
     public var memberOrder: String { base + "pz" }
     public var memberData: String { base + "pd" }

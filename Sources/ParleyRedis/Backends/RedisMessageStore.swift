@@ -71,14 +71,18 @@ public final class RedisMessageStore: MessageStore {
     /// The arguments of the append script for `message`.
     func appendArguments(_ message: Message, clientMessageID: String?, channel: String, expectedOffset: Int64) -> [RedisArgument] {
         let policy = options.retention.policy(for: message.room.channel)
+        let action = message.action
         return [.bytes(RedisRecords.record(message)), .integer(message.timestampMillis), .string(clientMessageID ?? ""),
                 .string(message.id), .integer(max(1, options.idempotencyWindowMillis)),
                 .integer(Int64(policy.maxMessagesPerRoom ?? 0)), .integer(policy.maxAgeMillis ?? 0),
-                .string(channel), .integer(expectedOffset)]
+                .string(channel), .integer(expectedOffset),
+                .string(action?.kind.rawValue ?? ""), .integer(action?.target.offset ?? 0), .string(action?.emoji ?? ""),
+                .string(message.sender?.id ?? ""), .string(message.sender?.displayName ?? ""),
+                .bytes(action?.kind == .edit ? message.body.serialized() : [])]
     }
 
     static func appendKeys(_ keys: RoomKeys) -> [String] {
-        [keys.offset, keys.stream, keys.clientIDs, keys.clientIDTimes]
+        [keys.offset, keys.stream, keys.clientIDs, keys.clientIDTimes, keys.state, keys.deleted]
     }
 
     /// On the room's connection: lists the room among those with history when this process
@@ -148,13 +152,24 @@ public final class RedisMessageStore: MessageStore {
         }
         let keys = rooms.use(room, nowMillis: clock.nowMillis()).keys
         let end: RedisArgument = before.map { .integer($0 - 1) } ?? "+"
-        readRange(keys, room: room, "XREVRANGE", end, "-", count: limit + 1, maxBytes: maxBytes) { result in
-            let cut = (try? result.get()).map(RedisRecords.isCutForBytes) ?? false
-            completion(Self.decodeRange(result, room: room, reversed: true).map { messages in
-                // Newest first, one more than asked for: it says whether older ones exist.
-                let page = Array(messages.prefix(limit).reversed())
-                return MessagePage(messages: page, hasMore: messages.count > limit || cut)
-            })
+        let budget = maxBytes == .max ? 0 : Int64(max(1, maxBytes))
+        routing.onLoop(for: room) { [routing] in
+            // One more than asked for: it says whether older ones exist.
+            routing.evaluate(RedisBackendScripts.readHistory, keys: [keys.stream, keys.deleted, keys.state],
+                             arguments: [end, .integer(Int64(limit + 1)), .integer(budget)]) { result in
+                switch result {
+                case .failure(let error):
+                    completion(.failure(RedisRouting.error(error, "reading the history of \(room)")))
+                case .success(let reply):
+                    guard let parts = reply.array, parts.count == 2, let items = parts[0].array else {
+                        return completion(.failure(RedisRouting.unexpected(reply, "reading the history of \(room)")))
+                    }
+                    // Newest first; an entry that cannot be decoded is skipped, as in a range.
+                    let messages = items.compactMap { RedisRecords.currentMessage($0, room: room) }
+                    let page = Array(messages.prefix(limit).reversed())
+                    completion(.success(MessagePage(messages: page, hasMore: items.count > limit || parts[1].int == 1)))
+                }
+            }
         }
     }
 
@@ -170,13 +185,32 @@ public final class RedisMessageStore: MessageStore {
         }
     }
 
+    /// One script: the id index gives the offset, the stream the entry, the state hash the rest.
+    public func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        let keys = rooms.use(room, nowMillis: clock.nowMillis()).keys
+        routing.onLoop(for: room) { [routing] in
+            routing.evaluate(RedisBackendScripts.findMessage, keys: [keys.stream, keys.deleted, keys.state],
+                             arguments: [.string(id)]) { result in
+                switch result {
+                case .failure(let error):
+                    completion(.failure(RedisRouting.error(error, "looking up a message of \(room)")))
+                case .success(let reply):
+                    guard let items = reply.array else {
+                        return completion(.failure(RedisRouting.unexpected(reply, "looking up a message of \(room)")))
+                    }
+                    completion(.success(items.first.flatMap { RedisRecords.currentMessage($0, room: room) }))
+                }
+            }
+        }
+    }
+
     /// Marks the message at `offset` deleted: from then on it reads as a tombstone (same id,
     /// offset, time and sender; no body).
     public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         guard offset > 0 else { return completion(.success(false)) }
         let keys = rooms.use(room, nowMillis: clock.nowMillis()).keys
         routing.onLoop(for: room) { [routing] in
-            routing.evaluate(RedisBackendScripts.deleteMessage, keys: [keys.stream, keys.deleted],
+            routing.evaluate(RedisBackendScripts.deleteMessage, keys: [keys.stream, keys.deleted, keys.state],
                                       arguments: [.integer(offset)]) { result in
                 switch result {
                 case .success(let reply): completion(.success(reply.int == 1))
@@ -272,9 +306,10 @@ public final class RedisMessageStore: MessageStore {
             let failure = Mutex<ParleyError?>(nil)
             if work.isEmpty { return next(nil) }
             for (room, policy) in work {
-                let stream = keyspace.room(room).stream
+                let roomKeys = keyspace.room(room)
+                let (stream, state) = (roomKeys.stream, roomKeys.state)
                 @Sendable func trim() {
-                    routing.evaluate(RedisBackendScripts.trim, keys: [stream],
+                    routing.evaluate(RedisBackendScripts.trim, keys: [stream, state],
                                      arguments: [.integer(Int64(policy.maxMessagesPerRoom ?? 0)), .integer(policy.maxAgeMillis ?? 0),
                                                  .integer(nowMillis)]) { result in
                         switch result {

@@ -4,8 +4,10 @@ import ParleyCore
 /// decoded once per node.
 ///
 /// - A message record (stream field `d`, and the body of a channel message):
-///   `{"i": id, "t": timestamp ms, "s": sender?, "b": body}`; the offset is the stream
-///   entry id (`<offset>-0`) or the channel message's header.
+///   `{"i": id, "t": timestamp ms, "s": sender?, "b": body, "r": [reply-to id, offset]?,
+///   "k": [action kind, target id, target offset, emoji?]?}`; the offset is the stream
+///   entry id (`<offset>-0`) or the channel message's header. An action's stream entry also
+///   has a field `k` (its kind), a message's a field `i` (its id).
 /// - A member: `{"i": id, "c": clientData?, "a": authData?}`.
 /// - A channel message is one of `m<offset> <record>` (a stored message), `e <record>` (an
 ///   ephemeral one: typing), `j <member>` (joined), `l <member>` (left), `d <offset>` (a
@@ -45,6 +47,15 @@ enum RedisRecords {
         object.append(key: "t", value: .number(JSONNumber(Int(message.timestampMillis))))
         if let sender = message.sender { object.append(key: "s", value: member(sender)) }
         object.append(key: "b", value: message.body)
+        if let replyTo = message.replyTo {
+            object.append(key: "r", value: .array([.string(replyTo.id), .number(JSONNumber(Int(replyTo.offset)))]))
+        }
+        if let action = message.action {
+            var fields: [JSONValue] = [.string(action.kind.rawValue), .string(action.target.id),
+                                       .number(JSONNumber(Int(action.target.offset)))]
+            if let emoji = action.emoji { fields.append(.string(emoji)) }
+            object.append(key: "k", value: .array(fields))
+        }
         return JSONValue.object(object).serialized()
     }
 
@@ -57,7 +68,45 @@ enum RedisRecords {
             guard let decoded = member(from: raw) else { return nil }
             sender = decoded
         }
-        return Message(id: id, offset: offset, timestampMillis: Int64(timestamp), room: room, sender: sender, body: body)
+        var replyTo: MessageReference?
+        if let raw = object["r"] {
+            guard let pair = raw.arrayValue, pair.count == 2, let target = pair[0].stringValue, let at = pair[1].intValue else { return nil }
+            replyTo = MessageReference(id: target, offset: Int64(at))
+        }
+        var action: MessageAction?
+        if let raw = object["k"] {
+            guard let fields = raw.arrayValue, fields.count == 3 || fields.count == 4,
+                  let kind = fields[0].stringValue.flatMap(MessageAction.Kind.init(rawValue:)),
+                  let target = fields[1].stringValue, let at = fields[2].intValue else { return nil }
+            action = MessageAction(kind, target: MessageReference(id: target, offset: Int64(at)),
+                                   emoji: fields.count == 4 ? fields[3].stringValue : nil)
+        }
+        return Message(id: id, offset: offset, timestampMillis: Int64(timestamp), room: room, sender: sender, body: body,
+                       replyTo: replyTo, action: action)
+    }
+
+    /// One message of a ``RedisBackendScripts/readHistory`` or `findMessage` reply: `{entry
+    /// id, record, deleted 0/1, latest body, edit count, edit time, reactions}` (the state
+    /// fields `""` when none), in its current state.
+    static func currentMessage(_ item: RedisValue, room: RoomKey) -> Message? {
+        guard let parts = item.array, parts.count == 7, let entryID = parts[0].bytes, let offset = offset(ofEntryID: entryID),
+              let record = parts[1].bytes, let message = message(record: record, offset: offset, room: room) else { return nil }
+        if parts[2].int == 1 { return message.tombstone }
+        let text = { (value: RedisValue) -> [UInt8]? in value.bytes.flatMap { $0.isEmpty ? nil : $0 } }
+        let edited = text(parts[3]), reactionsText = text(parts[6])
+        guard edited != nil || reactionsText != nil else { return message }
+        var state: JSONObject = ["body": message.body]
+        if let edited {
+            guard let body = try? JSONParser.parse(edited, limits: limits) else { return nil }
+            state["body"] = body
+            state["edits"] = .number(JSONNumber(Int(parts[4].string ?? "") ?? 0))
+            if let time = Int(parts[5].string ?? "") { state["edited"] = .number(JSONNumber(time)) }
+        }
+        if let reactionsText {
+            guard let reactions = try? JSONParser.parse(reactionsText, limits: limits) else { return nil }
+            state["reactions"] = reactions
+        }
+        return MessageStateRecord.decode(.object(state), onto: message)
     }
 
     // MARK: channel messages

@@ -296,6 +296,24 @@ enum AdminAPI {
                     }
                     w.key("message"); w.write(message.body)
                     w.key("deleted"); w.writeBool(message.isDeleted)
+                    // In its current state, as every history page (docs/protocols.md, "Message actions").
+                    if let replyTo = message.replyTo { w.key("reply_to"); w.writeString(replyTo.id) }
+                    if let edited = message.editedMillis { w.key("edited"); w.writeInt(Int(edited)) }
+                    if !message.reactions.isEmpty {
+                        w.key("reactions")
+                        w.beginArray()
+                        for reaction in message.reactions {
+                            w.beginObject()
+                            w.key("emoji"); w.writeString(reaction.emoji)
+                            w.key("count"); w.writeInt(reaction.count)
+                            w.key("names")
+                            w.beginArray()
+                            for name in reaction.shownNames { w.writeString(name) }
+                            w.endArray()
+                            w.endObject()
+                        }
+                        w.endArray()
+                    }
                     w.endObject()
                 }
                 w.endArray()

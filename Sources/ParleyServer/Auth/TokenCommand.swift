@@ -15,6 +15,7 @@ public enum TokenCommand {
       --publish BOOL      may publish (default true)
       --subscribe BOOL    may subscribe (default true)
       --history N         history messages a subscribe may ask for (default 100)
+      --moderate BOOL     may edit and delete other members' messages (default false)
       --ttl SECONDS       lifetime (default 3600)
       --data JSON         authData shown to others (optional)
     """
@@ -22,7 +23,7 @@ public enum TokenCommand {
     /// Returns the token, or throws a usage error with the text to print.
     public static func run(arguments: [String], clock: any WallClock = SystemWallClock()) throws(ServerConfiguration.UsageError) -> String {
         var values: [String: String] = [:]
-        let known = ["--channel", "--secret", "--client", "--room-regex", "--publish", "--subscribe", "--history", "--ttl", "--data"]
+        let known = ["--channel", "--secret", "--client", "--room-regex", "--publish", "--subscribe", "--history", "--moderate", "--ttl", "--data"]
         var index = 0
         while index < arguments.count {
             let flag = arguments[index]
@@ -71,6 +72,6 @@ public enum TokenCommand {
                              expiresAtSeconds: clock.nowMillis() / 1000 + Int64(ttl),
                              permissions: [(regex, try bool("--publish", true), try bool("--subscribe", true),
                                             try int("--history", 100, 0...1_000_000))],
-                             data: data)
+                             data: data, moderating: try bool("--moderate", false) ? [regex] : [])
     }
 }

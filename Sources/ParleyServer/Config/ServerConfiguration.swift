@@ -37,6 +37,14 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var joinHistory = 20
     /// Most messages one `history` request returns (`limit` is capped to it).
     public var historyPageLimit = 1_000
+    /// How long after sending a message may still be edited, in seconds (0: no edits).
+    public var editWindowSeconds = 86_400
+    /// Most edits one message may have.
+    public var maxEditsPerMessage = 20
+    /// Most distinct reactions (emoji) one message may carry.
+    public var maxReactionsPerMessage = 20
+    /// Most distinct reactions one member may put on one message.
+    public var maxReactionsPerMember = 3
     /// Most bytes of messages in one page of history (a `history` reply, a subscribe's
     /// `history_count`, an admin listing); a page always holds one message and says
     /// `has_more` when it ends early.

@@ -91,6 +91,16 @@ extension ServerSetting {
         ServerSetting(nil, path: "history.page_messages", aliases: ["limits.historyPageLimit"], \.historyPageLimit, .integer(1...1_000_000),
                       help: "most messages one history request returns"),
 
+        // MARK: Message actions (reply, edit, delete, react)
+        ServerSetting("--edit-window", "SECONDS", path: "actions.edit_window_seconds", \.editWindowSeconds, .integer(0...315_360_000),
+                      help: "how long after sending a message it may be edited (0: no edits)"),
+        ServerSetting(nil, path: "actions.max_edits", \.maxEditsPerMessage, .integer(0...10_000),
+                      help: "most edits one message may have"),
+        ServerSetting(nil, path: "actions.max_reactions_per_message", \.maxReactionsPerMessage, .integer(1...1_000),
+                      help: "most distinct reactions (emoji) on one message"),
+        ServerSetting(nil, path: "actions.max_reactions_per_member", \.maxReactionsPerMember, .integer(1...100),
+                      help: "most distinct reactions one member may put on one message"),
+
         // MARK: HTTP and REST
         ServerSetting("--max-body-size", "BYTES", path: "doors.http.max_body_bytes", aliases: ["limits.httpMaxBodyBytes"],
                       \.httpMaxBodyBytes, .integer(1024...(1 << 30)), help: "largest HTTP request body (413 above)"),

@@ -11,8 +11,9 @@ enum LineEncoding {
     static func encode(_ event: RoomEvent) -> IOBuffer? {
         switch event {
         case .message(let message):
-            // Typing signals and deleted messages are never shown here.
-            guard !message.isEphemeral, !message.isDeleted else { return nil }
+            // Typing signals, deleted messages and actions (edits, deletes, reactions: not yet
+            // worded for this door) are never shown here; a reply is a message.
+            guard !message.isEphemeral, !message.isDeleted, !message.isAction else { return nil }
             let name = singleLine(message.sender.map(\.displayName) ?? serverName)
             // Files: the caption, then `[image cat.jpg 1.2 MB] URL`, one line each.
             if case .attachments(let files) = AttachmentMessage.classify(message.body) {

@@ -12,6 +12,9 @@ enum NativeCommand: Equatable, Sendable {
     case publish(room: String, message: JSONValue, callback: Int?, messageID: String? = nil)
     /// Parley's extension: a page of stored history, `before` an offset (newest when nil).
     case history(room: String, before: Int64?, limit: Int, callback: Int?)
+    /// Parley's message actions: `reply` (or a `publish` with `reply_to`), `edit`, `delete`,
+    /// `react`, `unreact`.
+    case act(room: String, MessageActionRequest, callback: Int?)
 
     /// Longest accepted `message_id`, in bytes.
     static let maxMessageIDLength = 128
@@ -29,7 +32,8 @@ enum NativeCommand: Equatable, Sendable {
     var callback: Int? {
         switch self {
         case .handshake(_, _, let callback), .authenticate(_, let callback), .subscribe(_, _, let callback, _),
-             .unsubscribe(_, let callback), .publish(_, _, let callback, _), .history(_, _, _, let callback):
+             .unsubscribe(_, let callback), .publish(_, _, let callback, _), .history(_, _, _, let callback),
+             .act(_, _, let callback):
             callback
         }
     }
@@ -107,7 +111,7 @@ enum NativeCommand: Equatable, Sendable {
             case .success(let name): return .success(.unsubscribe(room: name, callback: callback))
             case .failure(let failure): return .failure(failure)
             }
-        case MessageType.publish:
+        case MessageType.publish, MessageType.reply:
             let name: String
             switch room() {
             case .success(let value): name = value
@@ -121,7 +125,31 @@ enum NativeCommand: Equatable, Sendable {
                 }
                 messageID = id
             }
+            if let raw = fields[Field.replyTo], !raw.isNull || type == MessageType.reply {
+                guard let target = raw.stringValue else { return fail("reply_to must be a string (a message id)") }
+                return .success(.act(room: name, .reply(to: target, body: message, messageID: messageID), callback: callback))
+            }
+            if type == MessageType.reply { return fail("missing reply_to") }
             return .success(.publish(room: name, message: message, callback: callback, messageID: messageID))
+        case MessageType.edit, MessageType.delete, MessageType.react, MessageType.unreact:
+            let name: String
+            switch room() {
+            case .success(let value): name = value
+            case .failure(let failure): return .failure(failure)
+            }
+            guard let target = fields[Field.target]?.stringValue else { return fail("missing or non-string target (a message id)") }
+            let request: MessageActionRequest
+            switch type {
+            case MessageType.edit:
+                guard let message = fields[Field.message] else { return fail("missing message") }
+                request = .edit(target, body: message)
+            case MessageType.delete:
+                request = .delete(target)
+            default:
+                guard let emoji = fields[Field.emoji]?.stringValue else { return fail("missing or non-string emoji") }
+                request = type == MessageType.react ? .react(target, emoji: emoji) : .unreact(target, emoji: emoji)
+            }
+            return .success(.act(room: name, request, callback: callback))
         case MessageType.history:
             let name: String
             switch room() {

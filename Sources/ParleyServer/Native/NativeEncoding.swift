@@ -47,8 +47,11 @@ enum NativeEncoding {
 
     /// `publish` / `history_message`: `client_id` only with a sender, `offset` only for stored
     /// messages, `index` only in history; a deleted message is a tombstone (`message: null,
-    /// deleted: true`).
+    /// deleted: true`); a reply has `reply_to`; a message in its current state (history) has
+    /// `edited` once edited and `reactions` once reacted to. An action entry (live or
+    /// replayed) is written as its own event instead (``writeAction(_:_:into:)``).
     static func writeMessage(_ message: Message, type: String, index: Int?, into w: inout JSONWriter) {
+        if let action = message.action { return writeAction(message, action, into: &w) }
         w.beginObject()
         w.key(Field.type); w.writeString(type)
         w.key(Field.room); w.writeString(message.room.room)
@@ -59,7 +62,52 @@ enum NativeEncoding {
         if let sender = message.sender { w.key(Field.clientID); w.writeString(sender.id) }
         if message.offset > 0 { w.key(Field.offset); w.writeInt(Int(message.offset)) }
         if let index { w.key(Field.index); w.writeInt(index) }
+        if let replyTo = message.replyTo { w.key(Field.replyTo); w.writeString(replyTo.id) }
+        if let edited = message.editedMillis { w.key(Field.edited); w.writeInt(Int(edited / 1000)) }
+        if !message.reactions.isEmpty {
+            w.key(Field.reactions)
+            w.beginArray()
+            for reaction in message.reactions {
+                w.beginObject()
+                w.key(Field.emoji); w.writeString(reaction.emoji)
+                w.key(Field.count); w.writeInt(reaction.count)
+                w.key(Field.names)
+                w.beginArray()
+                for name in reaction.shownNames { w.writeString(name) }
+                w.endArray()
+                w.endObject()
+            }
+            w.endArray()
+        }
         w.endObject()
+    }
+
+    /// An action event: `{type: edit|delete|react|unreact, room, id, target, timestamp,
+    /// client_id, offset}` plus the edit's `message` (null and `deleted: true` once its
+    /// target was deleted) or the reaction's `emoji`. A type Scaledrone SDKs do not know,
+    /// so they pass it by.
+    static func writeAction(_ entry: Message, _ action: MessageAction, into w: inout JSONWriter) {
+        w.beginObject()
+        w.key(Field.type); w.writeString(action.kind.rawValue)
+        w.key(Field.room); w.writeString(entry.room.room)
+        w.key(Field.id); w.writeString(entry.id)
+        w.key(Field.target); w.writeString(action.target.id)
+        if action.kind == .edit {
+            w.key(Field.message); w.write(entry.body)
+            if entry.isDeleted { w.key(Field.deleted); w.writeBool(true) }
+        }
+        if let emoji = action.emoji { w.key(Field.emoji); w.writeString(emoji) }
+        w.key(Field.timestamp); w.writeInt(Int(entry.timestampSeconds))
+        if let sender = entry.sender { w.key(Field.clientID); w.writeString(sender.id) }
+        w.key(Field.offset); w.writeInt(Int(entry.offset))
+        w.endObject()
+    }
+
+    /// An error reply for a refused chat operation, with its stable `code`.
+    static func refusal(callback: Int?, _ refusal: ChatRefusal) -> [UInt8] {
+        reply(callback: callback, error: refusal.message) { w in
+            w.key(Field.code); w.writeString(refusal.code.rawValue)
+        }
     }
 
     /// A replayed message (subscribe `since`): exactly the live `publish` push.

@@ -39,6 +39,12 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     }
     /// Most publishes that may wait behind one being checked.
     static let maxHeldPublishes = 256
+    /// A message action is being checked and stored; later ones wait here, so each is checked
+    /// against the state the one before left (a react then an unreact of the same emoji).
+    private var actionInFlight = false
+    private var heldActions: [(request: MessageActionRequest, room: String, callback: Int?)] = []
+    /// Most actions that may wait behind the one in flight.
+    static let maxHeldActions = 256
     /// This loop's count of native deliveries.
     private let delivered: MetricCounter
 
@@ -146,6 +152,8 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
                 return
             }
             startPublish(publish, channel: channel, member: member)
+        case .act(let room, let request, let callback):
+            act(request, in: room, callback: callback)
         case .history(let room, let before, let limit, let callback):
             let me = LoopBound(self, on: connection.loop)
             // Each request reads a page (up to --history-page-bytes) from the store.
@@ -248,6 +256,54 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         case .success(let backlog): sessionGuard.throttle(by: backlog, reading: connection)
         case .failure(let refusal): sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
         }
+    }
+
+    /// A message action: refused at once (the reply says why, with its `code`), or answered
+    /// as a publish is, `{callback, id, offset}`, once the store has it. One at a time, in
+    /// the order sent.
+    private func act(_ request: MessageActionRequest, in room: String, callback: Int?) {
+        guard !actionInFlight else {
+            guard heldActions.count < Self.maxHeldActions else {
+                sendJSON(NativeEncoding.refusal(callback: callback, ChatRefusal(.rateLimited,
+                    "too many message actions waiting (limit \(Self.maxHeldActions)); slow down")))
+                return
+            }
+            heldActions.append((request, room, callback))
+            return
+        }
+        actionInFlight = true
+        let me = LoopBound(self, on: connection.loop)
+        let refusal = chat.act(request, in: room) { result in
+            me.execute { session in
+                defer { session.actionAnswered() }
+                switch result {
+                case .success(let stored):
+                    guard let callback else { return }
+                    session.sendJSON(NativeEncoding.reply(callback: callback) { w in
+                        w.key(NativeProtocol.Field.id); w.writeString(stored.id)
+                        w.key(NativeProtocol.Field.offset); w.writeInt(Int(stored.offset))
+                    })
+                case .failure(let refusal):
+                    session.sendJSON(NativeEncoding.refusal(callback: callback, refusal))
+                }
+            }
+        }
+        guard let refusal else { return }
+        sendJSON(NativeEncoding.refusal(callback: callback, refusal))
+        // Sustained abuse: refusing each message costs more than the peer is worth.
+        if refusal.closes {
+            heldActions.removeAll()
+            closeWith(.policyViolation, reason: "rate limit exceeded")
+        }
+        actionAnswered()
+    }
+
+    /// The action in flight was answered: the next waiting one goes.
+    private func actionAnswered() {
+        actionInFlight = false
+        guard !heldActions.isEmpty, connection.state == .open else { return }
+        let next = heldActions.removeFirst()
+        act(next.request, in: next.room, callback: next.callback)
     }
 
     // MARK: authentication

@@ -87,6 +87,10 @@ final class ObservedMessageStore: MessageStore {
         }
     }
 
+    func message(withID id: String, in room: RoomKey, completion: @escaping @Sendable (Result<Message?, ParleyError>) -> Void) {
+        wrapped.message(withID: id, in: room, completion: completion)
+    }
+
     func enforceRetention(nowMillis: Int64, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         wrapped.enforceRetention(nowMillis: nowMillis, completion: completion)
     }

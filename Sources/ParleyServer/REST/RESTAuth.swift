@@ -7,6 +7,28 @@ import ParleyHTTP
 /// that are sent are always checked. Failures are 401 with a text body and
 /// `WWW-Authenticate`; a valid token without the permission is 403.
 enum RESTAuth {
+    /// Whether a request that passed ``check(_:core:)`` may moderate `room` (edit and delete
+    /// any message): with the channel's secret (Basic), or a token whose permission for the
+    /// room has `moderate`. Without credentials (an open channel) it may not.
+    static func moderates(_ request: RESTRequest, room: String, core: ServerCore) -> Bool {
+        guard let channel = request.params["channel"], let header = request.head.headers["Authorization"],
+              let secret = core.configuration.settings(ofChannel: channel)?.secret else { return false }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2 else { return false }
+        let credentials = parts[1].trimmingCharacters(in: .whitespaces)
+        switch parts[0].lowercased() {
+        case "basic":
+            guard let data = Data(base64Encoded: credentials) else { return false }
+            return constantTimeEqual(Array(data), Array("\(channel):\(secret)".utf8))
+        case "bearer":
+            let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
+            guard let claims = try? verifier.verify(credentials, secret: secret, channel: channel, client: .any) else { return false }
+            return claims.permission(for: room)?.moderate == true
+        default:
+            return false
+        }
+    }
+
     /// Nil when the request may proceed, else the response to send.
     static func check(_ request: RESTRequest, core: ServerCore) -> HTTPResponse? {
         guard let channel = request.params["channel"] else { return nil }

@@ -22,6 +22,7 @@ enum RESTRoutes {
         var router = HTTPRouter<RESTHandler>()
         router.add("POST", "/:channel/:room/publish", publishToRoom)
         router.add("POST", "/:channel/publish/rooms", publishToRooms)
+        router.add("POST", "/:channel/:room/messages/:id/:action", messageAction)
         router.add("GET", "/:channel/stats", stats)
         router.add("GET", "/:channel/members", channelMembers)
         router.add("GET", "/:channel/rooms", rooms)
@@ -154,6 +155,73 @@ enum RESTRoutes {
             return response
         }
         return .json(207, w.bytes)
+    }
+
+    /// A message action for bots and backends (docs/protocols.md, "REST"): `reply` (the body
+    /// is the reply), `edit` (the body is the new body), `delete` (no body), `react` and
+    /// `unreact` (`{"emoji": "👍"}`), on message `id` of the room, as the server (no sender;
+    /// a reaction's reactor id is ""). With the channel's secret or a token granting
+    /// `moderate` it may edit and delete any message; without, only reply and react (the
+    /// server is the author of no member's message). The edit window and the limits hold:
+    /// the same rules as every door (``MessageActionRules``).
+    /// 200 with `{id, offset}` once stored; errors as text with the rule's code in brackets.
+    @Sendable static func messageAction(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let channel = request.params["channel"] ?? "", room = request.params["room"] ?? ""
+        guard RoomKey.isValidName(channel), RoomKey.isValidName(room) else { return .text(400, "invalid channel or room name\n") }
+        let id = request.params["id"] ?? ""
+        let body: JSONValue?
+        if request.body.isEmpty {
+            body = nil
+        } else {
+            switch parseBody(request.body) {
+            case .success(let value): body = value
+            case .failure(let failure): return failure.response
+            }
+        }
+        let action: MessageActionRequest
+        switch request.params["action"] {
+        case "reply", "edit":
+            guard let body else { return .text(400, "the body must be JSON: the \(request.params["action"]!)'s message\n") }
+            action = request.params["action"] == "reply" ? .reply(to: id, body: body, messageID: nil) : .edit(id, body: body)
+        case "delete":
+            action = .delete(id)
+        case "react", "unreact":
+            guard let emoji = body?["emoji"]?.stringValue else { return .text(400, "the body must be {\"emoji\": \"…\"}\n") }
+            action = request.params["action"] == "react" ? .react(id, emoji: emoji) : .unreact(id, emoji: emoji)
+        default:
+            return .text(404, "no such message action (reply, edit, delete, react, unreact)\n")
+        }
+        if let problem = MessageActionRules.problem(with: action) { return refusalResponse(problem) }
+        core.metrics.messagesReceived.counter(.http).increment()
+        let rules = MessageActionRules(core.configuration)
+        let hub = core.hub
+        let moderates = RESTAuth.moderates(request, room: room, core: core)
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message, ChatRefusal>, Never>) in
+            rules.perform(action, in: RoomKey(channel: channel, room: room), as: nil, canModerate: moderates, hub: hub) {
+                continuation.resume(returning: $0)
+            }
+        }
+        switch result {
+        case .success(let stored):
+            var w = JSONWriter()
+            writeReceipt(stored, into: &w, withRoom: false)
+            return .json(200, w.bytes)
+        case .failure(let refusal):
+            return refusalResponse(refusal)
+        }
+    }
+
+    /// A refused action: its status, and its text with the stable code in brackets.
+    static func refusalResponse(_ refusal: ChatRefusal) -> HTTPResponse {
+        let status = switch refusal.code {
+        case .badAction: 400
+        case .notAuthor, .editWindowClosed, .forbidden: 403
+        case .unknownMessage: 404
+        case .messageDeleted: 410
+        case .alreadyReacted, .notReacted, .tooManyEdits, .tooManyReactions: 409
+        default: 503
+        }
+        return .text(status, "\(refusal.description)\n")
     }
 
     /// Most rooms one multi-room publish may name.

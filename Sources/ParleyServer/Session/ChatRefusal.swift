@@ -47,6 +47,29 @@ struct ChatRefusal: Error, Equatable, Sendable, CustomStringConvertible {
         static let noLongerAllowed = Code(rawValue: "no_longer_allowed")
         /// The hub refused it (a bad room name, too large, a server limit, the store).
         static let refused = Code(rawValue: "refused")
+
+        // Message actions (reply, edit, delete, react, unreact):
+        /// The action is malformed: no target id, a bad reaction key, a body that cannot be
+        /// an edit or a reply (a typing signal, attachments).
+        static let badAction = Code(rawValue: "bad_action")
+        /// The room has no message with that id (never had, retention dropped it, it is in
+        /// another room, or it is an action's id).
+        static let unknownMessage = Code(rawValue: "unknown_message")
+        /// The target was deleted: a tombstone takes no action.
+        static let messageDeleted = Code(rawValue: "message_deleted")
+        /// Only the message's author, or a token with `moderate`, may edit or delete it.
+        static let notAuthor = Code(rawValue: "not_author")
+        /// The message is older than `--edit-window` (or edits are off).
+        static let editWindowClosed = Code(rawValue: "edit_window_closed")
+        /// The message has had `actions.max_edits` edits.
+        static let tooManyEdits = Code(rawValue: "too_many_edits")
+        /// The message has `actions.max_reactions_per_message` distinct reactions, or the
+        /// member has `actions.max_reactions_per_member` on it.
+        static let tooManyReactions = Code(rawValue: "too_many_reactions")
+        /// The member already has this reaction on the message.
+        static let alreadyReacted = Code(rawValue: "already_reacted")
+        /// The member has no such reaction on the message.
+        static let notReacted = Code(rawValue: "not_reacted")
     }
 }
 

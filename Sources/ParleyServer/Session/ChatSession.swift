@@ -288,6 +288,28 @@ final class ChatSession {
         publish(.object(["typing": .bool(flag)]), to: room, as: sender)
     }
 
+    // MARK: message actions
+
+    /// Replies to, edits, deletes or reacts to a message of `room` (docs/protocols.md,
+    /// "Message actions"): the request's shape, the token's `publish`, and the message rate
+    /// (an action counts like a message) are checked now; then the target is read and the
+    /// rules are applied to its current state (only its author, or a token with `moderate`,
+    /// edits or deletes it; the edit window and edit count; the reaction limits), and the
+    /// action is published. A refusal now is returned; later ones, and the stored entry, go
+    /// to `completion`, once, on a store thread.
+    func act(_ request: MessageActionRequest, in room: String,
+             completion: @escaping @Sendable (Result<Message, ChatRefusal>) -> Void) -> ChatRefusal? {
+        guard let member, let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
+        if let problem = MessageActionRules.problem(with: request) { return problem }
+        if let refusal = admitPublish(to: room) { return refusal }
+        // Moderation needs a token that grants it: without one, everything else is allowed on
+        // an open channel, but nobody moderates.
+        let canModerate = if access?.isAuthenticated == true, case .success = check(.moderate, room: room) { true } else { false }
+        MessageActionRules(configuration).perform(request, in: key, as: member, canModerate: canModerate, hub: context.hub,
+                                                  completion: completion)
+        return nil
+    }
+
     // MARK: history
 
     /// Reads a page of `room`'s stored history (at most `limit` messages, capped by the

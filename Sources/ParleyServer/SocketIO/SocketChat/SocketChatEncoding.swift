@@ -17,6 +17,8 @@ enum SocketChatEncoding {
     static func events(for event: RoomEvent, users: [SocketChatUser], typing typists: [Member]) -> [SocketChatEvent] {
         switch event {
         case .message(let message):
+            // Edits, deletes and reactions: the classic app has no event for them (a reply is a message).
+            if message.isAction { return [] }
             let typing = typingUpdate(typists)
             if message.isEphemeral || message.isDeleted { return [typing] }
             let name = message.sender.map(\.displayName) ?? LineEncoding.serverName
