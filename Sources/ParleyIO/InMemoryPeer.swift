@@ -34,6 +34,7 @@ public final class InMemoryPeer: Sendable {
     /// Why a wait ended without what it waited for.
     public struct Timeout: Error, CustomStringConvertible {
         public let description: String
+        public init(description: String) { self.description = description }
     }
 
     private static let nextPort = Atomic<Int>(0)

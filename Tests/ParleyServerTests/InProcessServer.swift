@@ -1,0 +1,141 @@
+import Foundation
+import ParleyCore
+import ParleyIO
+@testable import ParleyServer
+import ParleyTestSupport
+
+/// A whole server without a socket: no port is bound, every connection is an
+/// ``InMemoryPeer`` handed to a door through ``ParleyServer/acceptInMemory(door:remoteIP:)``
+/// (bans, limits, the door's policy and session as for a real one), and the wall clock of
+/// rate buckets, timestamps, bans and tokens is a ``ManualClock``. The doors' tests run here;
+/// `Tests/EndToEndTests` keeps what needs real sockets.
+final class InProcessServer: Sendable {
+    let server: ParleyServer
+    let clock: ManualClock
+
+    init(_ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws {
+        let clock = ManualClock(millis: Int64(Date().timeIntervalSince1970 * 1000))
+        self.clock = clock
+        server = try ParleyServer(configuration: .forTests(adjust), clock: clock, bindsListeners: false) { $0 }
+    }
+
+    var configuration: ServerConfiguration { server.configuration }
+    var lobby: RoomKey { server.configuration.lobby }
+
+    /// A fresh connection to the line door.
+    func line(ip: String = "127.0.0.1") async throws -> InMemoryPeer {
+        try await server.acceptInMemory(door: .line, remoteIP: ip)
+    }
+
+    /// A line user that has said `iam:NAME` and seen its own join.
+    func lineClient(name: String, ip: String = "127.0.0.1") async throws -> InMemoryPeer {
+        let peer = try await line(ip: ip)
+        peer.send("iam:\(name)\n")
+        _ = try await peer.readLine(until: { $0 == "\(name) has joined" })
+        return peer
+    }
+
+    /// A fresh connection to the HTTP door.
+    func http(ip: String = "127.0.0.1") async throws -> InMemoryPeer {
+        try await server.acceptInMemory(door: .http, remoteIP: ip)
+    }
+
+    /// One request on a connection of its own.
+    func request(_ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
+                 json: String? = nil, ip: String = "127.0.0.1") async throws -> HTTPTestResponse {
+        try await http(ip: ip).request(method, target, headers: headers, body: body, json: json)
+    }
+
+    /// A native (Scaledrone v3) client after its handshake.
+    func native(clientData: JSONValue? = nil, channel: String = "demo", ip: String = "127.0.0.1") async throws -> InProcessNative {
+        let client = try await InProcessNative.open(self, ip: ip)
+        client.send(NativeCommands.handshake(channel: channel, clientData: clientData))
+        let reply = try await client.next()
+        guard let id = reply["client_id"]?.stringValue, reply["callback"]?.intValue == 0, reply["error"] == nil else {
+            throw InMemoryPeer.Timeout(description: "bad handshake reply \(reply)")
+        }
+        client.clientID = id
+        return client
+    }
+
+    func stop() { server.shutdown(drain: .zero, timeout: .seconds(1)) }
+}
+
+/// The native door's commands as JSON.
+enum NativeCommands {
+    static func handshake(channel: String, clientData: JSONValue?) -> JSONValue {
+        var handshake: JSONObject = ["type": "handshake", "channel": .string(channel), "callback": 0]
+        if let clientData { handshake = JSONObject(Array(handshake) + [("client_data", clientData)]) }
+        return .object(handshake)
+    }
+
+    static func subscribe(_ room: String, historyCount: Int?, callback: Int) -> JSONValue {
+        var command: JSONObject = ["type": "subscribe", "room": .string(room), "callback": .number(JSONNumber(callback))]
+        if let historyCount { command = JSONObject(Array(command) + [("history_count", .number(JSONNumber(historyCount)))]) }
+        return .object(command)
+    }
+}
+
+/// A Scaledrone v3 client over an ``InMemoryWebSocket`` that speaks JSON values.
+final class InProcessNative: @unchecked Sendable {
+    // Safe: used by one test task at a time; Sendable for hand-over only.
+    let ws: InMemoryWebSocket
+    var clientID = ""
+    private var nextCallback = 1
+
+    private init(ws: InMemoryWebSocket) { self.ws = ws }
+
+    /// Upgrades an HTTP connection to the native door; no handshake yet.
+    static func open(_ server: InProcessServer, ip: String = "127.0.0.1", deflate: Bool = false) async throws -> InProcessNative {
+        let peer = try await server.http(ip: ip)
+        return InProcessNative(ws: try await InMemoryWebSocket(peer, deflate: deflate))
+    }
+
+    var peer: InMemoryPeer { ws.peer }
+
+    func send(_ value: JSONValue) { ws.sendText(value.jsonString) }
+
+    func next(timeout: Double = 5) async throws -> JSONValue { try JSONParser.parse(await ws.nextText(timeout: timeout)) }
+
+    func next(timeout: Double = 5, where predicate: (JSONValue) -> Bool) async throws -> JSONValue {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let value = try await next(timeout: max(0.01, deadline.timeIntervalSinceNow))
+            if predicate(value) { return value }
+        }
+    }
+
+    func takeCallback() -> Int {
+        defer { nextCallback += 1 }
+        return nextCallback
+    }
+
+    /// Subscribes and returns the reply (the next frames are the room's snapshot).
+    @discardableResult
+    func subscribe(_ room: String, historyCount: Int? = nil) async throws -> JSONValue {
+        let callback = takeCallback()
+        send(NativeCommands.subscribe(room, historyCount: historyCount, callback: callback))
+        return try await next { $0["callback"]?.intValue == callback }
+    }
+
+    func publish(_ message: JSONValue, to room: String) {
+        send(["type": "publish", "room": .string(room), "message": message])
+    }
+
+    /// Publishes with a callback and returns the receipt.
+    func publishAcknowledged(_ message: JSONValue, to room: String) async throws -> JSONValue {
+        let callback = takeCallback()
+        send(["type": "publish", "room": .string(room), "message": message, "callback": .number(JSONNumber(callback))])
+        return try await next { $0["callback"]?.intValue == callback }
+    }
+
+    /// One `history` page.
+    func history(_ room: String, before: Int? = nil, limit: Int? = nil) async throws -> JSONValue {
+        let callback = takeCallback()
+        var command: JSONObject = ["type": "history", "room": .string(room), "callback": .number(JSONNumber(callback))]
+        if let before { command = JSONObject(Array(command) + [("before", .number(JSONNumber(before)))]) }
+        if let limit { command = JSONObject(Array(command) + [("limit", .number(JSONNumber(limit)))]) }
+        send(.object(command))
+        return try await next { $0["callback"]?.intValue == callback }
+    }
+}
