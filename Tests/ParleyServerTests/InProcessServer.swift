@@ -1,6 +1,7 @@
 import Foundation
 import ParleyCore
 import ParleyIO
+import ParleyLog
 @testable import ParleyServer
 import ParleyTestSupport
 
@@ -13,10 +14,10 @@ final class InProcessServer: Sendable {
     let server: ParleyServer
     let clock: ManualClock
 
-    init(_ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws {
+    init(logger: Logger = .disabled, _ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws {
         let clock = ManualClock(millis: Int64(Date().timeIntervalSince1970 * 1000))
         self.clock = clock
-        server = try ParleyServer(configuration: .forTests(adjust), clock: clock, bindsListeners: false) { $0 }
+        server = try ParleyServer(configuration: .forTests(adjust), logger: logger, clock: clock, bindsListeners: false) { $0 }
     }
 
     var configuration: ServerConfiguration { server.configuration }
@@ -40,10 +41,34 @@ final class InProcessServer: Sendable {
         try await server.acceptInMemory(door: .http, remoteIP: ip)
     }
 
-    /// One request on a connection of its own.
+    /// One request (`Connection: close`) on a connection of its own.
     func request(_ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
-                 json: String? = nil, ip: String = "127.0.0.1") async throws -> HTTPTestResponse {
-        try await http(ip: ip).request(method, target, headers: headers, body: body, json: json)
+                 json: String? = nil, ip: String = "127.0.0.1", timeout: Double = 5) async throws -> HTTPTestResponse {
+        try await http(ip: ip).request(method, target, headers: headers, body: body, json: json, close: true, timeout: timeout)
+    }
+
+    /// The admin token the in-process admin tests configure.
+    static let adminToken = "admin-token-0123456789abcdef"
+
+    /// An admin API call with the admin token and a JSON body; the JSON answer (status 200
+    /// expected unless told).
+    func admin(_ method: String, _ path: String, body: String? = nil, expect status: Int = 200,
+               ip: String = "127.0.0.1") async throws -> JSONValue {
+        let response = try await request(method, "/admin/api" + path, headers: [("Authorization", "Bearer \(Self.adminToken)")],
+                                         json: body ?? "", ip: ip)
+        guard response.status == status else {
+            throw InMemoryPeer.Timeout(description: "\(method) \(path): \(response.status) \(response.body), expected \(status)")
+        }
+        return try JSONParser.parse(response.body)
+    }
+
+    /// A native client's handshake whatever its answer: the client and the reply.
+    func nativeHandshake(channel: String, clientData: JSONValue? = nil, ip: String = "127.0.0.1") async throws -> (InProcessNative, JSONValue) {
+        let client = try await InProcessNative.open(self, ip: ip)
+        client.send(NativeCommands.handshake(channel: channel, clientData: clientData))
+        let reply = try await client.next()
+        if let id = reply["client_id"]?.stringValue { client.clientID = id }
+        return (client, reply)
     }
 
     /// A native (Scaledrone v3) client after its handshake.
@@ -138,4 +163,66 @@ final class InProcessNative: @unchecked Sendable {
         send(.object(command))
         return try await next { $0["callback"]?.intValue == callback }
     }
+}
+
+/// A raw Engine.IO 4 long-polling client over in-memory HTTP connections (one per request).
+/// Keeps the packets a poll brought but nobody asked for yet.
+final class InProcessPolling: @unchecked Sendable {
+    // Safe: used by one test task at a time.
+    let server: InProcessServer
+    let sid: String
+    let ip: String
+    private var unread: [String] = []
+
+    private init(server: InProcessServer, sid: String, ip: String) {
+        self.server = server
+        self.sid = sid
+        self.ip = ip
+    }
+
+    static func open(_ server: InProcessServer, ip: String = "127.0.0.1") async throws -> InProcessPolling {
+        let response = try await server.request("GET", "/socket.io/?EIO=4&transport=polling&t=x", ip: ip)
+        guard response.status == 200, let first = response.body.components(separatedBy: "\u{1e}").first, first.hasPrefix("0") else {
+            throw InMemoryPeer.Timeout(description: "open: \(response.status) \(response.body)")
+        }
+        let open = try JSONParser.parse(String(first.dropFirst()))
+        return InProcessPolling(server: server, sid: open["sid"]?.stringValue ?? "", ip: ip)
+    }
+
+    private var target: String { "/socket.io/?EIO=4&transport=polling&sid=\(sid)" }
+
+    /// The packets of the next GET.
+    func poll(timeout: Double = 5) async throws -> [String] {
+        let response = try await server.request("GET", target, ip: ip, timeout: timeout)
+        guard response.status == 200 else { throw InMemoryPeer.Timeout(description: "poll: \(response.status) \(response.body)") }
+        return response.body.components(separatedBy: "\u{1e}")
+    }
+
+    /// Polls until a packet satisfies `predicate`.
+    func poll(until predicate: (String) -> Bool, timeout: Double = 5) async throws -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let index = unread.firstIndex(where: predicate) {
+                let hit = unread[index]
+                unread.removeSubrange(...index)
+                return hit
+            }
+            unread = []
+            guard deadline.timeIntervalSinceNow > 0 else { break }
+            unread = try await poll(timeout: max(0.1, deadline.timeIntervalSinceNow))
+        }
+        throw InMemoryPeer.Timeout(description: "no matching packet within \(timeout) s")
+    }
+
+    @discardableResult
+    func post(_ packets: [String]) async throws -> HTTPTestResponse {
+        try await server.request("POST", target, headers: [("Content-Type", "text/plain;charset=UTF-8")],
+                                 body: Array(packets.joined(separator: "\u{1e}").utf8), ip: ip)
+    }
+}
+
+/// A logger that keeps every line (at `level` and above) for the test to read.
+func memoryLogger(level: LogLevel = .debug) -> (Logger, MemoryLogHandler) {
+    let memory = MemoryLogHandler()
+    return (Logger(label: "parley", destination: LogDestination(handler: memory, level: level)), memory)
 }

@@ -63,10 +63,11 @@ extension InMemoryPeer {
         return try HTTPTestResponse(received: unread)
     }
 
-    /// Sends a request and reads its response.
+    /// Sends a request and reads its response (keep-alive unless `close`).
     public func request(_ method: String, _ target: String, headers: [(String, String)] = [],
-                        body: [UInt8]? = nil, json: String? = nil, timeout: Double = 5) async throws -> HTTPTestResponse {
-        sendRequest(method, target, headers: headers, body: body, json: json)
+                        body: [UInt8]? = nil, json: String? = nil, close: Bool = false,
+                        timeout: Double = 5) async throws -> HTTPTestResponse {
+        sendRequest(method, target, headers: headers, body: body, json: json, close: close)
         return try await readResponse(timeout: timeout)
     }
 }

@@ -1,17 +1,26 @@
 import Foundation
 import ParleyCore
+import ParleyLog
 @testable import ParleyServer
 import ParleyTestSupport
 import Testing
 
-/// The admin API: every call with and without the token, and what each does on every door.
-@Suite(.serialized) struct OperationsAdminTests {
-    static func start(_ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws -> ParleyServer {
-        try startTestServer { c in
-            c.adminToken = adminToken
+/// The admin API in-process: every call with and without the token, and what each does on
+/// every door (line, native, Socket.IO long-polling), over in-memory connections.
+@Suite struct AdminInProcessTests {
+    static func start(_ adjust: @escaping (inout ServerConfiguration) -> Void = { _ in }) throws -> InProcessServer {
+        try InProcessServer { c in
+            c.adminToken = InProcessServer.adminToken
             c.nativeRatePerSecond = 1_000_000; c.nativeBurst = 1_000_000
             adjust(&c)
         }
+    }
+
+    /// One admin API request with `token` (none when nil).
+    static func call(_ server: InProcessServer, _ method: String, _ path: String, token: String? = nil,
+                     body: String? = nil) async throws -> HTTPTestResponse {
+        try await server.request(method, "/admin/api" + path, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [],
+                                 json: body ?? "")
     }
 
     static let calls: [(String, String)] = [
@@ -24,57 +33,57 @@ import Testing
 
     @Test func everyCallNeedsTheAdminToken() async throws {
         let server = try Self.start()
-        defer { server.shutdown() }
+        defer { server.stop() }
         for (method, path) in Self.calls {
-            let none = try await operationsRequest(server, method, "/admin/api" + path, body: "{}")
+            let none = try await Self.call(server, method, path, body: "{}")
             #expect(none.status == 401, "\(method) \(path) without a token: \(none.status)")
-            let wrong = try await operationsRequest(server, method, "/admin/api" + path, token: "not-the-admin-token", body: "{}")
+            let wrong = try await Self.call(server, method, path, token: "not-the-admin-token", body: "{}")
             #expect(wrong.status == 401, "\(method) \(path) with a wrong token: \(wrong.status)")
         }
         // With it, each call is answered (200, or its own 4xx for a missing target).
         for (method, path) in Self.calls {
-            let response = try await operationsRequest(server, method, "/admin/api" + path, token: adminToken, body: "{}")
+            let response = try await Self.call(server, method, path, token: InProcessServer.adminToken, body: "{}")
             #expect(response.status != 401 && response.status < 500, "\(method) \(path): \(response.status) \(response.body)")
         }
-        #expect(try await operationsRequest(server, "GET", "/admin/api/nothing", token: adminToken).status == 404)
-        #expect(try await operationsRequest(server, "PUT", "/admin/api/bans", token: adminToken).status == 405)
+        #expect(try await Self.call(server, "GET", "/nothing", token: InProcessServer.adminToken).status == 404)
+        #expect(try await Self.call(server, "PUT", "/bans", token: InProcessServer.adminToken).status == 405)
 
         // No admin token configured: the API is off, whatever is sent.
-        let off = try startTestServer()
-        defer { off.shutdown() }
-        let refused = try await operationsRequest(off, "GET", "/admin/api/overview", token: adminToken)
+        let off = try InProcessServer()
+        defer { off.stop() }
+        let refused = try await Self.call(off, "GET", "/overview", token: InProcessServer.adminToken)
         #expect(refused.status == 401 && refused.body.contains("admin.token"))
     }
 
     @Test func channelsRoomsAndMembersAcrossDoors() async throws {
         let server = try Self.start()
-        defer { server.shutdown() }
-        let alice = try await NativeClient.connect(server, clientData: ["name": "alice"])
+        defer { server.stop() }
+        let alice = try await server.native(clientData: ["name": "alice"])
         _ = try await alice.subscribe("observable-room")
-        let bob = try await NativeClient.connect(server, clientData: ["name": "bob"])
+        let bob = try await server.native(clientData: ["name": "bob"])
         _ = try await bob.subscribe("r")
-        let carol = try server.lineClientForLogTest(name: "carol")
-        let sam = try PollingClient.open(port: server.httpPort, version: 4)
-        try sam.post(["40"])
-        _ = try sam.poll(until: { $0.hasPrefix("40") })
-        try sam.post([#"42["connectUser","sam"]"#])
-        _ = try sam.poll(until: { $0.contains("userConnectUpdate") })
+        let carol = try await server.lineClient(name: "carol")
+        let sam = try await InProcessPolling.open(server)
+        try await sam.post(["40"])
+        _ = try await sam.poll(until: { $0.hasPrefix("40") })
+        try await sam.post([#"42["connectUser","sam"]"#])
+        _ = try await sam.poll(until: { $0.contains("userConnectUpdate") })
         _ = carol
 
-        let channels = try await admin(server, "GET", "/channels")
+        let channels = try await server.admin("GET", "/channels")
         let demo = try #require(channels["channels"]?.arrayValue?.first { $0["id"] == "demo" })
         #expect(demo["open"] == true && demo["configured"] == false)
         #expect(demo["rooms_in_memory"]?.intValue ?? 0 >= 2)
 
-        let rooms = try await admin(server, "GET", "/channels/demo/rooms")
+        let rooms = try await server.admin("GET", "/channels/demo/rooms")
         #expect(rooms["rooms"] == [["room": "observable-room", "members": 3], ["room": "r", "members": 1]])
         #expect(rooms["next"] == .null)
-        let first = try await admin(server, "GET", "/channels/demo/rooms?limit=1")
+        let first = try await server.admin("GET", "/channels/demo/rooms?limit=1")
         #expect(first["rooms"]?.arrayValue?.count == 1 && first["next"] == "observable-room")
-        let second = try await admin(server, "GET", "/channels/demo/rooms?limit=1&after=observable-room")
+        let second = try await server.admin("GET", "/channels/demo/rooms?limit=1&after=observable-room")
         #expect(second["rooms"] == [["room": "r", "members": 1]])
 
-        let members = try await admin(server, "GET", "/channels/demo/rooms/observable-room/members")
+        let members = try await server.admin("GET", "/channels/demo/rooms/observable-room/members")
         #expect(members["total"] == 3)
         let list = members["members"]?.arrayValue ?? []
         func door(of name: String) -> JSONValue? { list.first { $0["name"]?.stringValue == name }?["door"] }
@@ -83,13 +92,13 @@ import Testing
         #expect(door(of: "sam") == "socketio")
         #expect(list.allSatisfy { $0["ip"] == "127.0.0.1" && $0["connected_here"] == true })
 
-        let overview = try await admin(server, "GET", "/overview")
+        let overview = try await server.admin("GET", "/overview")
         #expect(overview["version"]?.stringValue == BuildInfo.version)
         #expect(overview["connections"]?["native"] == 2 && overview["connections"]?["line"] == 1)
         #expect(overview["identified_clients"] == 4)
-        let clients = try await admin(server, "GET", "/clients")
+        let clients = try await server.admin("GET", "/clients")
         #expect(Set(clients["clients"]?.arrayValue?.compactMap { $0["door"]?.stringValue } ?? []) == ["native", "line", "socketio"])
-        let stats = try await admin(server, "GET", "/stats")
+        let stats = try await server.admin("GET", "/stats")
         #expect(stats["interval_seconds"]?.doubleValue == 5)
         #expect(stats["samples"]?.arrayValue?.isEmpty == false)
     }
@@ -99,18 +108,18 @@ import Testing
     /// its text.
     @Test func deletingAMessageShowsEverywhereAsDeleted() async throws {
         let server = try Self.start()
-        defer { server.shutdown() }
-        let lobby = server.configuration.lobby.room
-        let alice = try await NativeClient.connect(server, clientData: ["name": "alice"])
+        defer { server.stop() }
+        let lobby = server.lobby.room
+        let alice = try await server.native(clientData: ["name": "alice"])
         _ = try await alice.subscribe(lobby)
-        let bob = try await NativeClient.connect(server, clientData: ["name": "bob"])
+        let bob = try await server.native(clientData: ["name": "bob"])
         _ = try await bob.subscribe(lobby)
         for text in ["keep one", "regret this", "keep two"] {
             #expect(try await alice.publishAcknowledged(.string(text), to: lobby)["offset"] != nil)
         }
         _ = try await bob.next { $0["message"] == "keep two" }
 
-        let deleted = try await admin(server, "DELETE", "/channels/demo/rooms/\(lobby)/messages/2")
+        let deleted = try await server.admin("DELETE", "/channels/demo/rooms/\(lobby)/messages/2")
         #expect(deleted == ["deleted": 2])
         let push = try await bob.next { $0["type"] == "message_deleted" }
         #expect(push == ["type": "message_deleted", "room": .string(lobby), "offset": 2])
@@ -122,7 +131,7 @@ import Testing
         #expect(!page.jsonString.contains("regret"))
 
         // A fresh subscriber's history and a resuming one's replay: tombstones.
-        let late = try await NativeClient.connect(server)
+        let late = try await server.native()
         _ = try await late.subscribe(lobby, historyCount: 10)
         var history: [JSONValue] = []
         while history.count < 3 {
@@ -130,8 +139,8 @@ import Testing
             if frame["type"] == "history_message" { history.append(frame) }
         }
         #expect(history[1]["deleted"] == true && history[1]["message"] == .null && history[1]["offset"] == 2)
-        let resumed = try await NativeClient.connect(server)
-        try resumed.send(["type": "subscribe", "room": .string(lobby), "since": 0, "callback": 7])
+        let resumed = try await server.native()
+        resumed.send(["type": "subscribe", "room": .string(lobby), "since": 0, "callback": 7])
         var replay: [JSONValue] = []
         while replay.count < 3 {
             let frame = try await resumed.next()
@@ -141,113 +150,113 @@ import Testing
         #expect(replay[1]["deleted"] == true && replay[1]["message"] == .null)
 
         // The line door's join history skips it.
-        let carol = try TestSocket(port: server.linePort)
-        try carol.send("iam:carol\n")
+        let carol = try await server.line()
+        carol.send("iam:carol\n")
         var lines: [String] = []
-        while lines.last != "carol has joined" { lines.append(try await carol.nextLine()) }
+        while lines.last != "carol has joined" { lines.append(try await carol.readLine()) }
         #expect(lines.contains("alice:keep one") && lines.contains("alice:keep two"))
         #expect(!lines.contains { $0.contains("regret") })
 
-        let listed = try await admin(server, "GET", "/channels/demo/rooms/\(lobby)/messages")
+        let listed = try await server.admin("GET", "/channels/demo/rooms/\(lobby)/messages")
         #expect(listed["messages"]?.arrayValue?.map { $0["deleted"] } == [false, true, false])
-        _ = try await admin(server, "DELETE", "/channels/demo/rooms/\(lobby)/messages/99", expect: 404)
-        _ = try await admin(server, "DELETE", "/channels/demo/rooms/\(lobby)/messages/zero", expect: 400)
+        _ = try await server.admin("DELETE", "/channels/demo/rooms/\(lobby)/messages/99", expect: 404)
+        _ = try await server.admin("DELETE", "/channels/demo/rooms/\(lobby)/messages/zero", expect: 400)
     }
 
     @Test func disconnectingAClientOnEachDoor() async throws {
         let (logger, memory) = memoryLogger(level: .info)
-        let server = try ParleyServer(configuration: .forTests { $0.adminToken = adminToken }, logger: logger)
-        defer { server.shutdown() }
-        let alice = try await NativeClient.connect(server, clientData: ["name": "alice"])
-        let carol = try server.lineClientForLogTest(name: "carol")
-        _ = try await admin(server, "POST", "/clients/\(alice.clientID)/disconnect", body: #"{"reason": "spam"}"#)
+        let server = try InProcessServer(logger: logger) { $0.adminToken = InProcessServer.adminToken }
+        defer { server.stop() }
+        let alice = try await server.native(clientData: ["name": "alice"])
+        let carol = try await server.lineClient(name: "carol")
+        _ = try await server.admin("POST", "/clients/\(alice.clientID)/disconnect", body: #"{"reason": "spam"}"#)
         #expect(try await alice.next()["error"] == "disconnected by an administrator: spam")
         #expect(try await alice.ws.closeCode() == 1008)
-        let carolID = try #require(try await admin(server, "GET", "/clients")["clients"]?.arrayValue?.first { $0["door"] == "line" }?["id"]?.stringValue)
-        _ = try await admin(server, "POST", "/clients/\(carolID)/disconnect")
-        #expect(try await carol.nextLine(until: { $0.hasPrefix("disconnected") }) == "disconnected by an administrator: by the operator; bye")
-        #expect(await carol.closed(within: 5))
-        _ = try await admin(server, "POST", "/clients/nobody/disconnect", expect: 404)
+        let carolID = try #require(try await server.admin("GET", "/clients")["clients"]?.arrayValue?.first { $0["door"] == "line" }?["id"]?.stringValue)
+        _ = try await server.admin("POST", "/clients/\(carolID)/disconnect")
+        #expect(try await carol.readLine(until: { $0.hasPrefix("disconnected") }) == "disconnected by an administrator: by the operator; bye")
+        try await carol.waitForClose()
+        _ = try await server.admin("POST", "/clients/nobody/disconnect", expect: 404)
         #expect(memory.records.contains { $0.message == "admin: client disconnected" && $0.metadata["reason"] == "spam" })
     }
 
     @Test func banningANameKeepsItOutOfEveryDoor() async throws {
         let server = try Self.start()
-        defer { server.shutdown() }
-        let mallory = try server.lineClientForLogTest(name: "Mallory")
-        let sam = try PollingClient.open(port: server.httpPort, version: 4)
-        try sam.post(["40"])
-        _ = try sam.poll(until: { $0.hasPrefix("40") })
+        defer { server.stop() }
+        let mallory = try await server.lineClient(name: "Mallory")
+        let sam = try await InProcessPolling.open(server)
+        try await sam.post(["40"])
+        _ = try await sam.poll(until: { $0.hasPrefix("40") })
 
-        let added = try await admin(server, "POST", "/bans", body: #"{"name": "mallory", "seconds": 600, "reason": "spam"}"#, expect: 201)
+        let added = try await server.admin("POST", "/bans", body: #"{"name": "mallory", "seconds": 600, "reason": "spam"}"#, expect: 201)
         #expect(added["ban"]?["name"] == "mallory" && added["disconnected"] == 1)
-        #expect(try await mallory.nextLine(until: { $0.hasPrefix("disconnected") }).contains("banned: spam"))
-        #expect(await mallory.closed(within: 5))
+        #expect(try await mallory.readLine(until: { $0.hasPrefix("disconnected") }).contains("banned: spam"))
+        try await mallory.waitForClose()
 
-        let again = try TestSocket(port: server.linePort)
-        try again.send("iam:MALLORY\n")
-        #expect(try await again.nextLine() == "error: banned from this server; bye")
-        #expect(await again.closed(within: 5))
-        let (native, reply) = try await NativeClient.handshake(server, channel: "demo", clientData: ["name": " Mallory "])
+        let again = try await server.line()
+        again.send("iam:MALLORY\n")
+        #expect(try await again.readLine() == "error: banned from this server; bye")
+        try await again.waitForClose()
+        let (native, reply) = try await server.nativeHandshake(channel: "demo", clientData: ["name": " Mallory "])
         #expect(reply["error"] == "banned from this server" && reply["client_id"]?.stringValue?.isEmpty == false)
         #expect(try await native.ws.closeCode() == 1008)
         // Socket.IO never emits `error`: the refusal is the answer to an ack.
-        try sam.post([#"421["connectUser","mallory"]"#])
-        let refusal = try sam.poll(until: { $0.contains("banned from this server") })
+        try await sam.post([#"421["connectUser","mallory"]"#])
+        let refusal = try await sam.poll(until: { $0.contains("banned from this server") })
         #expect(refusal.contains(#"431[{"error":"banned from this server"}]"#), "\(refusal)")
         // Others are not affected; lifting the ban lets the name back in.
         // Throws (failing the test) unless the line door answers "alice has joined".
-        _ = try server.lineClientForLogTest(name: "alice")
-        let bans = try await admin(server, "GET", "/bans")
+        _ = try await server.lineClient(name: "alice")
+        let bans = try await server.admin("GET", "/bans")
         let id = try #require(bans["bans"]?.arrayValue?.first?["id"]?.intValue)
-        #expect(try await admin(server, "DELETE", "/bans/\(id)") == ["lifted": .number(JSONNumber(id))])
-        _ = try server.lineClientForLogTest(name: "mallory")
-        _ = try await admin(server, "POST", "/bans", body: #"{"name": "x", "ip": "1.2.3.4"}"#, expect: 400)
-        _ = try await admin(server, "POST", "/bans", body: #"{"ip": "not an ip"}"#, expect: 400)
-        _ = try await admin(server, "POST", "/bans", body: #"{"name": "x", "seconds": 0}"#, expect: 400)
+        #expect(try await server.admin("DELETE", "/bans/\(id)") == ["lifted": .number(JSONNumber(id))])
+        _ = try await server.lineClient(name: "mallory")
+        _ = try await server.admin("POST", "/bans", body: #"{"name": "x", "ip": "1.2.3.4"}"#, expect: 400)
+        _ = try await server.admin("POST", "/bans", body: #"{"ip": "not an ip"}"#, expect: 400)
+        _ = try await server.admin("POST", "/bans", body: #"{"name": "x", "seconds": 0}"#, expect: 400)
     }
 
     /// An address ban refuses new connections on every door at admission and cuts the ones
     /// open from that address (the admin API from it included: lift it from elsewhere).
     @Test func banningAnAddressRefusesItAtAdmission() async throws {
         let server = try Self.start()
-        defer { server.shutdown() }
-        let alice = try await NativeClient.connect(server, clientData: ["name": "alice"])
-        let added = try await admin(server, "POST", "/bans", body: #"{"ip": "127.0.0.1", "seconds": 60}"#, expect: 201)
+        defer { server.stop() }
+        let alice = try await server.native(clientData: ["name": "alice"])
+        let added = try await server.admin("POST", "/bans", body: #"{"ip": "127.0.0.1", "seconds": 60}"#, expect: 201)
         #expect(added["disconnected"] == 1)
         #expect(try await alice.ws.closeCode() == 1008)
-        let line = try TestSocket(port: server.linePort)
-        #expect(try await line.nextLine() == "error: your address is banned from this server")
-        let http = try await operationsRequest(server, "GET", "/healthz")
+        let line = try await server.line()
+        #expect(try await line.readLine() == "error: your address is banned from this server")
+        let http = try await server.request("GET", "/healthz")
         #expect(http.status == 503 && http.body.contains("banned"))
         // Lifted from elsewhere (here: in process), the address is welcome again.
         let id = try #require(added["ban"]?["id"]?.intValue)
-        #expect(server.core.bans.remove(id: id))
-        #expect(try await operationsRequest(server, "GET", "/healthz").status == 200)
+        #expect(server.server.core.bans.remove(id: id))
+        #expect(try await server.request("GET", "/healthz").status == 200)
     }
 
     @Test func closingARoomTellsEveryoneAndEmptiesIt() async throws {
         let server = try Self.start()
-        defer { server.shutdown() }
-        let alice = try await NativeClient.connect(server, clientData: ["name": "alice"])
+        defer { server.stop() }
+        let alice = try await server.native(clientData: ["name": "alice"])
         _ = try await alice.subscribe("r")
         _ = try await alice.subscribe("other")
-        let carol = try server.lineClientForLogTest(name: "carol")
+        let carol = try await server.lineClient(name: "carol")
 
-        let closed = try await admin(server, "POST", "/channels/demo/rooms/r/close", body: #"{"reason": "maintenance"}"#)
+        let closed = try await server.admin("POST", "/channels/demo/rooms/r/close", body: #"{"reason": "maintenance"}"#)
         #expect(closed["closed"] == "r" && closed["members"] == 1)
         #expect(try await alice.next { $0["type"] == "room_closed" } == ["type": "room_closed", "room": "r", "reason": "maintenance"])
-        try await eventually("r is empty") { try await admin(server, "GET", "/channels/demo/rooms/r/members")["total"] == 0 }
+        try await eventually("r is empty") { try await server.admin("GET", "/channels/demo/rooms/r/members")["total"] == 0 }
         // No more of r, still everything of `other`.
-        #expect(try await operationsRequest(server, "POST", "/demo/r/publish", body: "\"unseen\"").status == 200)
-        #expect(try await operationsRequest(server, "POST", "/demo/other/publish", body: "\"seen\"").status == 200)
+        #expect(try await server.request("POST", "/demo/r/publish", json: "\"unseen\"").status == 200)
+        #expect(try await server.request("POST", "/demo/other/publish", json: "\"seen\"").status == 200)
         #expect(try await alice.next { $0["type"] == "publish" }["message"] == "seen")
         // The room can be joined again.
         #expect(try await alice.subscribe("r")["error"] == nil)
 
         // Closing the lobby sends its line users away.
-        _ = try await admin(server, "POST", "/channels/demo/rooms/observable-room/close")
-        #expect(try await carol.nextLine(until: { $0.contains("closed") }) == "the lobby was closed by an administrator; bye")
-        #expect(await carol.closed(within: 5))
+        _ = try await server.admin("POST", "/channels/demo/rooms/observable-room/close")
+        #expect(try await carol.readLine(until: { $0.contains("closed") }) == "the lobby was closed by an administrator; bye")
+        try await carol.waitForClose()
     }
 }
