@@ -130,6 +130,14 @@ final class InProcessNative: @unchecked Sendable {
         }
     }
 
+    /// Takes the client id of a successful handshake reply.
+    func accept(handshakeReply reply: JSONValue) throws {
+        guard let id = reply["client_id"]?.stringValue, reply["callback"]?.intValue == 0, reply["error"] == nil else {
+            throw InMemoryPeer.Timeout(description: "bad handshake reply \(reply)")
+        }
+        clientID = id
+    }
+
     func takeCallback() -> Int {
         defer { nextCallback += 1 }
         return nextCallback
