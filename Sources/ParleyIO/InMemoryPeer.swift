@@ -50,12 +50,14 @@ public final class InMemoryPeer: Sendable {
     /// Opens an in-memory connection on `loop` as if a listener had accepted it from
     /// `remoteIP`: `accept` runs on the loop with the connection, exactly like a
     /// ``TCPListener``'s `onAccept` (it sets the handler; a connection left without one is
-    /// closed at once, otherwise reading starts). Returns once `accept` has run.
+    /// closed at once, otherwise reading starts). Returns once `accept` has run; throws when
+    /// the loop has stopped.
     public static func connect(on loop: EventLoop, remoteIP: String = "127.0.0.1", remotePort: Int? = nil,
-                               accept: @escaping @Sendable (TCPConnection) -> Void) async -> InMemoryPeer {
+                               accept: @escaping @Sendable (TCPConnection) -> Void) async throws(IOError) -> InMemoryPeer {
         let port = remotePort ?? 20_000 + nextPort.add(1, ordering: .relaxed).newValue % 40_000
-        return await withCheckedContinuation { continuation in
-            loop.execute {
+        let peer: InMemoryPeer? = await withCheckedContinuation { continuation in
+            let taken = loop.tryExecute {
+                guard !loop.isStopping else { return continuation.resume(returning: nil) }
                 let (connection, peer) = TCPConnection.inMemory(on: loop, remoteIP: remoteIP, remotePort: port)
                 accept(connection)
                 if connection.handler == nil {
@@ -65,7 +67,10 @@ public final class InMemoryPeer: Sendable {
                 }
                 continuation.resume(returning: peer)
             }
+            if !taken { continuation.resume(returning: nil) }
         }
+        guard let peer else { throw IOError(message: "the event loop has stopped: no connection can be opened on it") }
+        return peer
     }
 
     // MARK: the test's side of the wire
@@ -124,12 +129,14 @@ public final class InMemoryPeer: Sendable {
         }
     }
 
-    /// Runs `body` on the connection's loop with the connection (nil once it is closed) and
-    /// returns its result: a test reads the connection's state where it lives.
+    /// Runs `body` on the connection's loop with the connection (nil once it is closed, or
+    /// without running on the loop once the loop has stopped) and returns its result: a test
+    /// reads the connection's state where it lives.
     public func withConnection<T: Sendable>(_ body: @escaping @Sendable (TCPConnection?) -> T) async -> T {
         let (loop, id) = (self.loop, connectionID)
         return await withCheckedContinuation { continuation in
-            loop.execute { continuation.resume(returning: body(loop.connections[id])) }
+            let taken = loop.tryExecute { continuation.resume(returning: body(loop.connections[id])) }
+            if !taken { continuation.resume(returning: body(nil)) }
         }
     }
 

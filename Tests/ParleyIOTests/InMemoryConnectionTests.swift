@@ -27,9 +27,9 @@ import ParleyTestSupport
     }
 
     func open(_ recorder: Recorder, ip: String = "10.1.2.3", setUp: @escaping @Sendable (TCPConnection) -> Void = { _ in })
-        async -> InMemoryPeer {
+        async throws -> InMemoryPeer {
         let handler = UncheckedBox(recorder)
-        return await InMemoryPeer.connect(on: loop, remoteIP: ip) { connection in
+        return try await InMemoryPeer.connect(on: loop, remoteIP: ip) { connection in
             connection.handler = handler.value
             setUp(connection)
         }
@@ -38,7 +38,7 @@ import ParleyTestSupport
     @Test func readsArriveInOrderAndAnswersComeBack() async throws {
         let recorder = Recorder()
         recorder.onRead = { connection, bytes in connection.write(bytes.reversed()) }
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         #expect(await peer.withConnection { $0?.remoteAddress } == "10.1.2.3:\(peer.remotePort)")
         #expect(await peer.withConnection { $0?.clientIP } == "10.1.2.3")
         peer.send("abc")
@@ -50,7 +50,7 @@ import ParleyTestSupport
 
     @Test func writesOfOneTurnGoOutTogetherAndInOrder() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         let queuedInTurn = await peer.withConnection { connection -> Int in
             for i in 0..<100 { connection?.write("\(i),") }
             return connection?.queuedBytes ?? -1
@@ -64,7 +64,7 @@ import ParleyTestSupport
 
     @Test func aPeerThatDoesNotReadIsCutAtTheQueueLimit() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder) { $0.maxQueuedBytes = 10_000 }
+        let peer = try await open(recorder) { $0.maxQueuedBytes = 10_000 }
         peer.stopReading()
         let chunk = [UInt8](repeating: 7, count: 4000)
         // Two turns of 4000 bytes wait (the peer reads nothing): 8000 queued, still open.
@@ -79,7 +79,7 @@ import ParleyTestSupport
 
     @Test func heldBytesArriveWhenThePeerReadsAgainAndWhenDrainedRuns() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         peer.stopReading()
         _ = await peer.withConnection { $0?.write("held back") }
         let drained = Locked(false)
@@ -98,7 +98,7 @@ import ParleyTestSupport
 
     @Test func stopReadingHoldsTheSentBytesBackUntilStartReading() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         _ = await peer.withConnection { $0?.stopReading() }
         peer.send("one")
         peer.send("two")
@@ -111,7 +111,7 @@ import ParleyTestSupport
     @Test func aReadStoppedInsideTheHandlerStopsTheNextOneToo() async throws {
         let recorder = Recorder()
         recorder.onRead = { connection, _ in connection.stopReading() }
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         peer.send("a")
         peer.send("b")
         try await eventually("the first read") { await peer.withConnection { _ in recorder.reads.count } == 1 }
@@ -121,7 +121,7 @@ import ParleyTestSupport
 
     @Test func aFlushingCloseSendsEverythingThenTellsTheHandler() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         _ = await peer.withConnection { connection in
             connection?.write("bye")
             connection?.close()
@@ -133,7 +133,7 @@ import ParleyTestSupport
 
     @Test func aFlushingCloseWaitsForAPeerThatDoesNotRead() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         peer.stopReading()
         _ = await peer.withConnection { connection in
             connection?.write("last words")
@@ -150,7 +150,7 @@ import ParleyTestSupport
     @Test func thePeersEOFClosesAfterItsLastBytesAndTheAnswerIsFlushed() async throws {
         let recorder = Recorder()
         recorder.onRead = { connection, bytes in connection.write(bytes) }
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         peer.send("echo me")
         peer.closeWrite()
         #expect(try await peer.waitForClose() == .peerClosed)
@@ -160,7 +160,7 @@ import ParleyTestSupport
 
     @Test func aResetClosesAtOnceAndDropsTheQueue() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         peer.stopReading()
         _ = await peer.withConnection { $0?.write("never read") }
         peer.reset()
@@ -171,13 +171,24 @@ import ParleyTestSupport
     }
 
     @Test func aConnectionLeftWithoutAHandlerIsClosed() async throws {
-        let peer = await InMemoryPeer.connect(on: loop) { _ in }
+        let peer = try await InMemoryPeer.connect(on: loop) { _ in }
         #expect(await peer.withConnection { $0 == nil })
+    }
+
+    @Test func aStoppedLoopRefusesAConnectionAndItsPeerStillAnswers() async throws {
+        let group = EventLoopGroup(loopCount: 1)
+        let recorder = Recorder()
+        let handler = UncheckedBox(recorder)
+        let peer = try await InMemoryPeer.connect(on: group.loops[0]) { $0.handler = handler.value }
+        group.shutdown()
+        #expect(peer.closeReason == .shutdown)
+        #expect(await peer.withConnection { $0 == nil })
+        await #expect(throws: IOError.self) { _ = try await InMemoryPeer.connect(on: group.loops[0]) { _ in } }
     }
 
     @Test func startTLSIsRefusedWithAClearError() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         let (certificate, key) = try makeTestCertificate()
         let context = try TLSContext(certificateChainFile: certificate, privateKeyFile: key)
         let message = await peer.withConnection { connection -> String? in
@@ -193,7 +204,7 @@ import ParleyTestSupport
 
     @Test func largeSendsArriveInReadBufferSizedReads() async throws {
         let recorder = Recorder()
-        let peer = await open(recorder)
+        let peer = try await open(recorder)
         peer.send([UInt8](repeating: 1, count: EventLoop.readBufferSize * 2 + 5))
         try await eventually("three reads") { await peer.withConnection { _ in recorder.reads.map(\.count) } == [EventLoop.readBufferSize, EventLoop.readBufferSize, 5] }
     }

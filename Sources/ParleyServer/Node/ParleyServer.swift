@@ -418,13 +418,15 @@ public final class ParleyServer: Sendable {
     /// peer is its far end: send it bytes, read what the server wrote, close it. Works on a
     /// server started with or without listeners (`bindsListeners`). TLS is not available in
     /// memory: a door that would speak it refuses the connection (it is closed at once).
+    /// Throws on a stopped server.
     public func acceptInMemory(door: ListeningDoor, remoteIP: String = "127.0.0.1") async throws -> InMemoryPeer {
         let kind = door.kind
+        guard !stopped.load(ordering: .relaxed) else { throw StartupError(description: "the server is stopped") }
         guard let accept = core.acceptors.withLock({ $0[kind] }) else {
             throw StartupError(description: "the \(kind.rawValue) door has no listener on this server")
         }
         let core = self.core
-        return await InMemoryPeer.connect(on: group.next(), remoteIP: remoteIP) { connection in
+        return try await InMemoryPeer.connect(on: group.next(), remoteIP: remoteIP) { connection in
             core.admit(connection, door: kind, accept: accept)
         }
     }
