@@ -41,10 +41,13 @@ final class InProcessServer: Sendable {
         try await server.acceptInMemory(door: .http, remoteIP: ip)
     }
 
-    /// One request (`Connection: close`) on a connection of its own.
+    /// One request (`Connection: close`) on a connection of its own, which the client then
+    /// closes as a socket client does (so a server lingering after an error need not wait).
     func request(_ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil,
                  json: String? = nil, ip: String = "127.0.0.1", timeout: Double = 5) async throws -> HTTPTestResponse {
-        try await http(ip: ip).request(method, target, headers: headers, body: body, json: json, close: true, timeout: timeout)
+        let peer = try await http(ip: ip)
+        defer { peer.closeWrite() }
+        return try await peer.request(method, target, headers: headers, body: body, json: json, close: true, timeout: timeout)
     }
 
     /// The admin token the in-process admin tests configure.

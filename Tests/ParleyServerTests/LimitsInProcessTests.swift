@@ -47,7 +47,7 @@ import Testing
         let refused = try await server.line()
         #expect(try await refused.readLine() == "error: server is full (limit 2 connections); try again later")
         try await refused.waitForClose()
-        let http = try await server.http().responseAtClose()
+        let http = try await server.request("GET", "/demo/stats")
         #expect(http.status == 503)
         #expect(http.body.contains("server is full"))
         a.reset(); b.reset()
@@ -64,7 +64,7 @@ import Testing
         let b = try await server.lineClient(name: "b")
         let refused = try await server.line()
         #expect(try await refused.readLine() == "error: too many connections from your address (limit 2)")
-        let http = try await server.http().responseAtClose()
+        let http = try await server.request("GET", "/demo/stats")
         #expect(http.status == 503)
         #expect(http.body == "too many connections from your address (limit 2)\n")
         // Another address is not affected.

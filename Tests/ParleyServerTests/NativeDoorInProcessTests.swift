@@ -264,12 +264,14 @@ import Testing
         #expect(notFound.body == "not found\n")
         let garbage = try await server.http()
         garbage.send("GARBAGE\r\n\r\n")
-        let refused = try await garbage.responseAtClose()
+        let refused = try await garbage.readResponse()
         #expect(refused.status == 400)
         #expect(!refused.body.isEmpty)
+        garbage.closeWrite()  // done, as a socket client would be: the server need not linger
         let wrongUpgrade = try await server.http()
         wrongUpgrade.send("GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
         #expect(try await wrongUpgrade.readResponse().status == 404)
+        wrongUpgrade.closeWrite()
     }
 
     @Test func keepAliveAndPipelining() async throws {
