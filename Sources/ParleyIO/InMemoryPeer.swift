@@ -140,6 +140,12 @@ public final class InMemoryPeer: Sendable {
         }
     }
 
+    /// Bytes sent that the connection has not read yet: held back while it does not read
+    /// (``TCPConnection/stopReading()``, back-pressure); 0 once it is closed.
+    public func bytesNotYetRead() async -> Int {
+        await withConnection { connection in connection?.wire?.pendingReadBytes ?? 0 }
+    }
+
     // MARK: what the connection wrote
 
     /// Bytes the connection wrote that have not been read (taken) yet.
@@ -234,6 +240,8 @@ final class InMemoryWire {
     }
 
     var hasReads: Bool { readsStart < reads.count }
+
+    var pendingReadBytes: Int { reads[readsStart...].reduce(0) { $0 + $1.count } }
 
     func nextRead() -> [UInt8]? {
         guard readsStart < reads.count else { return nil }

@@ -104,8 +104,10 @@ import ParleyTestSupport
         peer.send("two")
         try await Task.sleep(for: .milliseconds(20))
         #expect(await peer.withConnection { _ in recorder.reads.count } == 0)
+        #expect(await peer.bytesNotYetRead() == 6)
         _ = await peer.withConnection { $0?.startReading() }
         try await eventually("both reads arrived") { await peer.withConnection { _ in recorder.reads.count } == 2 }
+        #expect(await peer.bytesNotYetRead() == 0)
     }
 
     @Test func aReadStoppedInsideTheHandlerStopsTheNextOneToo() async throws {

@@ -6,7 +6,7 @@ import ParleyLog
 import ParleyTestSupport
 
 /// A whole server without a socket: no port is bound, every connection is an
-/// ``InMemoryPeer`` handed to a door through ``ParleyServer/acceptInMemory(door:remoteIP:)``
+/// ``InMemoryPeer`` handed to a door through ``ParleyServer/acceptInMemory(door:remoteIP:loop:)``
 /// (bans, limits, the door's policy and session as for a real one), and the wall clock of
 /// rate buckets, timestamps, bans and tokens is a ``ManualClock``. The doors' tests run here;
 /// `Tests/EndToEndTests` keeps what needs real sockets.
@@ -24,21 +24,21 @@ final class InProcessServer: Sendable {
     var lobby: RoomKey { server.configuration.lobby }
 
     /// A fresh connection to the line door.
-    func line(ip: String = "127.0.0.1") async throws -> InMemoryPeer {
-        try await server.acceptInMemory(door: .line, remoteIP: ip)
+    func line(ip: String = "127.0.0.1", loop: Int? = nil) async throws -> InMemoryPeer {
+        try await server.acceptInMemory(door: .line, remoteIP: ip, loop: loop)
     }
 
     /// A line user that has said `iam:NAME` and seen its own join.
-    func lineClient(name: String, ip: String = "127.0.0.1") async throws -> InMemoryPeer {
-        let peer = try await line(ip: ip)
+    func lineClient(name: String, ip: String = "127.0.0.1", loop: Int? = nil) async throws -> InMemoryPeer {
+        let peer = try await line(ip: ip, loop: loop)
         peer.send("iam:\(name)\n")
         _ = try await peer.readLine(until: { $0 == "\(name) has joined" })
         return peer
     }
 
     /// A fresh connection to the HTTP door.
-    func http(ip: String = "127.0.0.1") async throws -> InMemoryPeer {
-        try await server.acceptInMemory(door: .http, remoteIP: ip)
+    func http(ip: String = "127.0.0.1", loop: Int? = nil) async throws -> InMemoryPeer {
+        try await server.acceptInMemory(door: .http, remoteIP: ip, loop: loop)
     }
 
     /// One request (`Connection: close`) on a connection of its own, which the client then
@@ -75,8 +75,9 @@ final class InProcessServer: Sendable {
     }
 
     /// A native (Scaledrone v3) client after its handshake.
-    func native(clientData: JSONValue? = nil, channel: String = "demo", ip: String = "127.0.0.1") async throws -> InProcessNative {
-        let client = try await InProcessNative.open(self, ip: ip)
+    func native(clientData: JSONValue? = nil, channel: String = "demo", ip: String = "127.0.0.1",
+                loop: Int? = nil) async throws -> InProcessNative {
+        let client = try await InProcessNative.open(self, ip: ip, loop: loop)
         client.send(NativeCommands.handshake(channel: channel, clientData: clientData))
         let reply = try await client.next()
         guard let id = reply["client_id"]?.stringValue, reply["callback"]?.intValue == 0, reply["error"] == nil else {
@@ -114,8 +115,9 @@ final class InProcessNative: @unchecked Sendable {
     private init(ws: InMemoryWebSocket) { self.ws = ws }
 
     /// Upgrades an HTTP connection to the native door; no handshake yet.
-    static func open(_ server: InProcessServer, ip: String = "127.0.0.1", deflate: Bool = false) async throws -> InProcessNative {
-        let peer = try await server.http(ip: ip)
+    static func open(_ server: InProcessServer, ip: String = "127.0.0.1", loop: Int? = nil,
+                     deflate: Bool = false) async throws -> InProcessNative {
+        let peer = try await server.http(ip: ip, loop: loop)
         return InProcessNative(ws: try await InMemoryWebSocket(peer, deflate: deflate))
     }
 

@@ -57,7 +57,7 @@ final class ServerCore: Sendable {
     let doorContext: DoorContext
     private let providers = Mutex<[@Sendable (inout PrometheusText) -> Void]>([])
     /// False for a server started without listeners (``ParleyServer/init(configuration:logger:clock:bindsListeners:store:)``):
-    /// its doors are reached only through ``ParleyServer/acceptInMemory(door:remoteIP:)``.
+    /// its doors are reached only through ``ParleyServer/acceptInMemory(door:remoteIP:loop:)``.
     let bindsListeners: Bool
     /// What each door with a listener does with an accepted connection, kept so a connection
     /// handed in memory takes the same way in (``admit(_:door:accept:)``).
@@ -172,7 +172,7 @@ public final class ParleyServer: Sendable {
     ///
     /// With `bindsListeners` false no port is bound (``httpPort`` and ``linePort`` are 0): the
     /// server runs as usual, but its doors are reached only through
-    /// ``acceptInMemory(door:remoteIP:)``, for tests without sockets.
+    /// ``acceptInMemory(door:remoteIP:loop:)``, for tests without sockets.
     public init(configuration: ServerConfiguration, logger: Logger = .disabled, clock: any WallClock = SystemWallClock(),
                 bindsListeners: Bool = true, store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
         self.logger = logger
@@ -397,7 +397,7 @@ public final class ParleyServer: Sendable {
         return retention
     }
 
-    /// A door with a listener of its own, for ``acceptInMemory(door:remoteIP:)``.
+    /// A door with a listener of its own, for ``acceptInMemory(door:remoteIP:loop:)``.
     public enum ListeningDoor: Sendable {
         /// The HTTP port: REST, the web client, the native WebSocket door, Socket.IO.
         case http
@@ -419,14 +419,19 @@ public final class ParleyServer: Sendable {
     /// server started with or without listeners (`bindsListeners`). TLS is not available in
     /// memory: a door that would speak it refuses the connection (it is closed at once).
     /// Throws on a stopped server.
-    public func acceptInMemory(door: ListeningDoor, remoteIP: String = "127.0.0.1") async throws -> InMemoryPeer {
+    /// `loop` picks the event loop (an index below the configured loop count) where the
+    /// connection lives, as a test of cross-loop delivery wants; by default the next one.
+    public func acceptInMemory(door: ListeningDoor, remoteIP: String = "127.0.0.1", loop: Int? = nil) async throws -> InMemoryPeer {
         let kind = door.kind
         guard !stopped.load(ordering: .relaxed) else { throw StartupError(description: "the server is stopped") }
         guard let accept = core.acceptors.withLock({ $0[kind] }) else {
             throw StartupError(description: "the \(kind.rawValue) door has no listener on this server")
         }
+        if let loop, !group.loops.indices.contains(loop) {
+            throw StartupError(description: "no loop \(loop): this server has \(group.loops.count)")
+        }
         let core = self.core
-        return try await InMemoryPeer.connect(on: group.next(), remoteIP: remoteIP) { connection in
+        return try await InMemoryPeer.connect(on: loop.map { group.loops[$0] } ?? group.next(), remoteIP: remoteIP) { connection in
             core.admit(connection, door: kind, accept: accept)
         }
     }

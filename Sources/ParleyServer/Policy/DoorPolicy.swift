@@ -57,7 +57,7 @@ struct DoorPolicy: Sendable {
 }
 
 /// What a door does with a connection its listener accepted (or a test handed it in memory,
-/// ``ParleyServer/acceptInMemory(door:remoteIP:)``): runs on the connection's loop with its
+/// ``ParleyServer/acceptInMemory(door:remoteIP:loop:)``): runs on the connection's loop with its
 /// ticket and policy and must set the connection's handler.
 typealias DoorAcceptor = @Sendable (TCPConnection, AdmissionTicket, DoorPolicy) -> Void
 
