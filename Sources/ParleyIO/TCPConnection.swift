@@ -27,6 +27,9 @@ public protocol ConnectionHandler: AnyObject {
 /// Writes are queued and coalesced: everything written during one loop turn goes out as one
 /// `writev`. The queue is bounded: a peer that stops reading is disconnected once its queue
 /// passes ``maxQueuedBytes``, without slowing anyone else.
+///
+/// Tests make one without a socket, whose far end is an ``InMemoryPeer``: the same class and
+/// write path; only the flush, reads and the close differ.
 public final class TCPConnection {
     /// The loop this connection lives on, for life.
     public let loop: EventLoop
