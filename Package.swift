@@ -57,7 +57,7 @@ let package = Package(
         .executableTarget(name: "autobahn-client", dependencies: ["ParleyIO", "ParleyWebSocket"],
                           path: "Sources/AutobahnClient"),
 
-        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyServer", "ParleyCore", "ParleyLog"], path: "Tests/ParleyTestSupport"),
+        .target(name: "ParleyTestSupport", dependencies: ["ParleyWebSocket", "ParleyServer", "ParleyCore", "ParleyIO", "ParleyLog"], path: "Tests/ParleyTestSupport"),
         .testTarget(name: "ParleyIOTests", dependencies: ["ParleyIO", "ParleyTestSupport"]),
         .testTarget(name: "ParleyHTTPTests", dependencies: ["ParleyHTTP", "ParleyTestSupport"]),
         .testTarget(name: "ParleyWebSocketTests", dependencies: ["ParleyWebSocket", "ParleyIO", "ParleyHTTP", "ParleyTestSupport"]),

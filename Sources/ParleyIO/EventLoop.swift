@@ -101,6 +101,18 @@ public final class EventLoop: @unchecked Sendable {
         if shouldWake { uv_async_send(wakeup) }
     }
 
+    /// Like ``execute(_:)``, but says whether the task was taken: false once the loop has
+    /// stopped taking tasks (a task taken is run, if only while the loop stops).
+    func tryExecute(_ task: @escaping @Sendable () -> Void) -> Bool {
+        let (taken, shouldWake) = inbox.withLock { inbox -> (Bool, Bool) in
+            if inbox.closed { return (false, false) }
+            inbox.tasks.append(task)
+            return (true, inbox.tasks.count == 1)
+        }
+        if shouldWake { uv_async_send(wakeup) }
+        return taken
+    }
+
     /// Tasks waiting for this loop now (a gauge for `/metrics`). The queue itself takes what
     /// it is given: what feeds it is bounded at the source (room deliveries by publisher
     /// back-pressure, store answers by the store's queues, requests by connection limits).

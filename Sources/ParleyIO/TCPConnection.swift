@@ -27,6 +27,9 @@ public protocol ConnectionHandler: AnyObject {
 /// Writes are queued and coalesced: everything written during one loop turn goes out as one
 /// `writev`. The queue is bounded: a peer that stops reading is disconnected once its queue
 /// passes ``maxQueuedBytes``, without slowing anyone else.
+///
+/// Tests make one without a socket, whose far end is an ``InMemoryPeer``: the same class and
+/// write path; only the flush, reads and the close differ.
 public final class TCPConnection {
     /// The loop this connection lives on, for life.
     public let loop: EventLoop
@@ -73,14 +76,22 @@ public final class TCPConnection {
     }
     /// Called once the queue has drained to a mark (``whenDrained(below:_:)``).
     private var drainWaiter: (mark: Int, body: () -> Void)?
+    /// The in-memory peer standing in for the socket (``InMemoryPeer``); nil for a real one.
+    /// Only reads, `flush` and the close look at it: the write path is the same.
+    let wire: InMemoryWire?
 
-    init(loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>) {
+    convenience init(loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>) {
+        self.init(loop: loop, handle: handle, peer: TCPConnection.peerName(handle), wire: nil)
+    }
+
+    init(loop: EventLoop, handle: UnsafeMutablePointer<uv_tcp_t>, peer: (ip: String, port: Int), wire: InMemoryWire?) {
         self.loop = loop
         self.handle = handle
+        self.wire = wire
         self.id = loop.makeConnectionID()
         out = .allocate(capacity: 1)
         out.initialize(to: WriteState())
-        let (ip, port) = TCPConnection.peerName(handle)
+        let (ip, port) = peer
         self.remoteIP = ip
         self.clientIP = ip
         self.remoteAddress = ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
@@ -111,6 +122,7 @@ public final class TCPConnection {
     public func startReading() {
         guard state == .open, !isReading else { return }
         isReading = true
+        if let wire { wire.scheduleReads(of: self); return }
         uv_read_start(stream, { handle, _, buf in
             let loop = EventLoop.from(handle!.pointee.loop)
             buf!.pointee = uv_buf_init(loop.readBuffer.assumingMemoryBound(to: CChar.self),
@@ -130,6 +142,19 @@ public final class TCPConnection {
                 }
             }
         })
+    }
+
+    /// Hands bytes the in-memory peer sent to the handler, as reads, while reading (on this
+    /// loop, never from inside a handler's call); then the peer's EOF, like libuv's.
+    func deliverInMemoryReads() {
+        guard let wire else { return }
+        while isReading, state == .open, let chunk = wire.nextRead() {
+            loop.statistics.didRead(chunk.count)
+            chunk.withUnsafeBytes { deliver($0) }
+        }
+        if isReading, state == .open, wire.peerSentEOF, !wire.hasReads {
+            close(flush: true, reason: .peerClosed)
+        }
     }
 
     private func deliver(_ bytes: UnsafeRawBufferPointer) {
@@ -153,6 +178,7 @@ public final class TCPConnection {
     /// server's certificate against `serverName`. Reads reach the handler as plaintext and
     /// writes are encrypted, transparently.
     public func startTLS(_ context: TLSContext, serverName: String? = nil) throws(IOError) {
+        if wire != nil { throw IOError(message: "TLS is not available on an in-memory connection") }
         let session = try TLSSession(context: context, serverName: serverName)
         tls = session
         if !context.isServer { enqueue(IOBuffer(session.start())) }
@@ -165,7 +191,7 @@ public final class TCPConnection {
     public func stopReading() {
         guard isReading else { return }
         isReading = false
-        uv_read_stop(stream)
+        if wire == nil { uv_read_stop(stream) }
     }
 
     // MARK: writing
@@ -212,6 +238,7 @@ public final class TCPConnection {
     func flush() {
         out.pointee.isDirty = false
         guard !out.pointee.pending.isEmpty, state != .closed else { return }
+        if let wire { flush(into: wire); return }
         // Nothing of ours in libuv's queue: hand the bytes straight to the kernel. Usually
         // it takes them all, and the turn costs one writev and no write request, callback or
         // re-arming of the socket for writability (which uv_write costs every time).
@@ -262,6 +289,32 @@ public final class TCPConnection {
         } else {
             out.pointee.inFlightWrites += 1
         }
+    }
+
+    /// The in-memory flush: the peer takes the turn's bytes, or, while it does not read, they
+    /// wait as libuv's queue would hold them (counted in ``queuedBytes``, so the queue limit
+    /// still cuts the connection) until it reads again (``wireDrained()``).
+    private func flush(into wire: InMemoryWire) {
+        let bytes = out.pointee.pendingBytes
+        loop.statistics.didWrite(bytes)
+        out.pointee.pendingBytes = 0
+        if wire.take(out.pointee.pending.buffers) {
+            out.pointee.pending.removeAll()
+            writesDrained()
+            return
+        }
+        out.pointee.pending.moveAll(into: &wire.held)
+        wire.heldBytes += bytes
+        handle.pointee.write_queue_size = wire.heldBytes
+        // The held bytes are one write in flight: a flushing close waits for them.
+        out.pointee.inFlightWrites = 1
+    }
+
+    /// The in-memory peer read what was held for it.
+    func wireDrained() {
+        handle.pointee.write_queue_size = 0
+        out.pointee.inFlightWrites = 0
+        writesDrained()
     }
 
     /// `uv_try_write` of everything pending, in one writev. Returns the bytes the kernel
@@ -358,6 +411,12 @@ public final class TCPConnection {
         state = .closed
         out.pointee.pending.removeAll()
         out.pointee.pendingBytes = 0
+        if let wire {
+            // What a peer did not read is dropped, as a reset drops it (libuv wants an empty
+            // write queue at close).
+            wire.dropHeld()
+            handle.pointee.write_queue_size = 0
+        }
         let handlePointer = UnsafeMutableRawPointer(handle).assumingMemoryBound(to: uv_handle_t.self)
         if uv_is_closing(handlePointer) != 0 {
             // The loop is stopping and has already closed the handle.
@@ -376,6 +435,7 @@ public final class TCPConnection {
         loop.connections.removeValue(forKey: id)
         let handler = self.handler
         self.handler = nil
+        wire?.connectionClosed(reason: closeReason)
         handler?.connectionDidClose(self, reason: closeReason)
     }
 

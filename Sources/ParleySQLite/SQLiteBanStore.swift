@@ -71,6 +71,10 @@ public final class SQLiteBanStore: BanStore {
     }
 
     public func load(nowMillis: Int64) async throws(ParleyError) -> BanSet {
+        try loadNow(nowMillis: nowMillis)
+    }
+
+    public func loadNow(nowMillis: Int64, timeoutMillis: Int = 0) throws(ParleyError) -> BanSet {
         try connection.withLock { connection throws(ParleyError) -> BanSet in
             try transaction(connection) { () throws(ParleyError) -> BanSet in
                 let expire = try connection.statement("DELETE FROM bans WHERE until_ms <= ?1")

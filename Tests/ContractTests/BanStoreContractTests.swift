@@ -39,6 +39,7 @@ enum BanStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
         let loaded = try await store.load(nowMillis: 100)
         #expect(loaded.bans == [address, again], "oldest first, one per target, reasons kept as they were")
         #expect(loaded.bans.first?.reason == "flood\nwith a newline")
+        #expect(try store.loadNow(nowMillis: 100, timeoutMillis: 2_000) == loaded, "the blocking read a starting server uses")
     }
 
     @Test(arguments: BanStoreKind.allCases)

@@ -7,7 +7,9 @@ import Testing
 import Glibc
 #endif
 
-/// The abuse limits of README.md, "Limits", each breached for real against a server.
+/// The abuse limits of README.md, "Limits", that need real sockets or wall-clock timers,
+/// breached for real against a server; the others are tested in-process
+/// (Tests/ParleyServerTests/LimitsInProcessTests).
 @Suite(.serialized) struct AbuseLimitsTests {
     /// `parley_limit_breaches_total{limit="NAME"}` as `/metrics` shows it, read in process:
     /// an unprotected `/metrics` counts against the REST rate limit, which some of these
@@ -122,23 +124,6 @@ import Glibc
         }
     }
 
-    @Test func lineFloodGetsErrorsThenDisconnect() async throws {
-        let server = try startTestServer { $0.lineRatePerSecond = 5; $0.lineBurst = 10 }
-        defer { server.shutdown() }
-        let socket = try TestSocket(port: server.linePort)
-        try socket.send("iam:flood\n")
-        _ = try await socket.nextLine()
-        try socket.send(String(repeating: "msg:spam\n", count: 200))
-        var sawError = false, sawDisconnect = false
-        while let line = try? await socket.nextLine(timeout: 3) {
-            if line.hasPrefix("error: rate limit exceeded (") { sawError = true }
-            if line == "error: rate limit exceeded again and again; disconnected" { sawDisconnect = true }
-        }
-        #expect(sawError)
-        #expect(sawDisconnect)
-        #expect(await socket.closed(within: 2))
-    }
-
     @Test func halfOpenConnectionsDoNotStopNewClientsAndTimeOut() async throws {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
@@ -207,44 +192,6 @@ import Glibc
         #expect(try await alice.next { $0["message"] == "still here" }["message"] == "still here")
     }
 
-    @Test func maxConnectionsRefusesWithAReasonOnEachDoor() async throws {
-        let server = try startTestServer { $0.maxConnections = 2 }
-        defer { server.shutdown() }
-        let a = try TestSocket(port: server.linePort)
-        let b = try TestSocket(port: server.linePort)
-        try a.send("iam:a\n"); try b.send("iam:b\n")
-        _ = try await a.nextLine(); _ = try await b.nextLine()
-        let refused = try TestSocket(port: server.linePort)
-        #expect(try await refused.nextLine() == "error: server is full (limit 2 connections); try again later")
-        #expect(await refused.closed(within: 2))
-        let http = try await httpRequest(port: server.httpPort, "GET", "/demo/stats")
-        #expect(http.status == 503)
-        #expect(http.body.contains("server is full"))
-        a.abort(); b.abort()
-        // Once both are released, /metrics itself is let in (while full it would be refused too).
-        try await eventually("a and b released") { server.openConnectionCount == 0 }
-        #expect(try await Self.breaches(server, "max_connections") == 2)
-    }
-
-    @Test func connectionsPerIPAreLimited() async throws {
-        let server = try startTestServer { $0.maxConnectionsPerIP = 2 }
-        defer { server.shutdown() }
-        let a = try await NativeClient.connect(server)
-        let b = try TestSocket(port: server.linePort)
-        try b.send("iam:b\n")
-        _ = try await b.nextLine()
-        let refused = try TestSocket(port: server.linePort)
-        #expect(try await refused.nextLine() == "error: too many connections from your address (limit 2)")
-        let http = try await httpRequest(port: server.httpPort, "GET", "/demo/stats")
-        #expect(http.status == 503)
-        #expect(http.body == "too many connections from your address (limit 2)\n")
-        // A slot freed is a slot available.
-        b.abort()
-        try await eventually("b released") { server.openConnectionCount == 1 }
-        #expect(try await Self.breaches(server, "max_connections_per_ip") == 2)
-        _ = a
-    }
-
     @Test func handshakeTimeoutClosesSilentLineAndHTTPConnections() async throws {
         let server = try startTestServer { $0.handshakeTimeoutMillis = 300 }
         defer { server.shutdown() }
@@ -290,122 +237,5 @@ import Glibc
         _ = try client.poll(until: { $0.hasPrefix("40") })
         // Nothing sent: the next poll is answered with the close packet.
         #expect(try client.poll(until: { $0 == "1" }, timeout: 3) == "1")
-    }
-
-    @Test func observableMembersListIsCutWithTheRealCount() async throws {
-        let server = try startTestServer { $0.maxMembersListed = 2 }
-        defer { server.shutdown() }
-        var clients: [NativeClient] = []
-        for _ in 0..<3 {
-            let client = try await NativeClient.connect(server)
-            _ = try await client.subscribe("observable-big")
-            clients.append(client)
-        }
-        let late = try await NativeClient.connect(server)
-        _ = try await late.subscribe("observable-big")
-        let members = try await late.next { $0["type"] == "observable_members" }
-        #expect(members["data"]?.arrayValue?.count == 2)
-        #expect(members["count"] == 4)
-        // Under the limit there is no count.
-        let small = try await NativeClient.connect(server)
-        _ = try await small.subscribe("observable-small")
-        let few = try await small.next { $0["type"] == "observable_members" }
-        #expect(few["data"]?.arrayValue?.count == 1)
-        #expect(few["count"] == nil)
-        #expect(try await Self.breaches(server, "members_listed") == 2)  // the third joiner and the late one
-    }
-
-    @Test func restRateIsLimitedPerAddressWith429() async throws {
-        let server = try startTestServer { $0.restRatePerSecond = 1; $0.restBurst = 2 }
-        defer { server.shutdown() }
-        #expect(try await httpRequest(port: server.httpPort, "GET", "/demo/stats").status == 200)
-        #expect(try await httpRequest(port: server.httpPort, "GET", "/demo/stats").status == 200)
-        let socket = try TestSocket(port: server.httpPort)
-        try socket.send("GET /demo/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        _ = await socket.closed(within: 3)
-        let text = String(decoding: socket.buffered, as: UTF8.self)
-        #expect(text.hasPrefix("HTTP/1.1 429"))
-        #expect(text.contains("Retry-After: 1\r\n"))
-        #expect(text.hasSuffix("too many requests (limit 1 per second per address); slow down\n"))
-        // What is awaited here is time itself: the bucket refills at 1 per second. Waiting as
-        // long as Retry-After says (plus a margin) cannot be too short on a busy machine, and
-        // a request made while still refused would count as a second breach.
-        try await Task.sleep(for: .milliseconds(1100))
-        #expect(try await httpRequest(port: server.httpPort, "GET", "/demo/stats").status == 200)
-        #expect(try await Self.breaches(server, "rest_rate") == 1)
-    }
-
-    @Test func metricsListEveryLimitAndOpenConnections() async throws {
-        let server = try startTestServer { $0.webSocketMaxMessageSize = 1024; $0.nativeMaxRooms = 1 }
-        defer { server.shutdown() }
-        let client = try await NativeClient.connect(server)
-        _ = try await client.subscribe("a")
-        #expect(try await client.subscribe("b")["error"] != nil)
-        let big = try await NativeClient.connect(server)
-        try big.publish(.string(String(repeating: "x", count: 2_000)), to: "a")
-        #expect(try await big.ws.closeCode() == 1009)
-        try await eventually("big released") { server.openConnectionCount == 1 }
-        let metrics = try await httpRequest(port: server.httpPort, "GET", "/metrics")
-        #expect(metrics.status == 200)
-        for name in ["max_connections", "max_connections_per_ip", "handshake_timeout", "idle_timeout", "message_size",
-                     "message_rate", "rate_abuse_disconnect", "rooms_per_connection", "members_listed", "rest_rate"] {
-            #expect(metrics.body.contains("parley_limit_breaches_total{limit=\"\(name)\"} "), "\(name) missing")
-        }
-        #expect(metrics.body.contains("parley_open_connections 2\n"))  // `client` and the /metrics request
-        #expect(metrics.body.contains("parley_limit_breaches_total{limit=\"rooms_per_connection\"} 1\n"))
-        #expect(metrics.body.contains("parley_limit_breaches_total{limit=\"message_size\"} 1\n"))
-    }
-
-    @Test func limitFlagsParse() throws {
-        let configuration = try #require(try ServerConfiguration.parse(arguments: [
-            "--max-connections", "5", "--max-connections-per-ip", "3", "--handshake-timeout", "0.5",
-            "--idle-timeout", "60", "--max-members-listed", "10", "--rest-rate", "7", "--max-body-size", "2048",
-            "--socketio-max-payload", "4096", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--line-tls",
-        ], environment: ["PARLEY_IDLE_TIMEOUT": "30"]))
-        #expect(configuration.maxConnections == 5)
-        #expect(configuration.maxConnectionsPerIP == 3)
-        #expect(configuration.handshakeTimeoutMillis == 500)
-        #expect(configuration.idleTimeoutMillis == 60_000)
-        #expect(configuration.maxMembersListed == 10)
-        #expect(configuration.restRatePerSecond == 7 && configuration.restBurst == 14)
-        #expect(configuration.httpMaxBodyBytes == 2048)
-        #expect(configuration.socketIOMaxPayload == 4096)
-        #expect(configuration.tlsCertificateFile == "c.pem" && configuration.tlsKeyFile == "k.pem")
-        #expect(configuration.lineTLS)
-        let defaults = ServerConfiguration()
-        #expect(defaults.maxConnections == 10_000 && defaults.maxConnectionsPerIP == 1_000)
-        #expect(defaults.handshakeTimeoutMillis == 10_000 && defaults.idleTimeoutMillis == 300_000)
-        #expect(defaults.maxMembersListed == 1_000 && defaults.restRatePerSecond == 20 && defaults.restBurst == 40)
-        #expect(!defaults.lineTLS && defaults.tlsCertificateFile == nil)
-    }
-}
-
-/// Startup with bad TLS files stops with a message naming the file.
-@Suite struct TLSStartupTests {
-    static func startupError(_ adjust: (inout ServerConfiguration) -> Void) -> String? {
-        do {
-            let server = try startTestServer(adjust)
-            server.shutdown()
-            return nil
-        } catch {
-            return "\(error)"
-        }
-    }
-
-    @Test func missingFilesAndMismatchedPairsStopStartup() throws {
-        let one = try makeTestCertificate(), two = try makeTestCertificate()
-        let missing = Self.startupError { $0.tlsCertificateFile = "/nonexistent/cert.pem"; $0.tlsKeyFile = one.key }
-        #expect(missing == "cannot read the TLS certificate file /nonexistent/cert.pem: No such file or directory")
-        let mismatched = Self.startupError { $0.tlsCertificateFile = one.cert; $0.tlsKeyFile = two.key }
-        // OpenSSL notices the mismatch while loading the key: "key values mismatch".
-        #expect(mismatched?.contains("TLS private key \(two.key)") == true, "\(mismatched ?? "started")")
-        #expect(mismatched?.contains("mismatch") == true, "\(mismatched ?? "started")")
-        let notPEM = Self.startupError { $0.tlsCertificateFile = one.key; $0.tlsKeyFile = one.key }
-        #expect(notPEM?.contains("cannot load TLS certificate \(one.key)") == true, "\(notPEM ?? "started")")
-        let halfConfigured = Self.startupError { $0.tlsCertificateFile = one.cert }
-        #expect(halfConfigured == "--tls-cert needs --tls-key (the certificate's private key)")
-        let lineOnly = Self.startupError { $0.lineTLS = true }
-        #expect(lineOnly == "--line-tls needs --tls-cert and --tls-key")
-        #expect(Self.startupError { $0.tlsCertificateFile = one.cert; $0.tlsKeyFile = one.key } == nil)
     }
 }

@@ -4,6 +4,9 @@ import ParleyCore
 import ParleyServer
 import ParleyTestSupport
 
+/// The line door over real sockets: a smoke test, fan-out at scale, a reader the kernel
+/// stops, the binary, a taken port. The door's rules are tested in-process in
+/// Tests/ParleyServerTests/LineDoorInProcessTests.
 @Suite(.serialized) struct LineDoorTests {
     @Test func threeClientsSeeEachOtherJoinAndEveryMessageIncludingTheirOwn() throws {
         let server = try TestServer.start()
@@ -17,102 +20,6 @@ import ParleyTestSupport
 
         try bob.send("msg:hello everyone\n")
         for client in [alice, bob, carol] { #expect(try client.readLine() == "bob:hello everyone") }
-    }
-
-    @Test func unframedWritesOfTheOriginalIOSClientAreUnderstood() throws {
-        let server = try TestServer.start()
-        defer { server.stop() }
-        let watcher = try server.lineClient(name: "watcher")
-        let luke = try TestSocket(port: server.server.linePort)
-        try luke.send("iam:Luke")              // no newline, as the iOS client writes it
-        #expect(try luke.readLine() == "Luke has joined")
-        #expect(try watcher.readLine() == "Luke has joined")
-        try luke.send("msg:Hey")
-        #expect(try luke.readLine() == "Luke:Hey")
-        #expect(try watcher.readLine() == "Luke:Hey")
-    }
-
-    @Test func unicodeAndColonsArriveIntact() throws {
-        let server = try TestServer.start()
-        defer { server.stop() }
-        let a = try server.lineClient(name: "zoë")
-        let b = try server.lineClient(name: "bob")
-        _ = try a.readLine()
-        try a.send("msg:héllo 👋\n")
-        try a.send("msg:a:b:c\r\n")
-        for client in [a, b] {
-            #expect(try client.readLine() == "zoë:héllo 👋")
-            #expect(try client.readLine() == "zoë:a:b:c")
-        }
-    }
-
-    @Test func errorsForUnknownAndOutOfOrderCommands() throws {
-        let server = try TestServer.start()
-        defer { server.stop() }
-        let socket = try TestSocket(port: server.server.linePort)
-        try socket.send("msg:too early\n")
-        #expect(try socket.readLine().hasPrefix("error: say who you are first"))
-        try socket.send("hello?\n")
-        #expect(try socket.readLine().hasPrefix("error: unknown command"))
-        try socket.send("iam:\n")
-        #expect(try socket.readLine().hasPrefix("error: iam needs a name"))
-        try socket.send("iam:dan\n")
-        #expect(try socket.readLine() == "dan has joined")
-        try socket.send("iam:dan2\n")
-        #expect(try socket.readLine() == "error: already joined as dan")
-        try socket.send("msg:still here\n")
-        #expect(try socket.readLine() == "dan:still here")
-    }
-
-    @Test func overlongLineIsRejectedAndTheConnectionLivesOn() throws {
-        let server = try TestServer.start { $0.lineMaxLength = 1024 }
-        defer { server.stop() }
-        let socket = try server.lineClient(name: "eve")
-        try socket.send("msg:" + String(repeating: "x", count: 5000) + "\n")
-        #expect(try socket.readLine().hasPrefix("error: line too long"))
-        try socket.send("msg:short\n")
-        #expect(try socket.readLine() == "eve:short")
-    }
-
-    @Test func rateLimitDropsTheExcessWithAnError() throws {
-        let server = try TestServer.start { $0.lineRatePerSecond = 5; $0.lineBurst = 5 }
-        defer { server.stop() }
-        let socket = try server.lineClient(name: "flood")
-        try socket.send(String(repeating: "msg:spam\n", count: 20))
-        var delivered = 0, refused = 0
-        for _ in 0..<20 {
-            let line = try socket.readLine()
-            if line == "flood:spam" { delivered += 1 } else if line.hasPrefix("error: rate limit exceeded") { refused += 1 }
-        }
-        #expect(delivered == 5)
-        #expect(refused == 15)
-    }
-
-    @Test func garbageAndAbruptDisconnectsDoNotDisturbOthers() throws {
-        let server = try TestServer.start()
-        defer { server.stop() }
-        let alice = try server.lineClient(name: "alice")
-        let bob = try server.lineClient(name: "bob")
-        _ = try alice.readLine()   // bob has joined
-
-        // 1 MiB without a newline.
-        let flooder = try server.lineClient(name: "flooder")
-        let junk = try server.lineClient(name: "junk")
-        let quitter = try server.lineClient(name: "quitter")
-        for client in [alice, bob] {
-            for name in ["flooder", "junk", "quitter"] { #expect(try client.readLine() == "\(name) has joined") }
-        }
-        try flooder.send([UInt8](repeating: UInt8(ascii: "g"), count: 1 << 20))
-        // Binary junk with NULs and invalid UTF-8.
-        var generator = SystemRandomNumberGenerator()
-        try junk.send((0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) })
-        quitter.abort()
-
-        #expect(try alice.readLine(until: { $0 == "quitter has left" }) == "quitter has left")
-        try alice.send("msg:still chatting\n")
-        #expect(try bob.readLine(until: { $0.hasPrefix("alice:") }) == "alice:still chatting")
-        #expect(try alice.readLine(until: { $0.hasPrefix("alice:") }) == "alice:still chatting")
-        #expect(try flooder.readLine(until: { $0.hasPrefix("error:") }).hasPrefix("error: line too long"))
     }
 
     @Test func twoHundredClientsEachReceiveAThousandMessagesInOrder() throws {
@@ -208,19 +115,6 @@ import ParleyTestSupport
         #expect(process.terminationStatus == 0)
     }
 
-    @Test func badFlagsAreRefusedWithAMessage() throws {
-        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(arguments: ["--line-port", "70000"], environment: [:]) }
-        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(arguments: ["--nope"], environment: [:]) }
-        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(arguments: ["--lobby", "noslash"], environment: [:]) }
-        #expect(throws: ServerConfiguration.UsageError.self) { try ServerConfiguration.parse(arguments: [], environment: ["PARLEY_LOOPS": "zero"]) }
-        let parsed = try ServerConfiguration.parse(arguments: ["--line-port=0", "--lobby", "acme/observable-general"], environment: ["PARLEY_HOST": "0.0.0.0", "PARLEY_LINE_PORT": "9"])
-        #expect(parsed?.linePort == 0)
-        #expect(parsed?.host == "0.0.0.0")
-        #expect(parsed?.lobby == RoomKey(channel: "acme", room: "observable-general"))
-        #expect(try ServerConfiguration.parse(arguments: ["--help"], environment: [:]) == nil)
-        #expect(ServerConfiguration.usage.contains("--line-port"))
-    }
-
     @Test func portInUseIsAnError() throws {
         let first = try TestServer.start()
         defer { first.stop() }
@@ -228,7 +122,6 @@ import ParleyTestSupport
         #expect(throws: (any Error).self) { _ = try TestServer.start { $0.linePort = port } }
     }
 }
-
 
 /// The built `parley` binary: $PARLEY_BIN, else the debug build next to the tests.
 func parleyBinary() -> String {

@@ -4,57 +4,9 @@ import ParleyServer
 import ParleyTestSupport
 import Testing
 
+/// The native door's and HTTP's timers (pings, request and idle timeouts) on real sockets;
+/// its rates and limits are tested in-process (IdentityAndNativeLimitsInProcessTests).
 @Suite(.serialized) struct NativeLimitsTests {
-    @Test func publishRateIsLimited() async throws {
-        let server = try startTestServer { $0.nativeRatePerSecond = 1; $0.nativeBurst = 2 }
-        defer { server.shutdown() }
-        let client = try await NativeClient.connect(server)
-        for n in 1...3 { try client.send(["type": "publish", "room": "r", "message": "x", "callback": .number(JSONNumber(n))]) }
-        // Receipts come once stored, so the immediate refusal may overtake them.
-        var replies: [Int: JSONValue] = [:]
-        while replies.count < 3 {
-            let reply = try await client.next { $0["callback"] != nil }
-            replies[try #require(reply["callback"]?.intValue)] = reply
-        }
-        #expect(replies[1]?["error"] == nil)
-        #expect(replies[1]?["offset"] == 1)
-        #expect(replies[2]?["error"] == nil)
-        #expect(replies[2]?["offset"] == 2)
-        #expect(replies[3]?["error"] == "rate limit exceeded")
-    }
-
-    /// The server takes a manual clock: the rate bucket refills when the test moves it, not
-    /// when real time passes.
-    @Test func theRateRefillsByTheServersClock() async throws {
-        let clock = ManualClock()
-        let server = try ParleyServer(configuration: .forTests { $0.nativeRatePerSecond = 1; $0.nativeBurst = 1 },
-                                      clock: clock, store: { $0 })
-        defer { server.shutdown() }
-        let client = try await NativeClient.connect(server)
-        func publish(_ n: Int) async throws -> JSONValue {
-            try client.send(["type": "publish", "room": "r", "message": "x", "callback": .number(JSONNumber(n))])
-            return try await client.next { $0["callback"] == .number(JSONNumber(n)) }
-        }
-        #expect(try await publish(1)["error"] == nil)
-        #expect(try await publish(2)["error"] == "rate limit exceeded")
-        #expect(try await publish(3)["error"] == "rate limit exceeded")
-        clock.advance(millis: 1_000)
-        let stored = try await publish(4)
-        #expect(stored["error"] == nil)
-        #expect(stored["offset"] == 2)
-    }
-
-    @Test func roomsPerConnectionAreLimited() async throws {
-        let server = try startTestServer { $0.nativeMaxRooms = 2 }
-        defer { server.shutdown() }
-        let client = try await NativeClient.connect(server)
-        #expect(try await client.subscribe("a") == ["callback": 1])
-        #expect(try await client.subscribe("b") == ["callback": 2])
-        #expect(try await client.subscribe("c")["error"]?.stringValue?.contains("too many rooms") == true)
-        // Subscribing again to a room it is in is fine.
-        #expect(try await client.subscribe("a") == ["callback": 4])
-    }
-
     @Test func silentPeerIsPingedThenClosed() async throws {
         let server = try startTestServer { $0.webSocketPingIntervalMillis = 300 }
         defer { server.shutdown() }
@@ -92,12 +44,5 @@ import Testing
         #expect(await trickle.closed(within: 3))
         let idle = try TestSocket(port: server.httpPort)
         #expect(await idle.closed(within: 3))
-    }
-
-    @Test func oversizeRESTBodyIs413() async throws {
-        let server = try startTestServer { $0.httpMaxBodyBytes = 100 }
-        defer { server.shutdown() }
-        let response = try await httpRequest(port: server.httpPort, "POST", "/demo/r/publish", json: "\"" + String(repeating: "x", count: 200) + "\"")
-        #expect(response.status == 413)
     }
 }

@@ -5,19 +5,9 @@ import ParleyTestSupport
 import Testing
 
 /// `/healthz` and `/readyz`: ready with a usable store, 503 with a reason when the store
-/// fails or while the server drains before it stops.
+/// fails or while the server drains before it stops (plain answers are tested in-process:
+/// Tests/ParleyServerTests/OperationsInProcessTests).
 @Suite(.serialized) struct OperationsHealthTests {
-    @Test func healthAndReadinessAnswerPlainText() async throws {
-        let server = try startTestServer()
-        defer { server.shutdown() }
-        let health = try await operationsRequest(server, "GET", "/healthz")
-        #expect(health.status == 200 && health.body == "ok\n")
-        let ready = try await operationsRequest(server, "GET", "/readyz")
-        #expect(ready.status == 200)
-        #expect(ready.body == "ready\nstore: ok\n")
-        #expect(try await operationsRequest(server, "POST", "/readyz").status == 405)
-    }
-
     @Test func readinessTurns503WhenTheStoreFailsAndBackWhenItRecovers() async throws {
         let (server, faults) = try ParleyServer.withInjectableFaults(.forTests())
         defer { server.shutdown() }

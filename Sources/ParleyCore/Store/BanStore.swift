@@ -29,6 +29,10 @@ public protocol BanStore: AnyObject, Sendable {
     func load(nowMillis: Int64) async throws(ParleyError) -> BanSet
     /// The version alone: cheap enough to poll every second.
     func version() async throws(ParleyError) -> Int64
+    /// ``load(nowMillis:)`` for a caller that must wait for it without Swift concurrency (a
+    /// server starting: its bans are in force before its first connection). Blocks at most
+    /// about `timeoutMillis`; never call it on an event loop.
+    func loadNow(nowMillis: Int64, timeoutMillis: Int) throws(ParleyError) -> BanSet
 }
 
 /// Bans in memory: the store of tests (and of nothing else; a server keeps them durably).
@@ -59,6 +63,10 @@ public final class InMemoryBanStore: BanStore {
     }
 
     public func load(nowMillis: Int64) async throws(ParleyError) -> BanSet {
+        loadNow(nowMillis: nowMillis)
+    }
+
+    public func loadNow(nowMillis: Int64, timeoutMillis: Int = 0) -> BanSet {
         state.withLock { state in
             state.bans.removeAll { $0.untilMillis <= nowMillis }
             return BanSet(bans: state.bans, version: state.version)

@@ -1,4 +1,6 @@
+import Dispatch
 import ParleyCore
+import Synchronization
 
 /// The bans of a cluster, in Redis: every node reads the same list, and polls its version to
 /// learn of a ban added or lifted through another node.
@@ -85,6 +87,27 @@ public final class RedisBanStore: BanStore {
         } catch {
             throw RedisRouting.error(error, "reading the bans")
         }
+        return try Self.banSet(reply)
+    }
+
+    /// Waits on the Redis client's own loops (not on Swift concurrency's threads).
+    public func loadNow(nowMillis: Int64, timeoutMillis: Int) throws(ParleyError) -> BanSet {
+        let outcome = Mutex<Result<RedisValue, RedisError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        redis.evaluate(Self.loadScript, keys: keys, arguments: [.integer(nowMillis)], timeoutMillis: timeoutMillis) { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + .milliseconds(timeoutMillis + 100)) == .success, let result = outcome.withLock({ $0 }) else {
+            throw ParleyError(.unavailable, "Redis did not answer the bans within \(timeoutMillis) ms")
+        }
+        switch result {
+        case .success(let reply): return try Self.banSet(reply)
+        case .failure(let error): throw RedisRouting.error(error, "reading the bans")
+        }
+    }
+
+    private static func banSet(_ reply: RedisValue) throws(ParleyError) -> BanSet {
         guard let parts = reply.array, parts.count == 2, let version = parts[0].int, let flat = parts[1].array else {
             throw ParleyError(.internalError, "Redis answered the bans with \(reply)")
         }

@@ -121,14 +121,16 @@ final class BanKeeper: Sendable {
     }
 
     /// Reads the bans once, waiting at most `timeoutMillis` (a node starts even while Redis
-    /// is down; it reads them when Redis is back). Not on an event loop.
-    func loadAtStart(timeoutMillis: Int, logger: @escaping @Sendable (ParleyError) -> Void) {
-        let done = DispatchSemaphore(value: 0)
-        Task.detached { [self] in
-            do throws(ParleyError) { try await reload() } catch { logger(error) }
-            done.signal()
+    /// is down; it reads them when Redis is back). Blocks without Swift concurrency (a server
+    /// may be started from a task); not on an event loop.
+    func loadAtStart(timeoutMillis: Int, logger: (ParleyError) -> Void) {
+        do throws(ParleyError) {
+            let set = try store.loadNow(nowMillis: clock.nowMillis(), timeoutMillis: timeoutMillis)
+            lastVersion.withLock { $0 = set.version }
+            _ = list.replace(with: set.bans)
+        } catch {
+            logger(error)
         }
-        _ = done.wait(timeout: .now() + .milliseconds(timeoutMillis))
     }
 
     /// Polls the store for bans changed elsewhere until ``stop()``.

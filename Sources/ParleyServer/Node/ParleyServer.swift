@@ -60,13 +60,20 @@ final class ServerCore: Sendable {
     /// What the doors' sessions get of the server, and nothing more.
     let doorContext: DoorContext
     private let providers = Mutex<[@Sendable (inout PrometheusText) -> Void]>([])
+    /// False for a server started without listeners (``ParleyServer/init(configuration:logger:clock:bindsListeners:store:)``):
+    /// its doors are reached only through ``ParleyServer/acceptInMemory(door:remoteIP:loop:)``.
+    let bindsListeners: Bool
+    /// What each door with a listener does with an accepted connection, kept so a connection
+    /// handed in memory takes the same way in (``admit(_:door:accept:)``).
+    let acceptors = Mutex<[DoorKind: DoorAcceptor]>([:])
 
     init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil,
          logger: Logger = .disabled, logThrottle: LogThrottle = LogThrottle(), metrics: ServerMetrics? = nil,
          observedStore: ObservedMessageStore? = nil, files: ServerFiles, cluster: ClusterNode? = nil,
-         banStore: any BanStore = InMemoryBanStore()) {
+         banStore: any BanStore = InMemoryBanStore(), bindsListeners: Bool = true) {
         settings = SettingsSource(configuration)
         banKeeper = BanKeeper(store: banStore, list: bans, clock: hub.clock)
+        self.bindsListeners = bindsListeners
         self.hub = hub
         self.tls = tls
         self.files = files
@@ -175,8 +182,12 @@ public final class ParleyServer: Sendable {
     ///
     /// `clock` is the wall clock of timestamps, token expiry, bans and rate buckets: tests
     /// pass a ``ManualClock`` and move it by hand (the event loops' timers keep real time).
+    ///
+    /// With `bindsListeners` false no port is bound (``httpPort`` and ``linePort`` are 0): the
+    /// server runs as usual, but its doors are reached only through
+    /// ``acceptInMemory(door:remoteIP:loop:)``, for tests without sockets.
     public init(configuration: ServerConfiguration, logger: Logger = .disabled, clock: any WallClock = SystemWallClock(),
-                store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
+                bindsListeners: Bool = true, store makeStore: (SQLiteMessageStore) -> any MessageStore) throws {
         self.logger = logger
         let loopCount: Int
         switch configuration.loops {
@@ -250,7 +261,7 @@ public final class ParleyServer: Sendable {
         self.group = group
         let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls, logger: logger,
                               logThrottle: throttle, metrics: metrics, observedStore: observed, files: files, cluster: cluster,
-                              banStore: cluster?.bans ?? sqliteBans ?? InMemoryBanStore())
+                              banStore: cluster?.bans ?? sqliteBans ?? InMemoryBanStore(), bindsListeners: bindsListeners)
         self.banFile = sqliteBans
         self.core = core
         listeners = Mutex([])
@@ -406,6 +417,45 @@ public final class ParleyServer: Sendable {
                 maxAgeMillis: (channel.retentionDays ?? configuration.retentionDays).map { Int64($0) * 86_400_000 })
         }
         return retention
+    }
+
+    /// A door with a listener of its own, for ``acceptInMemory(door:remoteIP:loop:)``.
+    public enum ListeningDoor: Sendable {
+        /// The HTTP port: REST, the web client, the native WebSocket door, Socket.IO.
+        case http
+        /// The line protocol's port.
+        case line
+
+        var kind: DoorKind {
+            switch self {
+            case .http: .http
+            case .line: .line
+            }
+        }
+    }
+
+    /// For tests: a connection to `door` without a socket, as if its listener had accepted
+    /// one from `remoteIP`. It takes the same way in as a real one (bans, the total and
+    /// per-IP limits, the door's policy and session), on the next loop, and the returned
+    /// peer is its far end: send it bytes, read what the server wrote, close it. Works on a
+    /// server started with or without listeners (`bindsListeners`). TLS is not available in
+    /// memory: a door that would speak it refuses the connection (it is closed at once).
+    /// Throws on a stopped server.
+    /// `loop` picks the event loop (an index below the configured loop count) where the
+    /// connection lives, as a test of cross-loop delivery wants; by default the next one.
+    public func acceptInMemory(door: ListeningDoor, remoteIP: String = "127.0.0.1", loop: Int? = nil) async throws -> InMemoryPeer {
+        let kind = door.kind
+        guard !stopped.load(ordering: .relaxed) else { throw StartupError(description: "the server is stopped") }
+        guard let accept = core.acceptors.withLock({ $0[kind] }) else {
+            throw StartupError(description: "the \(kind.rawValue) door has no listener on this server")
+        }
+        if let loop, !group.loops.indices.contains(loop) {
+            throw StartupError(description: "no loop \(loop): this server has \(group.loops.count)")
+        }
+        let core = self.core
+        return try await InMemoryPeer.connect(on: loop.map { group.loops[$0] } ?? group.next(), remoteIP: remoteIP) { connection in
+            core.admit(connection, door: kind, accept: accept)
+        }
     }
 
     /// Cluster mode: this node's name in the cluster; nil on a single node.

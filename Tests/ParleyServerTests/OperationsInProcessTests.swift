@@ -1,22 +1,52 @@
 import Foundation
 import ParleyCore
+import ParleyIO
 import ParleyServer
 import ParleyTestSupport
 import Testing
 
-/// `/metrics` after a scripted conversation: every number the script implies.
-@Suite(.serialized) struct OperationsMetricsTests {
+/// One HTTP request (`Connection: close`) with a bearer token and a JSON body when given.
+func operationsRequest(_ server: InProcessServer, _ method: String, _ target: String, token: String? = nil,
+                       body: String? = nil) async throws -> HTTPTestResponse {
+    try await server.request(method, target, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [], json: body ?? "")
+}
+
+/// The value of one sample of a Prometheus text (`name` or `name{labels}`, exactly).
+func metric(_ text: String, _ sample: String) -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(sample + " ") {
+        return Double(line.dropFirst(sample.count + 1))
+    }
+    return nil
+}
+
+let metricsToken = "metrics-token-0123456789abcdef"
+
+/// `/healthz`, `/readyz` and `/metrics` after a scripted conversation, in-process: every
+/// number the script implies (the store's failures, stuck checks and the drain stay in
+/// Tests/EndToEndTests/OperationsHealthTests).
+@Suite struct OperationsInProcessTests {
+    @Test func healthAndReadinessAnswerPlainText() async throws {
+        let server = try InProcessServer()
+        defer { server.stop() }
+        let health = try await operationsRequest(server, "GET", "/healthz")
+        #expect(health.status == 200 && health.body == "ok\n")
+        let ready = try await operationsRequest(server, "GET", "/readyz")
+        #expect(ready.status == 200)
+        #expect(ready.body == "ready\nstore: ok\n")
+        #expect(try await operationsRequest(server, "POST", "/readyz").status == 405)
+    }
+
     @Test func metricsAfterAScriptedConversation() async throws {
-        let server = try startTestServer { c in
+        let server = try InProcessServer { c in
             var slow = ChannelSettings(id: "slow")
             slow.publishRate = 0.5  // burst 1
             c.channels = [slow]
             c.openChannels = true
             c.nativeRatePerSecond = 1_000_000; c.nativeBurst = 1_000_000
         }
-        defer { server.shutdown() }
-        let alice = try await NativeClient.connect(server, clientData: ["name": "alice"])
-        let bob = try await NativeClient.connect(server, clientData: ["name": "bob"])
+        defer { server.stop() }
+        let alice = try await server.native(clientData: ["name": "alice"])
+        let bob = try await server.native(clientData: ["name": "bob"])
         _ = try await alice.subscribe("r")
         _ = try await bob.subscribe("r")
         for n in 1...3 { #expect(try await alice.publishAcknowledged(.string("m\(n)"), to: "r")["offset"]?.intValue == n) }
@@ -24,18 +54,18 @@ import Testing
         // Alice's own pushes went by while she waited for her receipts; bob counts his.
         var seen = 0
         while seen < 4 { if try await bob.next()["type"] == "publish" { seen += 1 } }
-        let carol = try server.lineClientForLogTest(name: "carol")
-        let dave = try server.lineClientForLogTest(name: "dave")
-        _ = try await carol.nextLine(until: { $0 == "dave has joined" })
-        try carol.send("msg:one\nmsg:two\n")
-        for socket in [carol, dave] { _ = try await socket.nextLine(until: { $0 == "carol:two" }) }
-        let (eve, _) = try await NativeClient.handshake(server, channel: "slow")
+        let carol = try await server.lineClient(name: "carol")
+        let dave = try await server.lineClient(name: "dave")
+        _ = try await carol.readLine(until: { $0 == "dave has joined" })
+        carol.send("msg:one\nmsg:two\n")
+        for socket in [carol, dave] { _ = try await socket.readLine(until: { $0 == "carol:two" }) }
+        let (eve, _) = try await server.nativeHandshake(channel: "slow")
         #expect(try await eve.publishAcknowledged("first", to: "s")["offset"] == 1)
         #expect(try await eve.publishAcknowledged("second", to: "s")["error"] == "rate limit exceeded")
 
         // Every loop has written what it had (alice may live on the other one).
         try await eventually("all deliveries counted") {
-            metric(server.metricsText(), #"parley_messages_delivered_total{door="native"}"#) == 8
+            metric(server.server.metricsText(), #"parley_messages_delivered_total{door="native"}"#) == 8
         }
         let response = try await operationsRequest(server, "GET", "/metrics")
         #expect(response.status == 200)
@@ -84,25 +114,25 @@ import Testing
             #expect(text.contains("# TYPE \(base) "), "\(family) has no TYPE line")
         }
 
-        alice.ws.abort()
+        alice.peer.reset()
         try await eventually("alice's connection counted out") {
-            metric(server.metricsText(), #"parley_connections{door="native"}"#) == 2
+            metric(server.server.metricsText(), #"parley_connections{door="native"}"#) == 2
         }
     }
 
     /// With `metrics.token`, `/metrics` needs it and is then not rate-limited; without one it
     /// is open and counts against the REST rate limit like any request.
     @Test func aProtectedEndpointNeedsItsTokenAndSkipsTheRateLimit() async throws {
-        let protected = try startTestServer { $0.metricsToken = metricsToken; $0.restRatePerSecond = 1; $0.restBurst = 2 }
-        defer { protected.shutdown() }
+        let protected = try InProcessServer { $0.metricsToken = metricsToken; $0.restRatePerSecond = 1; $0.restBurst = 2 }
+        defer { protected.stop() }
         #expect(try await operationsRequest(protected, "GET", "/metrics").status == 401)
         #expect(try await operationsRequest(protected, "GET", "/metrics", token: "wrong-token-0123456789").status == 401)
         for _ in 1...6 { #expect(try await operationsRequest(protected, "GET", "/metrics", token: metricsToken).status == 200) }
         // Wrong tokens are rate-limited (the two above used the burst).
         #expect(try await operationsRequest(protected, "GET", "/metrics").status == 429)
 
-        let open = try startTestServer { $0.restRatePerSecond = 1; $0.restBurst = 2 }
-        defer { open.shutdown() }
+        let open = try InProcessServer { $0.restRatePerSecond = 1; $0.restBurst = 2 }
+        defer { open.stop() }
         #expect(try await operationsRequest(open, "GET", "/metrics").status == 200)
         #expect(try await operationsRequest(open, "GET", "/metrics").status == 200)
         #expect(try await operationsRequest(open, "GET", "/metrics").status == 429)
@@ -112,9 +142,9 @@ import Testing
 
     /// A metrics provider's lines are part of every answer (cluster mode adds its own).
     @Test func providersAddTheirLines() async throws {
-        let server = try startTestServer()
-        defer { server.shutdown() }
-        server.addMetrics { out in
+        let server = try InProcessServer()
+        defer { server.stop() }
+        server.server.addMetrics { out in
             out.family("parley_redis_connected", "gauge", help: "Whether the Redis connection is up.")
             out.sample("parley_redis_connected", 1)
         }

@@ -1,0 +1,209 @@
+import Foundation
+import ParleyCore
+import ParleyIO
+@testable import ParleyServer
+import ParleyTestSupport
+import Testing
+
+/// The abuse limits of README.md, "Limits", that need no wall-clock time, breached
+/// in-process: admission (total and per address), rate and abuse with a manual clock, list
+/// and room limits, the REST rate, their counters in `/metrics`. The timers (handshake, idle)
+/// and what needs real sockets (floods under load, half-open connections, a FIN after 1008)
+/// stay in Tests/EndToEndTests/AbuseLimitsTests.
+@Suite struct LimitsInProcessTests {
+    /// `parley_limit_breaches_total{limit="NAME"}` as `/metrics` shows it, read in process.
+    static func breaches(_ server: InProcessServer, _ limit: String) throws -> Int {
+        let metrics = server.server.metricsText()
+        let prefix = "parley_limit_breaches_total{limit=\"\(limit)\"} "
+        guard let line = metrics.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else {
+            throw InMemoryPeer.Timeout(description: "no \(limit) in /metrics: \(metrics)")
+        }
+        return Int(line.dropFirst(prefix.count)) ?? -1
+    }
+
+    static func openConnections(_ server: InProcessServer) -> Int { server.server.core.gate.open.load(ordering: .relaxed) }
+
+    @Test func lineFloodGetsErrorsThenDisconnect() async throws {
+        let server = try InProcessServer { $0.lineRatePerSecond = 5; $0.lineBurst = 10 }
+        defer { server.stop() }
+        let peer = try await server.lineClient(name: "flood")
+        peer.send(String(repeating: "msg:spam\n", count: 200))
+        var sawError = false, sawDisconnect = false
+        while let line = try? await peer.readLine(timeout: 3) {
+            if line.hasPrefix("error: rate limit exceeded (") { sawError = true }
+            if line == "error: rate limit exceeded again and again; disconnected" { sawDisconnect = true }
+        }
+        #expect(sawError)
+        #expect(sawDisconnect)
+        try await peer.waitForClose()
+        #expect(try Self.breaches(server, "rate_abuse_disconnect") == 1)
+    }
+
+    @Test func maxConnectionsRefusesWithAReasonOnEachDoor() async throws {
+        let server = try InProcessServer { $0.maxConnections = 2 }
+        defer { server.stop() }
+        let a = try await server.lineClient(name: "a")
+        let b = try await server.lineClient(name: "b")
+        let refused = try await server.line()
+        #expect(try await refused.readLine() == "error: server is full (limit 2 connections); try again later")
+        try await refused.waitForClose()
+        let http = try await server.request("GET", "/demo/stats")
+        #expect(http.status == 503)
+        #expect(http.body.contains("server is full"))
+        a.reset(); b.reset()
+        try await eventually("a and b released") { Self.openConnections(server) == 0 }
+        #expect(try Self.breaches(server, "max_connections") == 2)
+        // Room again: let in.
+        _ = try await server.lineClient(name: "c")
+    }
+
+    @Test func connectionsPerIPAreLimited() async throws {
+        let server = try InProcessServer { $0.maxConnectionsPerIP = 2 }
+        defer { server.stop() }
+        let a = try await server.native()
+        let b = try await server.lineClient(name: "b")
+        let refused = try await server.line()
+        #expect(try await refused.readLine() == "error: too many connections from your address (limit 2)")
+        let http = try await server.request("GET", "/demo/stats")
+        #expect(http.status == 503)
+        #expect(http.body == "too many connections from your address (limit 2)\n")
+        // Another address is not affected.
+        #expect(try await server.request("GET", "/demo/stats", ip: "192.0.2.9").status == 200)
+        // A slot freed is a slot available.
+        b.reset()
+        try await eventually("b released") { Self.openConnections(server) == 1 }
+        #expect(try Self.breaches(server, "max_connections_per_ip") == 2)
+        _ = try await server.lineClient(name: "b2")
+        _ = a
+    }
+
+    @Test func observableMembersListIsCutWithTheRealCount() async throws {
+        let server = try InProcessServer { $0.maxMembersListed = 2 }
+        defer { server.stop() }
+        var clients: [InProcessNative] = []
+        for _ in 0..<3 {
+            let client = try await server.native()
+            _ = try await client.subscribe("observable-big")
+            clients.append(client)
+        }
+        let late = try await server.native()
+        _ = try await late.subscribe("observable-big")
+        let members = try await late.next { $0["type"] == "observable_members" }
+        #expect(members["data"]?.arrayValue?.count == 2)
+        #expect(members["count"] == 4)
+        // Under the limit there is no count.
+        let small = try await server.native()
+        _ = try await small.subscribe("observable-small")
+        let few = try await small.next { $0["type"] == "observable_members" }
+        #expect(few["data"]?.arrayValue?.count == 1)
+        #expect(few["count"] == nil)
+        #expect(try Self.breaches(server, "members_listed") == 2)  // the third joiner and the late one
+    }
+
+    @Test func restRateIsLimitedPerAddressWith429AndRefillsWithTheClock() async throws {
+        let server = try InProcessServer { $0.restRatePerSecond = 1; $0.restBurst = 2 }
+        defer { server.stop() }
+        #expect(try await server.request("GET", "/demo/stats").status == 200)
+        #expect(try await server.request("GET", "/demo/stats").status == 200)
+        let peer = try await server.http()
+        peer.sendRequest("GET", "/demo/stats", close: true)
+        let refused = try await peer.responseAtClose()
+        #expect(refused.status == 429)
+        #expect(refused.header("Retry-After") == "1")
+        #expect(refused.body == "too many requests (limit 1 per second per address); slow down\n")
+        // Per address: another one is served.
+        #expect(try await server.request("GET", "/demo/stats", ip: "192.0.2.1").status == 200)
+        // Half a second is not enough for a token; a whole one is.
+        server.clock.advance(millis: 500)
+        #expect(try await server.request("GET", "/demo/stats").status == 429)
+        server.clock.advance(millis: 500)
+        #expect(try await server.request("GET", "/demo/stats").status == 200)
+        #expect(try Self.breaches(server, "rest_rate") == 2)
+    }
+
+    @Test func metricsListEveryLimitAndOpenConnections() async throws {
+        let server = try InProcessServer { $0.webSocketMaxMessageSize = 1024; $0.nativeMaxRooms = 1 }
+        defer { server.stop() }
+        let client = try await server.native()
+        _ = try await client.subscribe("a")
+        #expect(try await client.subscribe("b")["error"] != nil)
+        let big = try await server.native()
+        big.publish(.string(String(repeating: "x", count: 2_000)), to: "a")
+        #expect(try await big.ws.closeCode() == 1009)
+        try await eventually("big released") { Self.openConnections(server) == 1 }
+        let metrics = try await server.request("GET", "/metrics")
+        #expect(metrics.status == 200)
+        for name in ["max_connections", "max_connections_per_ip", "handshake_timeout", "idle_timeout", "message_size",
+                     "message_rate", "rate_abuse_disconnect", "rooms_per_connection", "members_listed", "rest_rate"] {
+            #expect(metrics.body.contains("parley_limit_breaches_total{limit=\"\(name)\"} "), "\(name) missing")
+        }
+        #expect(metrics.body.contains("parley_open_connections 2\n"))  // `client` and the /metrics request
+        #expect(metrics.body.contains("parley_limit_breaches_total{limit=\"rooms_per_connection\"} 1\n"))
+        #expect(metrics.body.contains("parley_limit_breaches_total{limit=\"message_size\"} 1\n"))
+    }
+
+    @Test func limitFlagsParse() throws {
+        let configuration = try #require(try ServerConfiguration.parse(arguments: [
+            "--max-connections", "5", "--max-connections-per-ip", "3", "--handshake-timeout", "0.5",
+            "--idle-timeout", "60", "--max-members-listed", "10", "--rest-rate", "7", "--max-body-size", "2048",
+            "--socketio-max-payload", "4096", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--line-tls",
+        ], environment: ["PARLEY_IDLE_TIMEOUT": "30"]))
+        #expect(configuration.maxConnections == 5)
+        #expect(configuration.maxConnectionsPerIP == 3)
+        #expect(configuration.handshakeTimeoutMillis == 500)
+        #expect(configuration.idleTimeoutMillis == 60_000)
+        #expect(configuration.maxMembersListed == 10)
+        #expect(configuration.restRatePerSecond == 7 && configuration.restBurst == 14)
+        #expect(configuration.httpMaxBodyBytes == 2048)
+        #expect(configuration.socketIOMaxPayload == 4096)
+        #expect(configuration.tlsCertificateFile == "c.pem" && configuration.tlsKeyFile == "k.pem")
+        #expect(configuration.lineTLS)
+        let defaults = ServerConfiguration()
+        #expect(defaults.maxConnections == 10_000 && defaults.maxConnectionsPerIP == 1_000)
+        #expect(defaults.handshakeTimeoutMillis == 10_000 && defaults.idleTimeoutMillis == 300_000)
+        #expect(defaults.maxMembersListed == 1_000 && defaults.restRatePerSecond == 20 && defaults.restBurst == 40)
+        #expect(!defaults.lineTLS && defaults.tlsCertificateFile == nil)
+    }
+
+    @Test func aDoorThatWouldSpeakTLSRefusesAnInMemoryConnection() async throws {
+        let (certificate, key) = try makeTestCertificate()
+        let server = try InProcessServer { $0.tlsCertificateFile = certificate; $0.tlsKeyFile = key }
+        defer { server.stop() }
+        let peer = try await server.http()
+        // No handler was set: closed at once, nothing said.
+        #expect(try await peer.waitForClose() == .local)
+        #expect(peer.unread.isEmpty)
+        // The line door speaks TLS only with --line-tls: in memory it works.
+        _ = try await server.lineClient(name: "plain")
+    }
+}
+
+/// Startup with bad TLS files stops with a message naming the file (no port is needed).
+@Suite struct TLSStartupTests {
+    static func startupError(_ adjust: (inout ServerConfiguration) -> Void) -> String? {
+        do {
+            let server = try InProcessServer(adjust)
+            server.stop()
+            return nil
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test func missingFilesAndMismatchedPairsStopStartup() throws {
+        let one = try makeTestCertificate(), two = try makeTestCertificate()
+        let missing = Self.startupError { $0.tlsCertificateFile = "/nonexistent/cert.pem"; $0.tlsKeyFile = one.key }
+        #expect(missing == "cannot read the TLS certificate file /nonexistent/cert.pem: No such file or directory")
+        let mismatched = Self.startupError { $0.tlsCertificateFile = one.cert; $0.tlsKeyFile = two.key }
+        // OpenSSL notices the mismatch while loading the key: "key values mismatch".
+        #expect(mismatched?.contains("TLS private key \(two.key)") == true, "\(mismatched ?? "started")")
+        #expect(mismatched?.contains("mismatch") == true, "\(mismatched ?? "started")")
+        let notPEM = Self.startupError { $0.tlsCertificateFile = one.key; $0.tlsKeyFile = one.key }
+        #expect(notPEM?.contains("cannot load TLS certificate \(one.key)") == true, "\(notPEM ?? "started")")
+        let halfConfigured = Self.startupError { $0.tlsCertificateFile = one.cert }
+        #expect(halfConfigured == "--tls-cert needs --tls-key (the certificate's private key)")
+        let lineOnly = Self.startupError { $0.lineTLS = true }
+        #expect(lineOnly == "--line-tls needs --tls-cert and --tls-key")
+        #expect(Self.startupError { $0.tlsCertificateFile = one.cert; $0.tlsKeyFile = one.key } == nil)
+    }
+}
