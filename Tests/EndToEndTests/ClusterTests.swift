@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import ParleyCore
 import ParleyLog
-import ParleyServer
+@testable import ParleyServer
 import ParleyTestSupport
 
 /// Two nodes in one process on one real Redis: one chat server, whichever node a client is on.
@@ -243,6 +243,34 @@ import ParleyTestSupport
         let back = try TestSocket(port: a.linePort)
         try back.send("iam:mallory\n")
         #expect(try back.readLine(timeout: 10) == "mallory has joined")
+    }
+
+    /// One SocketChat roster for the cluster: a user who drops without `exitUser` on one
+    /// node is listed `isConnected: false` by the others too, and leaves the list when it
+    /// exits or comes back.
+    @Test(arguments: RedisKind.allCases)
+    func everyNodeListsAUserWhoDroppedWithoutExitingAsDisconnected(kind: RedisKind) async throws {
+        let (a, b) = try Self.twoNodes(on: kind)
+        defer { a.shutdown(); b.shutdown() }
+        func departedEntry(_ frame: String, _ nickname: String) -> JSONValue? {
+            eventArguments(frame, "userList")?.first?.arrayValue?.first { $0["nickname"] == .string(nickname) }
+        }
+        let sam = try Self.socketChat(a, as: "sam")
+        let nina = try Self.socketChat(b, as: "nina")
+        sam.abort()
+        // B hears sam leave, then (a read of Redis later) lists him as disconnected.
+        let list = try nina.receiveText(timeout: 10, until: { departedEntry($0, "sam")?["isConnected"] == false })
+        #expect(departedEntry(list, "sam")?["isConnected"] == false)
+        // A newcomer on A, where sam was, sees the same list.
+        let otto = try TestWebSocket(port: a.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+        _ = try otto.receiveText()
+        try otto.sendText("40")
+        try otto.sendText("42[\"connectUser\",\"otto\"]")
+        _ = try otto.receiveText(timeout: 10, until: { departedEntry($0, "sam")?["isConnected"] == false })
+        // sam comes back on B: connected again, for A's users as well.
+        let back = try Self.socketChat(b, as: "sam")
+        defer { back.abort() }
+        _ = try otto.receiveText(timeout: 10, until: { departedEntry($0, "sam")?["isConnected"] == true })
     }
 
     @Test func metricsAndReadinessTellRedisState() async throws {

@@ -27,9 +27,9 @@ public final class SocketChatRoster: Sendable {
 
     public let departedLifetimeMillis: Int64
     public let maxDeparted: Int
-    private let clock: any WallClock
+    let clock: any WallClock
     /// Departed users, oldest departure first, with the time each left.
-    private let departed = Mutex<[(user: SocketChatUser, leftMillis: Int64)]>([])
+    let departed = Mutex<[(user: SocketChatUser, leftMillis: Int64)]>([])
 
     public init(departedLifetimeMillis: Int64 = SocketChatRoster.defaultDepartedLifetimeMillis,
                 maxDeparted: Int = SocketChatRoster.defaultMaxDeparted, clock: any WallClock = SystemWallClock()) {
@@ -69,7 +69,7 @@ public final class SocketChatRoster: Sendable {
 
     /// Drops the departures older than the lifetime, and the oldest beyond the bound (the list
     /// is in departure order, so both are at its front).
-    private func expire(_ list: inout [(user: SocketChatUser, leftMillis: Int64)], now: Int64) {
+    func expire(_ list: inout [(user: SocketChatUser, leftMillis: Int64)], now: Int64) {
         var drop = max(0, list.count - maxDeparted)
         while drop < list.count, now - list[drop].leftMillis >= departedLifetimeMillis { drop += 1 }
         if drop > 0 { list.removeFirst(drop) }
@@ -110,4 +110,87 @@ public final class SocketChatRoster: Sendable {
 
     /// Whether `name` is acceptable as a nickname: the rule of every door, ``MemberName``.
     public static func isValidNickname(_ name: String) -> Bool { MemberName.isValid(name) }
+}
+
+/// A departed SocketChat user and when it left.
+public struct DepartedUser: Sendable, Equatable {
+    public let user: SocketChatUser
+    public let leftMillis: Int64
+    public init(user: SocketChatUser, leftMillis: Int64) {
+        self.user = user
+        self.leftMillis = leftMillis
+    }
+}
+
+/// The departed users of a cluster, kept where every node reads them (Redis), so that every
+/// node sends the same `userList`. A node keeps its ``SocketChatRoster`` as the copy it reads,
+/// writes each change here too, and reads the list again when the version moved.
+///
+/// Contract (Tests/ContractTests/SocketChatRosterStoreContractTests.swift): `departed` keeps one
+/// entry per nickname (the latest) and at most `maxDeparted` (the oldest go first);
+/// `returned` forgets a nickname; `load` returns the entries not older than `lifetimeMillis`
+/// at `nowMillis`, oldest departure first; every change moves the version.
+public protocol SocketChatRosterStore: AnyObject, Sendable {
+    func departed(_ user: SocketChatUser, leftMillis: Int64, maxDeparted: Int) async throws(ParleyError)
+    func returned(nickname: String) async throws(ParleyError)
+    func load(nowMillis: Int64, lifetimeMillis: Int64) async throws(ParleyError) -> (entries: [DepartedUser], version: Int64)
+    func version() async throws(ParleyError) -> Int64
+}
+
+extension SocketChatRoster {
+    /// The departed users listed now, oldest departure first.
+    public var departedUsers: [DepartedUser] {
+        let now = clock.nowMillis()
+        return departed.withLock { list in
+            expire(&list, now: now)
+            return list.map { DepartedUser(user: $0.user, leftMillis: $0.leftMillis) }
+        }
+    }
+
+    /// Replaces the departed users with a store's; true when the list changed.
+    @discardableResult
+    public func replaceDeparted(with entries: [DepartedUser]) -> Bool {
+        let now = clock.nowMillis()
+        return departed.withLock { list in
+            let before = list.map { DepartedUser(user: $0.user, leftMillis: $0.leftMillis) }
+            list = entries.sorted { $0.leftMillis < $1.leftMillis }.map { ($0.user, $0.leftMillis) }
+            expire(&list, now: now)
+            return list.map { DepartedUser(user: $0.user, leftMillis: $0.leftMillis) } != before
+        }
+    }
+}
+
+/// Departed users in memory: the roster store of tests (a single node needs none).
+public final class InMemorySocketChatRosterStore: SocketChatRosterStore {
+    private let state = Mutex<(entries: [String: DepartedUser], version: Int64)>(([:], 0))
+    public init() {}
+
+    public func departed(_ user: SocketChatUser, leftMillis: Int64, maxDeparted: Int) async throws(ParleyError) {
+        state.withLock { state in
+            state.entries[user.nickname] = DepartedUser(user: user, leftMillis: leftMillis)
+            let extra = state.entries.count - max(0, maxDeparted)
+            if extra > 0 {
+                for oldest in state.entries.values.sorted(by: { $0.leftMillis < $1.leftMillis }).prefix(extra) {
+                    state.entries[oldest.user.nickname] = nil
+                }
+            }
+            state.version += 1
+        }
+    }
+
+    public func returned(nickname: String) async throws(ParleyError) {
+        state.withLock { state in
+            if state.entries.removeValue(forKey: nickname) != nil { state.version += 1 }
+        }
+    }
+
+    public func load(nowMillis: Int64, lifetimeMillis: Int64) async throws(ParleyError) -> (entries: [DepartedUser], version: Int64) {
+        state.withLock { state in
+            state.entries = state.entries.filter { $0.value.leftMillis > nowMillis - lifetimeMillis }
+            let entries = state.entries.values.sorted { ($0.leftMillis, $0.user.nickname) < ($1.leftMillis, $1.user.nickname) }
+            return (entries, state.version)
+        }
+    }
+
+    public func version() async throws(ParleyError) -> Int64 { state.withLock { $0.version } }
 }

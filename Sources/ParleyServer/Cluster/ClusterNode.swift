@@ -16,6 +16,8 @@ final class ClusterNode: Sendable {
     let broker: RedisBroker
     /// The cluster's bans (one list for every node).
     let bans: RedisBanStore
+    /// SocketChat's departed users (one roster for every node).
+    let socketChatRoster: RedisSocketChatRosterStore
 
     /// Connects to the configured Redis (connections come up in the background; a node
     /// starts even while Redis is down, and reports it in `/metrics` and `/readyz`).
@@ -51,6 +53,7 @@ final class ClusterNode: Sendable {
         storeOptions.idempotencyWindowMillis = idempotencyWindowMillis
         store = RedisMessageStore(redis: redis, keyspace: keyspace, options: storeOptions)
         bans = RedisBanStore(redis: redis, keyspace: keyspace)
+        socketChatRoster = RedisSocketChatRosterStore(redis: redis, keyspace: keyspace)
         var presenceOptions = RedisPresenceOptions(nodeID: nodeID)
         presenceOptions.leaseMillis = lease
         presence = RedisPresenceStore(redis: redis, keyspace: keyspace, options: presenceOptions)

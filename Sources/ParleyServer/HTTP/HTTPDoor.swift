@@ -17,6 +17,8 @@ final class HTTPDoor: Door {
 
     func writeStatus(into w: inout JSONWriter) {}
 
+    func stop() {}
+
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
         let routes = RESTRoutes.router()
         return try core.listen(.http, port: core.configuration.httpPort, group: group) { connection, ticket, policy in

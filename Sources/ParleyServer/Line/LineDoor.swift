@@ -12,6 +12,8 @@ final class LineDoor: Door {
 
     func writeStatus(into w: inout JSONWriter) {}
 
+    func stop() {}
+
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
         return try core.listen(.line, port: core.configuration.linePort, group: group) { connection, ticket, policy in
             let session = LineSession(connection: connection, context: core.doorContext,

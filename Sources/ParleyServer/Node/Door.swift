@@ -20,6 +20,8 @@ protocol Door: AnyObject, Sendable {
     func writeMetrics(_ core: ServerCore, into out: inout PrometheusText)
     /// The door's own fields in the admin API's status object (`GET /admin/status`).
     func writeStatus(into w: inout JSONWriter)
+    /// The server has stopped: end what the door runs on its own (a poll of Redis).
+    func stop()
 }
 
 /// A door that answers on paths of the HTTP door's port (Socket.IO at `/socket.io/`). The

@@ -84,7 +84,10 @@ final class ServerCore: Sendable {
         let metrics = metrics ?? ServerMetrics(loopCount: group.loops.count)
         self.metrics = metrics
         limits = LimitCounters(logger: logger, throttle: logThrottle)
-        let doors = DoorRegistry.make(configuration: configuration, hub: hub, group: group)
+        let doors = DoorRegistry.make(configuration: configuration, hub: hub, group: group, cluster: cluster) { error in
+            logThrottle.log("socketchat roster", to: logger, .warn, "the SocketChat roster cannot be kept in Redis",
+                            metadata: ["error": .string(error.message)])
+        }
         self.doors = doors
         let loopContexts = LoopLocal(group) { loop in LoopContext(encoders: doors.encoders(loop)) }
         self.loopContexts = loopContexts
@@ -520,6 +523,7 @@ public final class ParleyServer: Sendable {
         group.shutdown()
         core.files.shutdown()
         core.banKeeper.stop()
+        for door in core.doors.all { door.stop() }
         banFile?.close()
         store?.close()
         logger.info("stopped", metadata: ["connections_cut": .int(left)])

@@ -21,7 +21,9 @@ final class SocketIOShared: Sendable {
     let echoSessions = EngineIOSessionRegistry()
     /// Each loop's Engine.IO sessions, WebSockets and held polls (both Engine.IO doors).
     let loops: LoopLocal<EngineIOLoop>
-    let roster = SocketChatRoster()
+    let roster: SocketChatRoster
+    /// Cluster mode: the roster kept equal to every node's (Redis); nil on a single node.
+    let rosterSync: SocketChatRosterSync?
     private let nextSession = Atomic<UInt64>(0)
     /// Long-polling sessions open now, on both Engine.IO doors (capped by
     /// `socketIOMaxPollingSessions`).
@@ -31,10 +33,25 @@ final class SocketIOShared: Sendable {
     /// Polling requests per IP, checked before a request is routed to its session.
     let pollingRate: RESTRateLimiter
 
-    init(configuration: ServerConfiguration, group: EventLoopGroup) {
+    init(configuration: ServerConfiguration, group: EventLoopGroup, clock: any WallClock = SystemWallClock(),
+         rosterStore: (any SocketChatRosterStore)? = nil, onError: @escaping @Sendable (ParleyError) -> Void = { _ in }) {
+        let roster = SocketChatRoster(clock: clock)
+        self.roster = roster
+        rosterSync = rosterStore.map { SocketChatRosterSync(roster: roster, store: $0, clock: clock, onError: onError) }
         pollingRate = RESTRateLimiter(ratePerSecond: configuration.socketIOPollingRatePerSecond,
                                       burst: configuration.socketIOPollingRatePerSecond * 2)
         loops = LoopLocal(group) { _ in EngineIOLoop() }
+    }
+
+    /// A Socket.IO user's socket went away without `exitUser`: listed as disconnected (on
+    /// every node in cluster mode).
+    func departed(id: String, nickname: String) {
+        if let rosterSync { rosterSync.departed(id: id, nickname: nickname) } else { roster.disconnected(id: id, nickname: nickname) }
+    }
+
+    /// A user identified again, or exited: no longer listed as departed.
+    func returned(nickname: String) {
+        if let rosterSync { rosterSync.returned(nickname: nickname) } else { roster.connected(nickname: nickname) }
     }
 
     /// A hub session id for a Socket.IO connection (not a TCP connection): the loop in the
@@ -56,12 +73,24 @@ final class SocketIODoor: HTTPMountedDoor {
     /// SocketChat's encoder of room events, one per loop (``LoopEncoders``).
     let fanOuts: LoopLocal<SocketChatFanOut>
 
-    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup) {
-        let shared = SocketIOShared(configuration: configuration, group: group)
+    init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, rosterStore: (any SocketChatRosterStore)? = nil,
+         onError: @escaping @Sendable (ParleyError) -> Void = { _ in }) {
+        let shared = SocketIOShared(configuration: configuration, group: group, clock: hub.clock, rosterStore: rosterStore,
+                                    onError: onError)
         self.shared = shared
         let lobby = configuration.lobby
-        fanOuts = LoopLocal(group) { _ in SocketChatFanOut(hub: hub, lobby: lobby, roster: shared.roster) }
+        let fanOuts = LoopLocal(group) { _ in SocketChatFanOut(hub: hub, lobby: lobby, roster: shared.roster, sync: shared.rosterSync) }
+        self.fanOuts = fanOuts
+        // Another node changed the roster: every SocketChat socket here sends the new list.
+        let loops = group.loops
+        shared.rosterSync?.whenChanged {
+            for loop in loops { loop.execute { fanOuts[loop].rosterChanged() } }
+        }
+        shared.rosterSync?.startPolling()
     }
+
+    /// Stops following the cluster's roster (the server is stopping).
+    func stop() { shared.rosterSync?.stop() }
 
     /// On the HTTP door's port (``HTTPSession`` routes `/socket.io/` here).
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? { nil }

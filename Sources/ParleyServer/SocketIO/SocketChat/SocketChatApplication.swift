@@ -79,6 +79,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         }
         self.socket = socket
         context.loopHub(loop).register(self)
+        fanOut.register(self)
         startListening()
         return .accept()
     }
@@ -129,6 +130,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         chat.end()
         stopListening()
         context.loopHub(loop).unregister(sessionID)
+        fanOut.unregister(self)
         self.socket = nil
     }
 
@@ -272,13 +274,13 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             return .done
         case .exitUser(let nickname):
             if let member {
-                shared.roster.exited(nickname: member.displayName)
+                shared.returned(nickname: member.displayName)
                 leaveLobby(exit: true)
                 // The leaver hears its own exit through its listener, as everybody does; a
                 // socket that may not read the lobby has none and hears it from us.
                 if listener == nil { emit(SocketChatEncoding.userExitUpdate(member.displayName), on: socket) }
             } else if let nickname {
-                shared.roster.exited(nickname: nickname)
+                shared.returned(nickname: nickname)
             }
             return .done
         }
@@ -294,7 +296,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             chat.forgetIdentity()
             return refusal.message
         }
-        shared.roster.connected(nickname: nickname)
+        shared.returned(nickname: nickname)
         return nil
     }
 
@@ -328,7 +330,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             inLobbyMirror = false
             fanOut.sessionLeft()
         }
-        if !exit { shared.roster.disconnected(id: member.id, nickname: member.displayName) }
+        if !exit { shared.departed(id: member.id, nickname: member.displayName) }
         chat.leave(lobby)
     }
 
@@ -389,7 +391,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             // The join did not go through: the socket is back to hearing the lobby only.
             chat.forget(lobby)
             chat.forgetIdentity()
-            shared.roster.disconnected(id: member.id, nickname: member.displayName)
+            shared.departed(id: member.id, nickname: member.displayName)
             ignored(.refused, "connectUser failed: \(failure.message)")
             return
         }
@@ -407,6 +409,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     // MARK: userList pacing
 
     private var nowMillis: Int64 { context.hub.clock.nowMillis() }
+
+    /// The cluster's roster changed elsewhere: send the list as it is now (paced).
+    func rosterChanged() {
+        guard socket != nil else { return }
+        if pacer.userListDue(at: nowMillis) { sendUserListNow() } else { scheduleFlush() }
+    }
 
     private func sendUserListNow() {
         let format = wireFormat

@@ -16,6 +16,12 @@ final class SocketChatFanOut {
     /// The lobby (restart-only).
     private let lobby: RoomKey
     private let roster: SocketChatRoster
+    /// Cluster mode: told of lobby leaves (another node may have listed a departure).
+    private let sync: SocketChatRosterSync?
+    /// This loop's SocketChat applications with a connected socket, told when the roster
+    /// changed elsewhere.
+    private var apps: [ObjectIdentifier: WeakApplication] = [:]
+    private final class WeakApplication { weak var app: SocketChatApplication?; init(_ app: SocketChatApplication) { self.app = app } }
     private var mirror: RoomMirror?
     private var sessionsInLobby = 0
     /// The last event and its packets: both framings of one event share one encoding and
@@ -25,10 +31,21 @@ final class SocketChatFanOut {
     private var membersVersion = 0
     private var userListCache: (version: Int, packet: String, webSocket: IOBuffer?, polling: IOBuffer?)?
 
-    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster) {
+    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster, sync: SocketChatRosterSync? = nil) {
         self.hub = hub
         self.lobby = lobby
         self.roster = roster
+        self.sync = sync
+    }
+
+    func register(_ app: SocketChatApplication) { apps[ObjectIdentifier(app)] = WeakApplication(app) }
+    func unregister(_ app: SocketChatApplication) { apps.removeValue(forKey: ObjectIdentifier(app)) }
+
+    /// The cluster's roster changed (not through this node): the cached lists are stale, and
+    /// every socket sends the new one.
+    func rosterChanged() {
+        membersVersion += 1
+        for entry in Array(apps.values) { entry.app?.rosterChanged() }
     }
 
     func sessionJoined(_ snapshot: SubscribeSnapshot) {
@@ -50,6 +67,7 @@ final class SocketChatFanOut {
 
     func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent) -> IOBuffer? {
         guard room == lobby else { return nil }
+        if case .memberLeft = event { sync?.refreshSoon() }
         let packets: [String]
         if let last, last.event == event {
             packets = last.packets

@@ -1,0 +1,98 @@
+import Foundation
+import ParleyCore
+import Synchronization
+
+/// SocketChat's roster across a cluster: this node's ``SocketChatRoster`` (what every
+/// `userList` here is built from) kept equal to the cluster's, in a ``SocketChatRosterStore``
+/// (Redis). Each change made here goes to the store too; the list is read again when another
+/// node's change may have landed (a lobby leave arrived, or the store's version moved on the
+/// poll every ``pollMillis``), and when it changed, `onChange` has every SocketChat socket of
+/// this node send the new `userList`. So a user who drops without `exitUser` on one node is
+/// listed `isConnected: false` by every node (within the poll at worst).
+final class SocketChatRosterSync: Sendable {
+    let roster: SocketChatRoster
+    private let store: any SocketChatRosterStore
+    private let clock: any WallClock
+    private let lastVersion = Mutex<Int64?>(nil)
+    private let poller = Mutex<Task<Void, Never>?>(nil)
+    /// A refresh is queued (a burst of leaves is read once).
+    private let refreshing = Atomic<Bool>(false)
+    private let onChange = Mutex<(@Sendable () -> Void)?>(nil)
+    private let onError: @Sendable (ParleyError) -> Void
+    static let pollMillis: Int64 = 1_000
+
+    init(roster: SocketChatRoster, store: any SocketChatRosterStore, clock: any WallClock,
+         onError: @escaping @Sendable (ParleyError) -> Void) {
+        self.roster = roster
+        self.store = store
+        self.clock = clock
+        self.onError = onError
+    }
+
+    /// Where to say that the list changed (the door sets it once: its sockets resend `userList`).
+    func whenChanged(_ body: @escaping @Sendable () -> Void) { onChange.withLock { $0 = body } }
+
+    /// A Socket.IO user's socket went away without `exitUser`.
+    func departed(id: String, nickname: String) {
+        roster.disconnected(id: id, nickname: nickname)
+        let user = SocketChatUser(id: id, nickname: nickname, isConnected: false)
+        let (store, now, max) = (self.store, clock.nowMillis(), roster.maxDeparted)
+        write { () async throws(ParleyError) in try await store.departed(user, leftMillis: now, maxDeparted: max) }
+    }
+
+    /// A user identified again (`connectUser`) or exited (`exitUser`): no longer departed.
+    func returned(nickname: String) {
+        roster.connected(nickname: nickname)
+        let store = self.store
+        write { () async throws(ParleyError) in try await store.returned(nickname: nickname) }
+    }
+
+    private func write(_ body: @escaping @Sendable () async throws(ParleyError) -> Void) {
+        let onError = self.onError
+        Task.detached { [self] in
+            do throws(ParleyError) {
+                try await body()
+                await refreshIfChanged()
+            } catch {
+                onError(error)
+            }
+        }
+    }
+
+    /// Reads the list again soon (another node may have changed it: a lobby leave arrived).
+    func refreshSoon() {
+        guard !refreshing.exchange(true, ordering: .relaxed) else { return }
+        Task.detached { [self] in
+            // A short pause lets the leaving node's write land before the read.
+            try? await Task.sleep(for: .milliseconds(50))
+            refreshing.store(false, ordering: .relaxed)
+            await refreshIfChanged()
+        }
+    }
+
+    private func refreshIfChanged() async {
+        do throws(ParleyError) {
+            let version = try await store.version()
+            guard lastVersion.withLock({ $0 }) != version else { return }
+            let loaded = try await store.load(nowMillis: clock.nowMillis(), lifetimeMillis: roster.departedLifetimeMillis)
+            lastVersion.withLock { $0 = loaded.version }
+            if roster.replaceDeparted(with: loaded.entries) { onChange.withLock { $0 }?() }
+        } catch {
+            onError(error)
+        }
+    }
+
+    func startPolling() {
+        let task = Task.detached { [self] in
+            await refreshIfChanged()
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(Self.pollMillis))
+                if Task.isCancelled { break }
+                await refreshIfChanged()
+            }
+        }
+        poller.withLock { $0 = task }
+    }
+
+    func stop() { poller.withLock { $0?.cancel(); $0 = nil } }
+}
