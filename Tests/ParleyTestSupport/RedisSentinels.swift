@@ -80,33 +80,34 @@ public final class RedisSentinelProcess: Sendable {
     }
 }
 
-/// A master, one replica (`--replicaof`) and three Sentinels (quorum 2) watching it under
-/// ``masterName``, with short timeouts so a failover takes a few seconds. Waits until the
-/// replica is in sync and every Sentinel knows the replica and the other two Sentinels.
+/// A master, its replicas (`--replicaof`, one unless asked) and three Sentinels (quorum 2)
+/// watching it under ``masterName``, with short timeouts so a failover takes a few seconds.
+/// Waits until the replicas are in sync and every Sentinel knows them and the other two
+/// Sentinels.
 public final class RedisSentinelDeployment: Sendable {
     public let masterName: String
     public let master: RedisServer
-    public let replica: RedisServer
+    public let replicas: [RedisServer]
+    public var replica: RedisServer { replicas[0] }
     public let sentinels: [RedisSentinelProcess]
     public let downAfterMillis: Int
 
     /// `127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`
     public var sentinelList: String { sentinels.map { "127.0.0.1:\($0.port)" }.joined(separator: ",") }
 
-    public static func start(masterName: String = "parleymaster", downAfterMillis: Int = 1_000,
+    public static func start(masterName: String = "parleymaster", replicas replicaCount: Int = 1, downAfterMillis: Int = 1_000,
                              failoverTimeoutMillis: Int = 3_000, timeout: Double = 30) throws -> RedisSentinelDeployment {
         let master = try RedisServer.start()
-        let replica: RedisServer
-        do {
-            replica = try RedisServer.start(extraArguments: ["--replicaof", "127.0.0.1", "\(master.port)"])
-        } catch {
-            master.stop()
-            throw error
-        }
+        var replicas: [RedisServer] = []
         var sentinels: [RedisSentinelProcess] = []
         do {
-            try eventuallyBlocking("the replica to sync", timeout: timeout, pollMillis: 50) {
-                (try replica.cli("INFO", "replication")).contains("master_link_status:up")
+            for _ in 0..<replicaCount {
+                replicas.append(try RedisServer.start(extraArguments: ["--replicaof", "127.0.0.1", "\(master.port)"]))
+            }
+            for replica in replicas {
+                try eventuallyBlocking("the replica to sync", timeout: timeout, pollMillis: 50) {
+                    (try replica.cli("INFO", "replication")).contains("master_link_status:up")
+                }
             }
             for _ in 0..<3 {
                 sentinels.append(try RedisSentinelProcess.start(masterName: masterName, masterPort: master.port, quorum: 2,
@@ -119,23 +120,23 @@ public final class RedisSentinelDeployment: Sendable {
                         guard let index = fields.firstIndex(of: name), index + 1 < fields.count else { return nil }
                         return fields[index + 1]
                     }
-                    return field("num-slaves") == "1" && field("num-other-sentinels") == "2"
+                    return field("num-slaves") == "\(replicaCount)" && field("num-other-sentinels") == "2"
                 }
             }
         } catch {
             for sentinel in sentinels { sentinel.stop() }
-            replica.stop()
+            for replica in replicas { replica.stop() }
             master.stop()
             throw error
         }
-        return RedisSentinelDeployment(masterName: masterName, master: master, replica: replica, sentinels: sentinels,
+        return RedisSentinelDeployment(masterName: masterName, master: master, replicas: replicas, sentinels: sentinels,
                                        downAfterMillis: downAfterMillis)
     }
 
-    init(masterName: String, master: RedisServer, replica: RedisServer, sentinels: [RedisSentinelProcess], downAfterMillis: Int) {
+    init(masterName: String, master: RedisServer, replicas: [RedisServer], sentinels: [RedisSentinelProcess], downAfterMillis: Int) {
         self.masterName = masterName
         self.master = master
-        self.replica = replica
+        self.replicas = replicas
         self.sentinels = sentinels
         self.downAfterMillis = downAfterMillis
     }
@@ -149,7 +150,7 @@ public final class RedisSentinelDeployment: Sendable {
     /// Stops every process (Sentinels first, so none starts a failover meanwhile).
     public func stop() {
         for sentinel in sentinels { sentinel.stop() }
-        replica.stop()
+        for replica in replicas { replica.stop() }
         master.stop()
     }
 }
