@@ -8,6 +8,8 @@ APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat
 APT_PACKAGES += chromium chromium-driver
 # Cluster mode's tests start real Redis servers and a local Redis Cluster (redis-cli --cluster).
 APT_PACKAGES += redis-server redis-tools
+# The rediss:// tests make their certificates with the openssl tool.
+APT_PACKAGES += openssl
 # Attachments: libvips decodes, rotates, strips and thumbnails images (HEIC via libheif).
 APT_PACKAGES += libvips-dev
 INTEROP_VENV = .venv-interop
