@@ -18,7 +18,7 @@ INTEROP_EIO3_VENV = .venv-interop-eio3
 BENCH_VENV   = .venv-bench
 ARGS        ?=
 
-.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance conformance-socketio bench clean
+.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance conformance-socketio bench bench-failover clean
 
 all: build
 
@@ -108,6 +108,13 @@ conformance-socketio: deps
 # redis-server and nodes of their own; BENCH_SMOKE=1 shrinks them to check the harness.
 bench: release $(BENCH_VENV)/.ready
 	python3 Tests/bench/run_bench.py
+
+# Acknowledged-but-lost messages across a Redis master SIGKILL under Sentinel, with and without
+# --redis-replicas-ack (SentinelFailoverTests, FAILOVER_RUNS times, default 10; docs/cluster.md).
+# Refuses on a busy machine (load average above 2.5).
+bench-failover:
+	$(SWIFT) build --build-tests
+	SWIFT=$(SWIFT) python3 Tests/bench/sentinel_failover.py
 
 $(BENCH_VENV)/.ready: Tests/bench/requirements.txt
 	python3 -m venv $(BENCH_VENV)
