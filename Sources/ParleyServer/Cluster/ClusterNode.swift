@@ -33,7 +33,9 @@ final class ClusterNode: Sendable {
         do {
             keyspace = try RedisKeyspace(prefix: configuration.redisKeyPrefix)
             let template = try configuration.redisURL.map { url throws(RedisError) in try RedisEndpoint(url: url) }
-            let seedsUseTLS = try configuration.redisClusterSeeds.map { seeds throws(RedisError) in try RedisEndpoint.seeds(seeds).contains(where: \.usesTLS) } ?? false
+            let seedsUseTLS = try [configuration.redisClusterSeeds, configuration.redisSentinels].compactMap { $0 }.contains { seeds throws(RedisError) in
+                try RedisEndpoint.seeds(seeds).contains(where: \.usesTLS)
+            }
             if template?.usesTLS == true || seedsUseTLS {
                 do throws(IOError) {
                     redisConfiguration.tls = RedisTLS(context: try TLSContext(clientTrusting: configuration.redisTLSCAFile))
