@@ -8,6 +8,8 @@ APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat
 APT_PACKAGES += chromium chromium-driver
 # Cluster mode's tests start real Redis servers and a local Redis Cluster (redis-cli --cluster).
 APT_PACKAGES += redis-server redis-tools
+# The rediss:// tests make their certificates with the openssl tool.
+APT_PACKAGES += openssl
 # Attachments: libvips decodes, rotates, strips and thumbnails images (HEIC via libheif).
 APT_PACKAGES += libvips-dev
 INTEROP_VENV = .venv-interop
@@ -16,7 +18,7 @@ INTEROP_EIO3_VENV = .venv-interop-eio3
 BENCH_VENV   = .venv-bench
 ARGS        ?=
 
-.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance conformance-socketio bench clean
+.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance conformance-socketio bench bench-failover clean
 
 all: build
 
@@ -106,6 +108,13 @@ conformance-socketio: deps
 # redis-server and nodes of their own; BENCH_SMOKE=1 shrinks them to check the harness.
 bench: release $(BENCH_VENV)/.ready
 	python3 Tests/bench/run_bench.py
+
+# Acknowledged-but-lost messages across a Redis master SIGKILL under Sentinel, with and without
+# --redis-replicas-ack (SentinelFailoverTests, FAILOVER_RUNS times, default 10; docs/cluster.md).
+# Refuses on a busy machine (load average above 2.5).
+bench-failover:
+	$(SWIFT) build --build-tests
+	SWIFT=$(SWIFT) python3 Tests/bench/sentinel_failover.py
 
 $(BENCH_VENV)/.ready: Tests/bench/requirements.txt
 	python3 -m venv $(BENCH_VENV)

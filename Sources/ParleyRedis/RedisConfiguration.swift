@@ -6,6 +6,24 @@ public enum RedisProtocolPreference: Sendable, Equatable {
     case resp2
 }
 
+import ParleyIO
+
+/// TLS for `rediss://` endpoints: whom to trust, and the name the server's certificate must
+/// carry (nil: the endpoint's host, a DNS name or an IP address).
+public struct RedisTLS: Sendable, Equatable {
+    public let context: TLSContext
+    public var serverName: String?
+
+    public init(context: TLSContext, serverName: String? = nil) {
+        self.context = context
+        self.serverName = serverName
+    }
+
+    public static func == (lhs: RedisTLS, rhs: RedisTLS) -> Bool {
+        lhs.context === rhs.context && lhs.serverName == rhs.serverName
+    }
+}
+
 /// How a Redis connection behaves: timeouts, bounds, reconnect backoff, protocol. Every
 /// value has a limit; the defaults suit a chat server next to its Redis.
 public struct RedisConfiguration: Sendable, Equatable {
@@ -43,6 +61,8 @@ public struct RedisConfiguration: Sendable, Equatable {
     /// it takes commands: `EVALSHA` then never meets `NOSCRIPT` after a Redis restart, so two
     /// scripts sent back to back are never run out of order by the `EVAL` fallback.
     public var scriptsToLoad: [RedisScript] = []
+    /// TLS for `rediss://` endpoints (a `rediss://` endpoint without it fails to connect).
+    public var tls: RedisTLS?
 
     public init() {}
 }

@@ -278,6 +278,23 @@ public final class RedisConnection {
                 case .success(let connection):
                     connection.maxQueuedBytes = self.configuration.maxWriteQueueBytes
                     connection.handler = SocketHandler(owner: self, generation: generation)
+                    if self.endpoint.usesTLS {
+                        guard let tls = self.configuration.tls else {
+                            connection.handler = nil
+                            connection.close(flush: false)
+                            self.connectionFailed(RedisError(.connection, "rediss://\(self.endpoint.address) needs TLS settings (a CA file)"))
+                            return
+                        }
+                        do throws(IOError) {
+                            // The handshake's commands wait inside the TLS session until it is done.
+                            try connection.startTLS(tls.context, serverName: tls.serverName ?? self.endpoint.host)
+                        } catch {
+                            connection.handler = nil
+                            connection.close(flush: false)
+                            self.connectionFailed(RedisError(.connection, "TLS to Redis at \(self.endpoint.address): \(error.message)"))
+                            return
+                        }
+                    }
                     self.tcp = connection
                     self.connectTimer?.stop()
                     self.lastReadAt = monotonicMillis()

@@ -1,6 +1,7 @@
 import Foundation
 
-/// Where a Redis server is and how to log in: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`.
+/// Where a Redis server is and how to log in: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`,
+/// or `rediss://…` for TLS (the TLS settings are ``RedisConfiguration/tls``).
 public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// A numeric IPv4/IPv6 address, `localhost`, or a DNS name (resolved on each connect).
     public var host: String
@@ -10,9 +11,12 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// ACL user; nil logs in as `default` when a password is given.
     public var username: String?
     public var password: String?
+    /// `rediss://`: the connection is encrypted (TLS) before anything else is sent.
+    public var usesTLS: Bool
 
     public init(host: String = "127.0.0.1", port: Int = 6379, database: Int = 0,
-                username: String? = nil, password: String? = nil) {
+                username: String? = nil, password: String? = nil, usesTLS: Bool = false) {
+        self.usesTLS = usesTLS
         self.host = host
         self.port = port
         self.database = database
@@ -21,19 +25,20 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (also a bare `HOST[:PORT]`);
-    /// IPv6 hosts go in brackets, user and password may be percent-encoded. `rediss://`
-    /// (TLS) is refused: not supported.
+    /// IPv6 hosts go in brackets, user and password may be percent-encoded. `rediss://` is
+    /// the same over TLS.
     public init(url: String) throws(RedisError) {
         var rest = Substring(url.trimmingASCIIWhitespace())
+        var tls = false
         if rest.hasPrefix("rediss://") {
-            throw RedisError(.invalidEndpoint, "rediss:// (TLS to Redis) is not supported: \(url)")
-        }
-        if rest.hasPrefix("redis://") {
+            rest = rest.dropFirst("rediss://".count)
+            tls = true
+        } else if rest.hasPrefix("redis://") {
             rest = rest.dropFirst("redis://".count)
         } else if rest.contains("://") {
-            throw RedisError(.invalidEndpoint, "not a redis:// URL: \(url)")
+            throw RedisError(.invalidEndpoint, "not a redis:// or rediss:// URL: \(url)")
         }
-        self.init()
+        self.init(usesTLS: tls)
         if let at = rest.lastIndex(of: "@") {
             let credentials = rest[..<at]
             rest = rest[rest.index(after: at)...]
@@ -82,7 +87,7 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// The URL without the password, for logs and `/metrics`.
     public var description: String {
         let user = username.map { "\($0)@" } ?? (password != nil ? "***@" : "")
-        return "redis://\(user)\(address)" + (database != 0 ? "/\(database)" : "")
+        return (usesTLS ? "rediss://" : "redis://") + "\(user)\(address)" + (database != 0 ? "/\(database)" : "")
     }
 
     /// The same credentials and database on another node (cluster redirections).

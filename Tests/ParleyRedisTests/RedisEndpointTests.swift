@@ -12,16 +12,19 @@ import Testing
         #expect(try RedisEndpoint(url: "redis://[::1]:6390/1") == RedisEndpoint(host: "::1", port: 6390, database: 1))
         #expect(try RedisEndpoint(url: "127.0.0.1:7001") == RedisEndpoint(host: "127.0.0.1", port: 7001))
         #expect(try RedisEndpoint(url: " redis://h/ ") == RedisEndpoint(host: "h"))
+        #expect(try RedisEndpoint(url: "rediss://u:p@h:6380/1") == RedisEndpoint(host: "h", port: 6380, database: 1, username: "u", password: "p", usesTLS: true))
+        #expect(try RedisEndpoint(url: "rediss://h").moved(to: "g", port: 2).usesTLS)
+        #expect(try RedisEndpoint(url: "redis://h").usesTLS == false)
     }
 
     @Test func badURLs() throws {
-        for url in ["rediss://h", "http://h", "redis://", "redis://h:0", "redis://h:70000", "redis://h:x",
+        for url in ["rediss://", "rediss://h:0", "http://h", "redis://", "redis://h:0", "redis://h:70000", "redis://h:x",
                     "redis://h/db", "redis://h/-1", "redis://h?timeout=1", "redis://[::1", "redis://h h", "redis://:%zz@h"] {
             #expect(throws: RedisError.self, "\(url)") { try RedisEndpoint(url: url) }
             #expect((try? RedisEndpoint(url: url)) == nil)
         }
         do {
-            _ = try RedisEndpoint(url: "rediss://h")
+            _ = try RedisEndpoint(url: "https://h")
         } catch {
             #expect(error.code == .invalidEndpoint)
         }

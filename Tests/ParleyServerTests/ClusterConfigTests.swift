@@ -43,4 +43,20 @@ import ParleyCore
         }
         #expect(ServerConfiguration.usage.contains("--redis-cluster"))
     }
+
+    @Test func sentinelTLSAndReplicaSettings() throws {
+        let c = try load(#"{"cluster": {"redis_url": "rediss://chat:pw@ignored:1/3", "redis_sentinel": ["10.0.0.1:26379", "10.0.0.2:26379"], "redis_sentinel_master": "chat", "redis_tls_ca": "/etc/ca.pem", "redis_replicas_ack": 1, "redis_replicas_ack_timeout_seconds": 0.25}}"#)
+        #expect(c.redisSentinels == "10.0.0.1:26379,10.0.0.2:26379" && c.redisSentinelMaster == "chat" && c.isClusterMode)
+        #expect(c.redisTLSCAFile == "/etc/ca.pem" && c.redisReplicasAck == 1 && c.redisReplicasAckTimeoutMillis == 250)
+        #expect(c.clusterProblem == nil, "--redis gives the master's credentials next to --redis-sentinel")
+        let flags = try ServerConfiguration.parse(arguments: ["--redis-sentinel", "127.0.0.1:26379", "--redis-replicas-ack", "2"], environment: [:])
+        #expect(flags?.redisSentinels == "127.0.0.1:26379" && flags?.redisSentinelMaster == "mymaster" && flags?.redisReplicasAck == 2)
+        #expect(message(#"{"cluster": {"redis_sentinel": "a:1", "redis_cluster": "b:1"}}"#)?.contains("cannot be used together") == true)
+        #expect(throws: ServerConfiguration.UsageError.self) {
+            try ServerConfiguration.parse(arguments: ["--redis-sentinel", "a:1", "--redis-cluster", "b:1"], environment: [:])
+        }
+        #expect(message(#"{"cluster": {"redis_replicas_ack": 17}}"#) != nil)
+        #expect(message(#"{"cluster": {"redis_sentinel_master": "two words"}}"#) != nil)
+        #expect(message(#"{"cluster": {"redis_sentinel": "a:0"}}"#) != nil)
+    }
 }

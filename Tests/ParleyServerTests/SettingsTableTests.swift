@@ -43,6 +43,8 @@ import Testing
         "--drain-time": ("2.5", "2.5"), "--shutdown-timeout": ("2.5", "2.5"),
         "metrics.token": ("0123456789abcdef-m", #""0123456789abcdef-m""#), "admin.token": ("0123456789abcdef-a", #""0123456789abcdef-a""#),
         "--redis": ("redis://127.0.0.1:6379", #""redis://127.0.0.1:6379""#), "--redis-cluster": ("a:1,b:2", #""a:1,b:2""#),
+        "--redis-sentinel": ("s1:26379,s2:26379", #"["s1:26379", "s2:26379"]"#), "--redis-sentinel-master": ("chat", #""chat""#),
+        "--redis-tls-ca": ("/ca.pem", #""/ca.pem""#), "--redis-replicas-ack": ("1", "1"), "--redis-replicas-ack-timeout": ("0.5", "0.5"),
         "--node-id": ("n-1", #""n-1""#), "--presence-lease": ("4.5", "4.5"), "--redis-prefix": ("p2", #""p2""#),
         "--ws-echo-path": ("/echo", #""/echo""#), "--eio-echo-path": ("/eio", #""/eio""#), "--sio-test-app": ("1", "true"),
     ]

@@ -119,7 +119,8 @@ public final class RedisBroker: Broker {
         let arguments = store.appendArguments(message, clientMessageID: clientMessageID, channel: keys.channel, expectedOffset: 0)
         routing.onLoop(for: message.room) { [self] in
             store.indexIfNeeded(message.room, addToIndex)
-            routing.evaluate(RedisBackendScripts.append, keys: RedisMessageStore.appendKeys(keys), arguments: arguments) { [self] result in
+            routing.evaluate(RedisBackendScripts.append, keys: RedisMessageStore.appendKeys(keys), arguments: arguments,
+                             replicas: store.options.replicasToAcknowledge, timeoutMillis: store.options.replicasTimeoutMillis) { [self] result in
                 inFlight.subtract(1, ordering: .relaxed)
                 completion(Self.published(message, result))
             }

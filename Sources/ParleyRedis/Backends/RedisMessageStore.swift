@@ -16,6 +16,13 @@ public struct RedisStoreOptions: Sendable, Equatable {
     public var maxClientIDsPerRoom: Int = 100_000
     /// Most rooms whose key names are cached.
     public var maxCachedRooms: Int = 100_000
+    /// A stored message (or message action) is acknowledged only once this many replicas
+    /// have it (`WAIT` after the append script); 0 acknowledges as soon as the master has it.
+    public var replicasToAcknowledge: Int = 0
+    /// How long `WAIT` waits for ``replicasToAcknowledge`` replicas; fewer in time fail the
+    /// append as unavailable (it is on the master; a retry with the same client message id
+    /// is answered from it).
+    public var replicasTimeoutMillis: Int = 1_000
 
     public init() {}
 }
@@ -101,7 +108,8 @@ public final class RedisMessageStore: MessageStore {
         let arguments = appendArguments(message, clientMessageID: clientMessageID, channel: "", expectedOffset: message.offset)
         routing.onLoop(for: message.room) { [self] in
             indexIfNeeded(message.room, addToIndex)
-            routing.evaluate(RedisBackendScripts.append, keys: Self.appendKeys(keys), arguments: arguments) { result in
+            routing.evaluate(RedisBackendScripts.append, keys: Self.appendKeys(keys), arguments: arguments,
+                             replicas: options.replicasToAcknowledge, timeoutMillis: options.replicasTimeoutMillis) { result in
                 switch result {
                 case .failure(let error):
                     completion(.failure(RedisRouting.error(error, "storing a message of \(message.room)")))

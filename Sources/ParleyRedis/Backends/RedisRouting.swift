@@ -64,6 +64,50 @@ final class RedisRouting: Sendable {
         }
     }
 
+    /// Runs `script` and, when `replicas` > 0, `WAIT replicas timeoutMillis` right behind it on
+    /// the same connection: the reply only counts once that many replicas have the script's
+    /// writes. Fewer replicas in time fail with ``RedisError/Code/timeout`` (the writes are on
+    /// the master, and may be on some replicas).
+    func evaluate(_ script: RedisScript, keys: [String], arguments: [RedisArgument], replicas: Int, timeoutMillis: Int,
+                  completion: @escaping @Sendable (Result<RedisValue, RedisError>) -> Void) {
+        guard replicas > 0 else { return evaluate(script, keys: keys, arguments: arguments, completion: completion) }
+        let tail: [RedisArgument] = [.integer(Int64(keys.count))] + keys.map { .string($0) } + arguments
+        let wait = RedisCommand(["WAIT", .integer(Int64(replicas)), .integer(Int64(timeoutMillis))], keyIndex: nil,
+                                timeoutMillis: timeoutMillis + 5_000)
+        pending.add(1, ordering: .relaxed)
+        @Sendable func run(_ name: String, _ body: String, fallback: Bool) {
+            let command = RedisCommand([.string(name), .string(body)] + tail, keyIndex: 3)
+            redis.send(batch: [command, wait]) { [self] results in
+                if fallback, case .failure(let error) = results[0], error.serverCode == "NOSCRIPT" {
+                    return run("EVAL", script.source, fallback: false)
+                }
+                pending.subtract(1, ordering: .relaxed)
+                completion(Self.acknowledged(results, replicas: replicas, timeoutMillis: timeoutMillis))
+            }
+        }
+        run("EVALSHA", script.sha1, fallback: true)
+    }
+
+    /// The script's reply once `WAIT` says enough replicas have it.
+    static func acknowledged(_ results: [Result<RedisValue, RedisError>], replicas: Int, timeoutMillis: Int) -> Result<RedisValue, RedisError> {
+        guard case .success(let reply) = results[0] else { return results[0] }
+        // A refused append wrote nothing and needs no replica. A repeated one (0) is held to
+        // WAIT too: a retry after a WAIT timeout is acknowledged only once replicas caught up.
+        if let code = reply.array?.first?.int, code < 0 { return results[0] }
+        switch results[1] {
+        case .failure(let error):
+            return .failure(error)
+        case .success(let count):
+            guard let count = count.int else {
+                return .failure(RedisError(.unexpectedReply, "WAIT answered \(count)"))
+            }
+            guard count >= Int64(replicas) else {
+                return .failure(RedisError(.timeout, "stored on the Redis master but on \(count) of \(replicas) replicas within \(timeoutMillis) ms"))
+            }
+            return .success(reply)
+        }
+    }
+
     /// A Redis failure as Parley reports it: `.unavailable`, naming Redis and what failed.
     static func error(_ error: RedisError, _ doing: String) -> ParleyError {
         switch error.code {

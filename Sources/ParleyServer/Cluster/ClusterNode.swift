@@ -34,12 +34,29 @@ final class ClusterNode: Sendable {
         let keyspace: RedisKeyspace
         do {
             keyspace = try RedisKeyspace(prefix: configuration.redisKeyPrefix)
-            if let seeds = configuration.redisClusterSeeds {
+            let template = try configuration.redisURL.map { url throws(RedisError) in try RedisEndpoint(url: url) }
+            let seedsUseTLS = try [configuration.redisClusterSeeds, configuration.redisSentinels].compactMap { $0 }.contains { seeds throws(RedisError) in
+                try RedisEndpoint.seeds(seeds).contains(where: \.usesTLS)
+            }
+            if template?.usesTLS == true || seedsUseTLS {
+                do throws(IOError) {
+                    redisConfiguration.tls = RedisTLS(context: try TLSContext(clientTrusting: configuration.redisTLSCAFile))
+                } catch {
+                    throw StartupError(description: "TLS to Redis: \(error.message)")
+                }
+            }
+            if let sentinels = configuration.redisSentinels {
+                let endpoints = try RedisEndpoint.seeds(sentinels)
+                let master = template ?? RedisEndpoint()
+                redisDescription = "redis-sentinel://" + endpoints.map(\.address).joined(separator: ",") + "/\(configuration.redisSentinelMaster)"
+                    + (master.usesTLS ? " (master over TLS)" : "")
+                redis = RedisSentinelClient(sentinels: endpoints, masterName: configuration.redisSentinelMaster, master: master,
+                                            group: group, configuration: redisConfiguration)
+            } else if let seeds = configuration.redisClusterSeeds {
                 let endpoints = try RedisEndpoint.seeds(seeds)
                 redisDescription = "redis-cluster://" + endpoints.map(\.address).joined(separator: ",")
                 redis = RedisClusterClient(seeds: endpoints, group: group, configuration: redisConfiguration)
-            } else if let url = configuration.redisURL {
-                let endpoint = try RedisEndpoint(url: url)
+            } else if let endpoint = template {
                 redisDescription = endpoint.description
                 redis = RedisClient(endpoint: endpoint, group: group, configuration: redisConfiguration)
             } else {
@@ -51,6 +68,8 @@ final class ClusterNode: Sendable {
         var storeOptions = RedisStoreOptions()
         storeOptions.retention = ParleyServer.storeRetention(configuration)
         storeOptions.idempotencyWindowMillis = idempotencyWindowMillis
+        storeOptions.replicasToAcknowledge = configuration.redisReplicasAck
+        storeOptions.replicasTimeoutMillis = configuration.redisReplicasAckTimeoutMillis
         store = RedisMessageStore(redis: redis, keyspace: keyspace, options: storeOptions)
         bans = RedisBanStore(redis: redis, keyspace: keyspace)
         socketChatRoster = RedisSocketChatRosterStore(redis: redis, keyspace: keyspace)

@@ -267,6 +267,9 @@ public enum ConfigFile {
             if let url = given(\ServerConfiguration.redisURL), let seeds = given(\ServerConfiguration.redisClusterSeeds) {
                 throw Failure(message: "\(url) and \(seeds) cannot be used together")
             }
+            if let sentinels = given(\ServerConfiguration.redisSentinels), let seeds = given(\ServerConfiguration.redisClusterSeeds) {
+                throw Failure(message: "\(sentinels) and \(seeds) cannot be used together")
+            }
             if let value = top["channels"] {
                 guard case .array(let list) = value else { throw Failure(message: "channels must be an array of objects") }
                 var channels: [ChannelSettings] = []

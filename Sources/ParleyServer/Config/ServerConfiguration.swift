@@ -216,6 +216,19 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var redisURL: String?
     /// `HOST:PORT[,HOST:PORT...]`: run as a node of a cluster on this Redis Cluster (seeds).
     public var redisClusterSeeds: String?
+    /// `HOST:PORT[,HOST:PORT...]`: Redis Sentinels; run as a node of a cluster on the master
+    /// they name (``redisSentinelMaster``), following failovers. ``redisURL``, if also set,
+    /// only gives the master's credentials, database and TLS.
+    public var redisSentinels: String?
+    /// The name the Sentinels monitor the master under.
+    public var redisSentinelMaster = "mymaster"
+    /// PEM file of the certificates a `rediss://` server must chain to; nil: the system's.
+    public var redisTLSCAFile: String?
+    /// A stored message is acknowledged once this many replicas have it (`WAIT`); 0: once
+    /// the master has it.
+    public var redisReplicasAck = 0
+    /// How long `WAIT` waits for ``redisReplicasAck`` replicas (milliseconds).
+    public var redisReplicasAckTimeoutMillis = 1_000
     /// This node's name in Redis (unique per running node); random when nil.
     public var nodeID: String?
     /// A node that stops renewing its presence lease for this long (milliseconds) loses its
@@ -225,7 +238,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var redisKeyPrefix = "parley"
 
     /// True when the node runs in cluster mode (a Redis or a Redis Cluster is configured).
-    public var isClusterMode: Bool { redisURL != nil || redisClusterSeeds != nil }
+    public var isClusterMode: Bool { redisURL != nil || redisClusterSeeds != nil || redisSentinels != nil }
 
     public enum EventLoopCount: Sendable, Equatable {
         case cores
@@ -378,6 +391,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var clusterProblem: String? {
         if redisURL != nil && redisClusterSeeds != nil {
             return "\(ServerSetting.flag(of: \Self.redisURL)) and \(ServerSetting.flag(of: \Self.redisClusterSeeds)) cannot be used together (one Redis, or one Redis Cluster)"
+        }
+        if redisSentinels != nil && redisClusterSeeds != nil {
+            return "\(ServerSetting.flag(of: \Self.redisSentinels)) and \(ServerSetting.flag(of: \Self.redisClusterSeeds)) cannot be used together (a Redis Cluster fails over by itself)"
         }
         return nil
     }

@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import ParleyIO
+@testable import ParleyRedis
+import ParleyTestSupport
+
+/// `rediss://` against a redis-server with `--tls-port` and certificates made by openssl.
+@Suite(.serialized) struct RedisTLSTests {
+    /// A CA, and a server certificate it signed for 127.0.0.1 and localhost.
+    static func certificates(in directory: String) throws {
+        func openssl(_ arguments: String...) throws { try RedisServer.run("openssl", arguments) }
+        try openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Parley test CA",
+                    "-keyout", "\(directory)/ca.key", "-out", "\(directory)/ca.crt")
+        try openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+                    "-keyout", "\(directory)/server.key", "-out", "\(directory)/server.csr")
+        try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(toFile: "\(directory)/san.ext", atomically: true, encoding: .utf8)
+        try openssl("x509", "-req", "-in", "\(directory)/server.csr", "-CA", "\(directory)/ca.crt", "-CAkey", "\(directory)/ca.key",
+                    "-CAcreateserial", "-days", "2", "-extfile", "\(directory)/san.ext", "-out", "\(directory)/server.crt")
+        // A second CA that signed nothing here.
+        try openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Other CA",
+                    "-keyout", "\(directory)/other.key", "-out", "\(directory)/other.crt")
+    }
+
+    @Test func rediss() async throws {
+        let directory = NSTemporaryDirectory() + "parley-redis-tls-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Self.certificates(in: directory)
+        let tlsPort = try RedisServer.freePort()
+        let redis = try RedisServer.start(extraArguments: [
+            "--tls-port", "\(tlsPort)", "--tls-cert-file", "\(directory)/server.crt", "--tls-key-file", "\(directory)/server.key",
+            "--tls-ca-cert-file", "\(directory)/ca.crt", "--tls-auth-clients", "no",
+            "--user", "chat", "on", ">s3cret", "~*", "&*", "+@all",
+        ])
+        defer { redis.stop() }
+        let group = EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+
+        let endpoint = try RedisEndpoint(url: "rediss://chat:s3cret@127.0.0.1:\(tlsPort)/2")
+        #expect(endpoint.usesTLS && endpoint.username == "chat" && endpoint.database == 2)
+        #expect(endpoint.description == "rediss://chat@127.0.0.1:\(tlsPort)/2")
+        var configuration = fastConfiguration()
+        configuration.tls = RedisTLS(context: try TLSContext(clientTrusting: "\(directory)/ca.crt"))
+        let client = RedisClient(endpoint: endpoint, group: group, configuration: configuration)
+        defer { client.close() }
+        #expect(try await client.call("SET", "k", "over tls").string == "OK")
+        #expect(try await client.call("ACL", "WHOAMI").string == "chat")
+        #expect(try redis.cli("-n", "2", "GET", "k") == "over tls", "stored in database 2 of the same server")
+
+        // A server whose certificate chains to another CA is refused.
+        var untrusting = fastConfiguration()
+        untrusting.tls = RedisTLS(context: try TLSContext(clientTrusting: "\(directory)/other.crt"))
+        let refused = RedisClient(endpoint: endpoint, group: group, configuration: untrusting)
+        defer { refused.close() }
+        try await eventually("the untrusted server is reported down", timeout: 10) { refused.status.state == .down }
+        guard case .failure = try await refused.result(RedisCommand("PING"), timeout: 5) else {
+            Issue.record("a command went through a server whose certificate is not trusted")
+            return
+        }
+        // The wrong name is refused too (the certificate names 127.0.0.1 and localhost).
+        var misnamed = configuration
+        misnamed.tls?.serverName = "redis.example"
+        let wrongName = RedisClient(endpoint: endpoint, group: group, configuration: misnamed)
+        defer { wrongName.close() }
+        try await eventually("the misnamed server is reported down", timeout: 10) { wrongName.status.state == .down }
+        // rediss:// without TLS settings says so.
+        let bare = RedisClient(endpoint: endpoint, group: group, configuration: fastConfiguration())
+        defer { bare.close() }
+        try await eventually("rediss:// without TLS settings is down", timeout: 10) { bare.status.state == .down }
+        #expect(bare.status.message?.contains("needs TLS settings") == true, "\(bare.status)")
+        // A wrong password is refused.
+        let wrongPassword = RedisClient(endpoint: try RedisEndpoint(url: "rediss://chat:nope@127.0.0.1:\(tlsPort)"), group: group,
+                                        configuration: configuration)
+        defer { wrongPassword.close() }
+        try await eventually("a wrong password is down", timeout: 10) { wrongPassword.status.state == .down }
+    }
+}
