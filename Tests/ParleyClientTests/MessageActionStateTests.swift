@@ -105,3 +105,24 @@ private func action(_ kind: ChatAction.Kind, on target: String, by actor: ChatMe
         #expect(state.message("m1") == nil && state.message("m3") != nil)
     }
 }
+
+@Suite struct ChatLineTextTests {
+    @Test func headingsShowRepliesEditsAndReactions() {
+        var state = ChatRoomState()
+        state.apply(.members([me, alice, bob]))
+        state.apply(.message(message("hello everyone, this is a rather long first message", from: alice, offset: 1)))
+        state.apply(.message(message("hi", from: bob, offset: 2, replyTo: "m1")))
+        state.apply(.message(message("?", from: bob, offset: 3, replyTo: "older")))
+        #expect(state.lines[0].heading == "alice")
+        #expect(state.lines[1].heading == "bob (reply to alice: \"hello everyone, this is a rather long fi…\")")
+        #expect(state.lines[2].heading == "bob (reply to a message)")
+        state.apply(.action(action(.edit, on: "m2", by: bob, offset: 4, body: "hi!")))
+        state.apply(.action(action(.react, on: "m2", by: alice, offset: 5, emoji: "👍")))
+        state.apply(.action(action(.react, on: "m2", by: me, offset: 6, emoji: "👍")))
+        state.apply(.action(action(.react, on: "m2", by: me, offset: 7, emoji: "🎉")))
+        #expect(state.lines[1].heading.hasSuffix("…\", edited)"))
+        #expect(state.lines[1].reactionsText == "👍 2  🎉 1")
+        state.apply(.action(action(.delete, on: "m1", by: alice, offset: 8)))
+        #expect(state.lines[1].replyLabel == "reply to alice: (deleted)")
+    }
+}

@@ -87,6 +87,26 @@ public struct ChatLine: Sendable, Hashable, Identifiable {
         AttachmentMessage(attachments: attachments).lineDoorLines()
     }
 
+    /// `reply to bob: "hello…"` for a reply (`reply to a message` when the answered one is
+    /// not in the transcript), nil otherwise: what text clients put after the sender's name.
+    public var replyLabel: String? {
+        guard let quote else { return nil }
+        guard let name = quote.name else { return "reply to a message" }
+        return quote.isDeleted ? "reply to \(name): (deleted)" : "reply to \(name): \"\(quote.snippet())\""
+    }
+
+    /// The reactions as text, `👍 2  🎉 1`; empty when there are none.
+    public var reactionsText: String {
+        reactions.map { "\($0.emoji) \($0.count)" }.joined(separator: "  ")
+    }
+
+    /// The heading text clients show before the text: `alice`, `alice (reply to bob:
+    /// "hi")`, `alice (edited)`.
+    public var heading: String {
+        let notes = [replyLabel, isEdited ? "edited" : nil].compactMap { $0 }
+        return notes.isEmpty ? name : "\(name) (\(notes.joined(separator: ", ")))"
+    }
+
     /// Whether this client sent it.
     public var isMine: Bool {
         switch kind {
