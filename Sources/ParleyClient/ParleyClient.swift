@@ -401,7 +401,8 @@ public actor ParleyClient {
                 record.typing(message.clientID, typing, sender: message.sender)
                 return
             }
-            record.deliver(message, asHistory: type == MessageType.historyMessage && !record.hasBaseline)
+            record.deliver(message, asHistory: type == MessageType.historyMessage && !record.hasBaseline,
+                           fromSnapshot: type == MessageType.historyMessage)
         case MessageType.observableMembers:
             let members = (value[Field.data]?.arrayValue ?? []).compactMap(makeMember)
             record.setMembers(members)
@@ -671,6 +672,9 @@ private final class RoomRecord {
     var ownTypingSentAt: ContinuousClock.Instant?
     var ownTypingStop: Task<Void, Never>?
     private var deliveredIDs: Set<String> = []
+    /// Offsets a resume's snapshot showed ahead of ``lastOffset``: the replay after `since`
+    /// brings them again, with the actions between them, which must not be skipped.
+    private var seenAhead: Set<Int> = []
 
     init(name: String, historyCount: Int, handle: Room, continuation: AsyncStream<RoomEvent>.Continuation) {
         self.name = name
@@ -679,10 +683,21 @@ private final class RoomRecord {
         self.continuation = continuation
     }
 
-    func deliver(_ message: ChatMessage, asHistory: Bool) {
+    func deliver(_ message: ChatMessage, asHistory: Bool, fromSnapshot: Bool = false) {
         if let offset = message.offset {
             guard offset > lastOffset else { return }
-            lastOffset = offset
+            if seenAhead.remove(offset) != nil {
+                // The replay's copy of a message the snapshot showed: shown already.
+                advance(to: offset)
+                return
+            }
+            if fromSnapshot && hasBaseline {
+                // A resume's snapshot comes before the replay (`since`), which holds the
+                // actions up to this message: the resume point stays until the replay.
+                seenAhead.insert(offset)
+            } else {
+                advance(to: offset)
+            }
         } else {
             guard deliveredIDs.insert(message.id).inserted else { return }
         }
@@ -698,11 +713,16 @@ private final class RoomRecord {
     func deliver(_ action: ChatAction) {
         if let offset = action.offset {
             guard offset > lastOffset else { return }
-            lastOffset = offset
+            advance(to: offset)
         } else {
             guard deliveredIDs.insert(action.id).inserted else { return }
         }
         continuation.yield(.action(action))
+    }
+
+    private func advance(to offset: Int) {
+        lastOffset = offset
+        if !seenAhead.isEmpty { seenAhead = seenAhead.filter { $0 > offset } }
     }
 
     func setMembers(_ list: [ChatMember]) {

@@ -94,10 +94,14 @@ private func client(_ port: Int, name: String) -> ParleyClient {
         // after offset 1 replays it, and it still counts once.
         proxy.dropAll()
         try await eventually("carol reconnecting") { if case .reconnecting = await model.connection { true } else { false } }
+        // A message while away too: the resume's snapshot shows it before the replay brings
+        // the actions before and after it.
         try await room.react("🎉", to: first.id)
+        let away = try await room.publish(text: "while away")
         try await room.edit(first.id, text: "one!")
         try await eventually("carol back", timeout: 10) { await model.connection == .connected }
         try await eventually("the missed actions", timeout: 10) { await model.lines.first?.text == "one!" }
+        #expect(await model.lines.filter { $0.id == away.id }.count == 1)
         var line = try #require(await model.lines.first { $0.id == first.id })
         #expect(line.isEdited && line.reactions.map(\.emoji) == ["👍", "🎉"] && line.reactions.map(\.count) == [1, 1])
         try await room.unreact("👍", from: first.id)
