@@ -708,11 +708,33 @@ def test_replies_edits_deletes_and_reactions(server, browsers):
     os.makedirs(DOCS, exist_ok=True)
     alice.driver.save_screenshot(os.path.join(DOCS, "screenshot-message-actions.png"))
 
+    # Alice's connection drops; while she is away bob writes, reacts on her reply and edits
+    # again. Her resume (`since`) brings all of it, in order, once.
+    alice.js("window.parley.state.attempt = 6; window.parley.state.ws.close();")
+    alice.wait(lambda d: d.find_element(By.ID, "error-retry").is_displayed(), message="no retry button")
+    bob.say("missed me?")
+    node = hover_click(bob, "hi bob", "react")
+    bob.wait(lambda d: node.find_element(By.CSS_SELECTOR, ".picker").is_displayed())
+    node.find_element(By.CSS_SELECTOR, ".picker .pick[aria-label='React with 🎉']").click()
+    bob.wait(lambda d: chips(bob, "hi bob") == [["🎉1", "bob reacted with 🎉", "true"]])
+    hover_click(bob, "hello alice!", "edit")
+    box = bob.driver.find_element(By.ID, "composer")
+    box.clear()
+    box.send_keys("hello again", Keys.ENTER)
+    bob.wait(lambda d: "hello againedited" in bob.bubbles())
+    alice.driver.find_element(By.ID, "error-retry").click()
+    alice.wait_connected()
+    alice.wait(lambda d: "missed me?" in alice.bubbles() and "hello againedited" in alice.bubbles(), message=str(alice.bubbles()))
+    alice.wait(lambda d: chips(alice, "hi bob") == [["🎉1", "bob reacted with 🎉", "false"]], message=str(chips(alice, "hi bob")))
+    assert quote_of(alice, "hi bob") == "bobhello again"
+    assert chips(alice, "hello again") == [["👍1", "alice reacted with 👍", "true"]]
+    assert alice.bubbles().count("missed me?") == 1
+
     # Bob deletes it (after confirming): it leaves both pages; the quote says it was deleted.
-    hover_click(bob, "hello alice!", "delete")
+    hover_click(bob, "hello again", "delete")
     bob.wait(lambda d: d.switch_to.alert).accept()
     for b in (alice, bob):
-        b.wait(lambda d: not any(t.startswith("hello alice") for t in b.bubbles()), message=str(b.bubbles()))
+        b.wait(lambda d: not any(t.startswith("hello a") for t in b.bubbles()), message=str(b.bubbles()))
         b.wait(lambda d: quote_of(b, "hi bob") == "Deleted message")
 
     # A reload shows the same from history.
@@ -720,6 +742,6 @@ def test_replies_edits_deletes_and_reactions(server, browsers):
     alice.wait_connected()
     alice.wait_bubble("hi bob")
     assert quote_of(alice, "hi bob") == "Deleted message"
-    assert not any(t.startswith("hello alice") for t in alice.bubbles())
+    assert not any(t.startswith("hello a") for t in alice.bubbles())
     severe = [e for b in (alice, bob) for e in b.driver.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == [], severe

@@ -106,6 +106,7 @@
     messages: new Map(),      // message id -> its current state (body, edited, reactions, deleted)
     replyTo: null,            // the message the composer answers: {id}
     editing: null,            // the own message the composer edits: {id}
+    resumeRoom: null,         // the room key to resume (with `since`) on the next subscribe
     seenOffsets: new Set(),
     lastOffset: {},           // room key -> highest offset seen (for resume with `since`)
     oldestOffset: null,       // lowest offset shown (for paging back)
@@ -313,6 +314,7 @@
     state.hasMore = true;
     state.loadingHistory = false;
     state.subscribed = false;
+    state.resumeRoom = null;
     state.members.clear();
     state.observable = state.room.startsWith("observable-");
     for (const timer of state.typingPeople.values()) clearTimeout(timer);
@@ -372,6 +374,7 @@
 
   function onDisconnect(event) {
     const wasOpen = state.opened;
+    if (state.subscribed) state.resumeRoom = roomKey();
     state.ws = null;
     state.handshaken = false;
     state.subscribed = false;
@@ -454,7 +457,9 @@
       return;
     }
     state.handshaken = true;
-    const resumed = state.attempt > 0;
+    // A room this view was in before the drop resumes (also after "Retry now", which resets
+    // the attempts): the replay brings the actions on messages already shown.
+    const resumed = state.attempt > 0 || state.resumeRoom === roomKey();
     state.attempt = 0;
     if (!ui.error.hidden && /connect|reach/i.test(ui.errorText.textContent)) clearError();
     subscribe(resumed);
@@ -477,6 +482,7 @@
         return;
       }
       state.subscribed = true;
+      state.resumeRoom = null;
       setStatus("online", "Connected");
       ui.membersNote.hidden = state.observable;
       if (resume) addNotice("Reconnected");
