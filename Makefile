@@ -6,6 +6,8 @@ SWIFT       ?= swift
 APT_PACKAGES = libuv1-dev libssl-dev zlib1g-dev libsqlite3-dev pkg-config netcat-openbsd tmux
 # The browser client's tests (Tests/interop/test_browser.py): headless chromium + its driver.
 APT_PACKAGES += chromium chromium-driver
+# An emoji font, so reactions in the browser tests' screenshots (docs/) are not blank boxes.
+APT_PACKAGES += fonts-noto-color-emoji
 # Cluster mode's tests start real Redis servers and a local Redis Cluster (redis-cli --cluster).
 APT_PACKAGES += redis-server redis-tools
 # The rediss:// tests make their certificates with the openssl tool.

@@ -335,7 +335,7 @@ public actor ParleyClient {
         guard let reply, let index = outbox.firstIndex(where: { $0.callback == callback }) else { return }
         let entry = outbox.remove(at: index)
         if let error = reply[Field.error]?.stringValue {
-            entry.continuation.resume(returning: .failure(ParleyClientError(.server, error)))
+            entry.continuation.resume(returning: .failure(ParleyClientError(.server, error, serverCode: reply[Field.code]?.stringValue)))
         } else {
             let ack = PublishAck(id: reply[Field.id]?.stringValue ?? "", offset: reply[Field.offset]?.intValue ?? 0,
                                  messageID: entry.messageID)
@@ -401,7 +401,8 @@ public actor ParleyClient {
                 record.typing(message.clientID, typing, sender: message.sender)
                 return
             }
-            record.deliver(message, asHistory: type == MessageType.historyMessage && !record.hasBaseline)
+            record.deliver(message, asHistory: type == MessageType.historyMessage && !record.hasBaseline,
+                           fromSnapshot: type == MessageType.historyMessage)
         case MessageType.observableMembers:
             let members = (value[Field.data]?.arrayValue ?? []).compactMap(makeMember)
             record.setMembers(members)
@@ -409,6 +410,9 @@ public actor ParleyClient {
             if let member = value[Field.data].flatMap(makeMember) { record.joined(member) }
         case MessageType.observableMemberLeave:
             if let member = value[Field.data].flatMap(makeMember) { record.left(member) }
+        case MessageType.edit, MessageType.delete, MessageType.react, MessageType.unreact:
+            guard let action = makeAction(value, type: type, members: record.knownMembers) else { return }
+            record.deliver(action)
         case MessageType.messageDeleted:
             if let offset = value[Field.offset]?.intValue, offset > 0 { record.deleted(offset: offset) }
         case MessageType.roomClosed:
@@ -429,11 +433,31 @@ public actor ParleyClient {
     func makeMessage(_ value: JSONValue, room: String, members: [String: ChatMember]) -> ChatMessage? {
         guard let id = value[Field.id]?.stringValue, let body = value[Field.message] else { return nil }
         let sender = value[Field.clientID]?.stringValue
+        let reactions: [ChatReaction] = (value[Field.reactions]?.arrayValue ?? []).compactMap { reaction in
+            guard let emoji = reaction[Field.emoji]?.stringValue, let count = reaction[Field.count]?.intValue, count > 0 else { return nil }
+            let names = (reaction[Field.names]?.arrayValue ?? []).compactMap(\.stringValue)
+            let mine = clientData?["name"]?.stringValue.map(names.contains) ?? false
+            return ChatReaction(emoji: emoji, count: count, names: names, isMine: mine)
+        }
         return ChatMessage(id: id, room: room, body: body, clientID: sender,
                            sender: sender.flatMap { members[$0] }, offset: value[Field.offset]?.intValue,
                            timestamp: Date(timeIntervalSince1970: Double(value[Field.timestamp]?.intValue ?? 0)),
                            isMine: sender.map(ownIDs.contains) ?? false,
-                           isDeleted: value[Field.deleted]?.boolValue ?? false)
+                           isDeleted: value[Field.deleted]?.boolValue ?? false,
+                           replyTo: value[Field.replyTo]?.stringValue,
+                           editedAt: value[Field.edited]?.intValue.map { Date(timeIntervalSince1970: Double($0)) },
+                           reactions: reactions)
+    }
+
+    func makeAction(_ value: JSONValue, type: String, members: [String: ChatMember]) -> ChatAction? {
+        guard let kind = ChatAction.Kind(rawValue: type), let id = value[Field.id]?.stringValue,
+              let target = value[Field.target]?.stringValue else { return nil }
+        let sender = value[Field.clientID]?.stringValue
+        let body = kind == .edit && value[Field.deleted]?.boolValue != true ? value[Field.message] : nil
+        return ChatAction(id: id, kind: kind, target: target, body: body, emoji: value[Field.emoji]?.stringValue,
+                          clientID: sender, sender: sender.flatMap { members[$0] }, offset: value[Field.offset]?.intValue,
+                          timestamp: Date(timeIntervalSince1970: Double(value[Field.timestamp]?.intValue ?? 0)),
+                          isMine: sender.map(ownIDs.contains) ?? false)
     }
 
     // MARK: publishing
@@ -450,6 +474,20 @@ public actor ParleyClient {
     /// same content if it must get through (a duplicate is possible then).
     @discardableResult
     public func publish(_ message: JSONValue, to room: String, timeout: Duration? = nil) async throws(ParleyClientError) -> PublishAck {
+        try await publish(message, to: room, replyTo: nil, timeout: timeout)
+    }
+
+    /// Publishes `message` to `room` as a reply to the message `target` (its id): a publish
+    /// with `reply_to`, acknowledged, queued and re-sent like ``publish(_:to:timeout:)``.
+    /// A refusal (e.g. an unknown target) throws ``ParleyClientError/Code/server`` with the
+    /// server's ``ParleyClientError/serverCode``.
+    @discardableResult
+    public func reply(to target: String, with message: JSONValue, in room: String,
+                      timeout: Duration? = nil) async throws(ParleyClientError) -> PublishAck {
+        try await publish(message, to: room, replyTo: target, timeout: timeout)
+    }
+
+    private func publish(_ message: JSONValue, to room: String, replyTo: String?, timeout: Duration?) async throws(ParleyClientError) -> PublishAck {
         guard !stopped else { throw ParleyClientError(.notConnected, "call connect() first") }
         guard !Task.isCancelled else { throw ParleyClientError(.cancelled, "the publishing task was cancelled") }
         rooms[room]?.stopOwnTyping(silently: true)
@@ -457,7 +495,7 @@ public actor ParleyClient {
         let limit = timeout ?? publishTimeout
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                outbox.append(PendingPublish(messageID: messageID, room: room, message: message, continuation: continuation))
+                outbox.append(PendingPublish(messageID: messageID, room: room, message: message, replyTo: replyTo, continuation: continuation))
                 if state == .connected { sendPublish(at: outbox.count - 1) }
                 Task { [weak self] in
                     try? await Task.sleep(for: limit)
@@ -484,9 +522,10 @@ public actor ParleyClient {
         nextCallback += 1
         outbox[index].callback = callback
         let entry = outbox[index]
-        let command: JSONValue = [Field.type: .string(MessageType.publish), Field.room: .string(entry.room), Field.message: entry.message,
-                                  Field.messageID: .string(entry.messageID), Field.callback: .number(JSONNumber(callback))]
-        connection.send(command.jsonString)
+        var command: JSONObject = [Field.type: .string(MessageType.publish), Field.room: .string(entry.room), Field.message: entry.message,
+                                   Field.messageID: .string(entry.messageID), Field.callback: .number(JSONNumber(callback))]
+        if let replyTo = entry.replyTo { command.append(key: Field.replyTo, value: .string(replyTo)) }
+        connection.send(JSONValue.object(command).jsonString)
     }
 
     /// Sends an ephemeral `{"typing": Bool}` (never stored, never queued).
@@ -523,6 +562,56 @@ public actor ParleyClient {
     /// How long after the last `setTyping(true)` typing stops by itself.
     public static let typingIdleTimeout: Duration = .seconds(4)
 
+    // MARK: message actions
+
+    /// Replaces the body of this client's message `target` (its id) in `room` with `message`.
+    /// Returns the edit's receipt once it is stored. Actions are not queued: while
+    /// disconnected, or when the connection drops before the receipt, this throws
+    /// (``ParleyClientError/Code/notConnected``, ``ParleyClientError/Code/connectionLost``)
+    /// and the caller may try again (a lost receipt may mean the edit was stored). A refusal
+    /// throws ``ParleyClientError/Code/server`` with the server's
+    /// ``ParleyClientError/serverCode`` (`not_author`, `edit_window_closed`, …).
+    @discardableResult
+    public func edit(_ target: String, to message: JSONValue, in room: String) async throws(ParleyClientError) -> ActionAck {
+        try await act(MessageType.edit, target: target, in: room, extra: [Field.message: message])
+    }
+
+    /// Deletes message `target` (this client's own, or any with a `moderate` token): it
+    /// becomes a tombstone for everyone. Errors as ``edit(_:to:in:)``.
+    @discardableResult
+    public func delete(_ target: String, in room: String) async throws(ParleyClientError) -> ActionAck {
+        try await act(MessageType.delete, target: target, in: room, extra: [:])
+    }
+
+    /// Adds the reaction `emoji` to message `target`. Errors as ``edit(_:to:in:)``
+    /// (`already_reacted`, `too_many_reactions`, …).
+    @discardableResult
+    public func react(_ emoji: String, to target: String, in room: String) async throws(ParleyClientError) -> ActionAck {
+        try await act(MessageType.react, target: target, in: room, extra: [Field.emoji: .string(emoji)])
+    }
+
+    /// Takes back this client's reaction `emoji` on message `target`. Errors as
+    /// ``edit(_:to:in:)`` (`not_reacted`, …).
+    @discardableResult
+    public func unreact(_ emoji: String, from target: String, in room: String) async throws(ParleyClientError) -> ActionAck {
+        try await act(MessageType.unreact, target: target, in: room, extra: [Field.emoji: .string(emoji)])
+    }
+
+    private func act(_ type: String, target: String, in room: String, extra: JSONObject) async throws(ParleyClientError) -> ActionAck {
+        guard !stopped else { throw ParleyClientError(.notConnected, "call connect() first") }
+        var command: JSONObject = [Field.type: .string(type), Field.room: .string(room), Field.target: .string(target)]
+        for (key, value) in extra { command.append(key: key, value: value) }
+        let reply = try await request(command)
+        if let error = reply[Field.error]?.stringValue {
+            throw ParleyClientError(error.hasPrefix("unknown type") ? .unsupported : .server, error,
+                                    serverCode: reply[Field.code]?.stringValue)
+        }
+        guard let id = reply[Field.id]?.stringValue, let offset = reply[Field.offset]?.intValue else {
+            throw ParleyClientError(.protocolViolation, "\(type) receipt without id and offset")
+        }
+        return ActionAck(id: id, offset: offset)
+    }
+
     // MARK: files
 
     /// Uploads a file to this client's channel (`POST /{channel}/files` on the server's host
@@ -557,6 +646,8 @@ private struct PendingPublish {
     let messageID: String
     let room: String
     let message: JSONValue
+    /// The message it answers (`reply_to`), if it is a reply.
+    let replyTo: String?
     let continuation: CheckedContinuation<Result<PublishAck, ParleyClientError>, Never>
     /// The callback of the attempt on the current connection; nil while not sent.
     var callback: Int?
@@ -581,6 +672,9 @@ private final class RoomRecord {
     var ownTypingSentAt: ContinuousClock.Instant?
     var ownTypingStop: Task<Void, Never>?
     private var deliveredIDs: Set<String> = []
+    /// Offsets a resume's snapshot showed ahead of ``lastOffset``: the replay after `since`
+    /// brings them again, with the actions between them, which must not be skipped.
+    private var seenAhead: Set<Int> = []
 
     init(name: String, historyCount: Int, handle: Room, continuation: AsyncStream<RoomEvent>.Continuation) {
         self.name = name
@@ -589,10 +683,21 @@ private final class RoomRecord {
         self.continuation = continuation
     }
 
-    func deliver(_ message: ChatMessage, asHistory: Bool) {
+    func deliver(_ message: ChatMessage, asHistory: Bool, fromSnapshot: Bool = false) {
         if let offset = message.offset {
             guard offset > lastOffset else { return }
-            lastOffset = offset
+            if seenAhead.remove(offset) != nil {
+                // The replay's copy of a message the snapshot showed: shown already.
+                advance(to: offset)
+                return
+            }
+            if fromSnapshot && hasBaseline {
+                // A resume's snapshot comes before the replay (`since`), which holds the
+                // actions up to this message: the resume point stays until the replay.
+                seenAhead.insert(offset)
+            } else {
+                advance(to: offset)
+            }
         } else {
             guard deliveredIDs.insert(message.id).inserted else { return }
         }
@@ -601,6 +706,23 @@ private final class RoomRecord {
             continuation.yield(.typingChanged(typists))
         }
         continuation.yield(asHistory ? .history(message) : .message(message))
+    }
+
+    /// An action, deduplicated by offset like a message (it advances the resume point, so a
+    /// reconnect does not replay it again).
+    func deliver(_ action: ChatAction) {
+        if let offset = action.offset {
+            guard offset > lastOffset else { return }
+            advance(to: offset)
+        } else {
+            guard deliveredIDs.insert(action.id).inserted else { return }
+        }
+        continuation.yield(.action(action))
+    }
+
+    private func advance(to offset: Int) {
+        lastOffset = offset
+        if !seenAhead.isEmpty { seenAhead = seenAhead.filter { $0 > offset } }
     }
 
     func setMembers(_ list: [ChatMember]) {

@@ -9,10 +9,15 @@ public struct ParleyClientError: Error, Sendable, Hashable, CustomStringConverti
     /// What went wrong, for a person.
     public let message: String
 
+    /// The server's stable code for a refused command, when it sent one (for message
+    /// actions: `not_author`, `unknown_message`, `edit_window_closed`, … — docs/protocols.md).
+    public let serverCode: String?
+
     /// Creates an error.
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, serverCode: String? = nil) {
         self.code = code
         self.message = message
+        self.serverCode = serverCode
     }
 
     /// A stable error code.

@@ -28,6 +28,49 @@ public final class Room: Sendable {
         try await client.publish(.string(text), to: name)
     }
 
+    /// Publishes chat text as a reply to the message with id `target`; see
+    /// ``ParleyClient/reply(to:with:in:timeout:)``.
+    @discardableResult
+    public func reply(to target: String, text: String) async throws(ParleyClientError) -> PublishAck {
+        try await client.reply(to: target, with: .string(text), in: name)
+    }
+
+    /// Publishes any JSON as a reply to the message with id `target`.
+    @discardableResult
+    public func reply(to target: String, with message: JSONValue) async throws(ParleyClientError) -> PublishAck {
+        try await client.reply(to: target, with: message, in: name)
+    }
+
+    /// Replaces the text of this client's message `target`; see ``ParleyClient/edit(_:to:in:)``.
+    @discardableResult
+    public func edit(_ target: String, text: String) async throws(ParleyClientError) -> ActionAck {
+        try await client.edit(target, to: .string(text), in: name)
+    }
+
+    /// Replaces the body of this client's message `target` with any JSON.
+    @discardableResult
+    public func edit(_ target: String, to message: JSONValue) async throws(ParleyClientError) -> ActionAck {
+        try await client.edit(target, to: message, in: name)
+    }
+
+    /// Deletes message `target`; see ``ParleyClient/delete(_:in:)``.
+    @discardableResult
+    public func delete(_ target: String) async throws(ParleyClientError) -> ActionAck {
+        try await client.delete(target, in: name)
+    }
+
+    /// Adds `emoji` to message `target`; see ``ParleyClient/react(_:to:in:)``.
+    @discardableResult
+    public func react(_ emoji: String, to target: String) async throws(ParleyClientError) -> ActionAck {
+        try await client.react(emoji, to: target, in: name)
+    }
+
+    /// Takes back this client's `emoji` on message `target`; see ``ParleyClient/unreact(_:from:in:)``.
+    @discardableResult
+    public func unreact(_ emoji: String, from target: String) async throws(ParleyClientError) -> ActionAck {
+        try await client.unreact(emoji, from: target, in: name)
+    }
+
     /// Says whether this client is typing (debounced, stops by itself); see
     /// ``ParleyClient/setTyping(_:in:)``.
     public func setTyping(_ typing: Bool) async {

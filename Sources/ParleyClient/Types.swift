@@ -54,13 +54,23 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
     /// The files it carries (a body `{"text": caption, "attachments": [...]}`), in order;
     /// empty for other messages.
     public let attachments: [Attachment]
-    /// Whether a moderator deleted it: a tombstone in history, whose body is `null`.
+    /// Whether it was deleted (by its author or a moderator): a tombstone, whose body is `null`.
     public let isDeleted: Bool
+    /// The id of the message this one replies to, or nil.
+    public let replyTo: String?
+    /// When it was last edited (second precision), or nil when it never was.
+    public let editedAt: Date?
+    /// Its reactions, in the order each emoji first came.
+    public let reactions: [ChatReaction]
 
     /// Creates a message.
     public init(id: String, room: String, body: JSONValue, clientID: String?, sender: ChatMember?,
-                offset: Int?, timestamp: Date, isMine: Bool, isDeleted: Bool = false) {
+                offset: Int?, timestamp: Date, isMine: Bool, isDeleted: Bool = false,
+                replyTo: String? = nil, editedAt: Date? = nil, reactions: [ChatReaction] = []) {
         self.isDeleted = isDeleted
+        self.replyTo = replyTo
+        self.editedAt = editedAt
+        self.reactions = reactions
         self.id = id
         self.room = room
         self.body = body
@@ -82,6 +92,141 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
     public var text: String? { body.stringValue }
     /// The caption of a message with files.
     public let caption: String?
+    /// Whether it was edited.
+    public var isEdited: Bool { editedAt != nil }
+}
+
+/// One emoji on a message: how many reacted and the names of the first ones.
+public struct ChatReaction: Sendable, Hashable {
+    /// The reaction key (an emoji sequence or a `:shortcode:`).
+    public let emoji: String
+    /// How many members reacted with it.
+    public internal(set) var count: Int
+    /// The first reactors' names (the server lists at most 10; live reactions add theirs).
+    public internal(set) var names: [String]
+    /// The member ids known to have reacted (from live and replayed events; history pages
+    /// give names only).
+    public internal(set) var reactorIDs: [String]
+    /// Whether this client is one of the reactors (as far as it knows).
+    public internal(set) var isMine: Bool
+
+    /// Creates a reaction.
+    public init(emoji: String, count: Int, names: [String], reactorIDs: [String] = [], isMine: Bool = false) {
+        self.emoji = emoji
+        self.count = count
+        self.names = names
+        self.reactorIDs = reactorIDs
+        self.isMine = isMine
+    }
+
+    /// Most names kept per reaction, as the server's history does.
+    public static let namesKept = 10
+}
+
+/// An action on a message of the room (an entry of its log with an offset of its own): an
+/// edit, a delete by the author (or a moderator), a reaction added or taken back.
+public struct ChatAction: Sendable, Hashable, Identifiable {
+    /// What the action does.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case edit, delete, react, unreact
+    }
+    /// The action's own id.
+    public let id: String
+    /// What it does.
+    public let kind: Kind
+    /// The id of the message it acts on.
+    public let target: String
+    /// The new body of an edit (nil for other kinds, and for an edit of a since-deleted
+    /// message in a replay: there is nothing left to apply).
+    public let body: JSONValue?
+    /// The reaction of `react` and `unreact`.
+    public let emoji: String?
+    /// Who did it (nil for actions made over REST).
+    public let clientID: String?
+    /// The actor as known from the room's member list, if known.
+    public let sender: ChatMember?
+    /// Its offset in the room's log.
+    public let offset: Int?
+    /// When the server accepted it.
+    public let timestamp: Date
+    /// Whether this client did it.
+    public let isMine: Bool
+
+    /// Creates an action.
+    public init(id: String, kind: Kind, target: String, body: JSONValue? = nil, emoji: String? = nil,
+                clientID: String?, sender: ChatMember?, offset: Int?, timestamp: Date, isMine: Bool) {
+        self.id = id
+        self.kind = kind
+        self.target = target
+        self.body = body
+        self.emoji = emoji
+        self.clientID = clientID
+        self.sender = sender
+        self.offset = offset
+        self.timestamp = timestamp
+        self.isMine = isMine
+    }
+}
+
+extension ChatMessage {
+    /// This message after `action` (which targets it), the client-side mirror of the
+    /// server's rule (ParleyCore's `Message.applying`): an edit replaces the body and sets
+    /// ``editedAt``; a delete makes the tombstone; a reaction adds its actor once per emoji
+    /// or takes it back. A tombstone stays as it is.
+    ///
+    /// Applying an action again leaves the message as it is (a resume may replay actions a
+    /// history snapshot already showed): a reactor counts once, by id, or by name when the
+    /// state came from history (which gives names, not ids). `name` is the actor's name to
+    /// show; nil uses the action's sender.
+    public func applying(_ action: ChatAction, actorName name: String? = nil) -> ChatMessage {
+        guard action.target == id, !isDeleted else { return self }
+        switch action.kind {
+        case .edit:
+            guard let body = action.body else { return self }
+            return copy(body: body, editedAt: action.timestamp, reactions: reactions)
+        case .delete:
+            return ChatMessage(id: id, room: room, body: .null, clientID: clientID, sender: sender, offset: offset,
+                               timestamp: timestamp, isMine: isMine, isDeleted: true, replyTo: replyTo)
+        case .react, .unreact:
+            guard let emoji = action.emoji else { return self }
+            let actorID = action.clientID ?? ""
+            let actorName = name ?? action.sender?.displayName ?? ""
+            var reactions = self.reactions
+            let index = reactions.firstIndex { $0.emoji == emoji }
+            func holds(_ reaction: ChatReaction) -> Bool {
+                reaction.reactorIDs.contains(actorID)
+                    || (reaction.reactorIDs.count < reaction.count && reaction.names.contains(actorName) && !actorName.isEmpty)
+            }
+            if action.kind == .react {
+                if let index {
+                    if holds(reactions[index]) {
+                        // Already counted (a snapshot showed it by name): learn the id.
+                        if !reactions[index].reactorIDs.contains(actorID) { reactions[index].reactorIDs.append(actorID) }
+                    } else {
+                        reactions[index].count += 1
+                        reactions[index].reactorIDs.append(actorID)
+                        if reactions[index].names.count < ChatReaction.namesKept { reactions[index].names.append(actorName) }
+                    }
+                    if action.isMine { reactions[index].isMine = true }
+                } else {
+                    reactions.append(ChatReaction(emoji: emoji, count: 1, names: [actorName], reactorIDs: [actorID], isMine: action.isMine))
+                }
+            } else {
+                guard let index, holds(reactions[index]) else { return self }
+                reactions[index].count -= 1
+                reactions[index].reactorIDs.removeAll { $0 == actorID }
+                if let at = reactions[index].names.firstIndex(of: actorName) { reactions[index].names.remove(at: at) }
+                if action.isMine { reactions[index].isMine = false }
+                if reactions[index].count <= 0 { reactions.remove(at: index) }
+            }
+            return copy(body: body, editedAt: editedAt, reactions: reactions)
+        }
+    }
+
+    private func copy(body: JSONValue, editedAt: Date?, reactions: [ChatReaction]) -> ChatMessage {
+        ChatMessage(id: id, room: room, body: body, clientID: clientID, sender: sender, offset: offset, timestamp: timestamp,
+                    isMine: isMine, isDeleted: isDeleted, replyTo: replyTo, editedAt: editedAt, reactions: reactions)
+    }
 }
 
 /// Something that happened in a subscribed room, in the order the server sent it.
@@ -98,6 +243,9 @@ public enum RoomEvent: Sendable, Hashable {
     case memberLeft(ChatMember)
     /// Who is typing now, in the order they started (this client included when it types).
     case typingChanged([ChatMember])
+    /// An edit, delete or reaction of a message of the room, in log order (live, and
+    /// replayed after a reconnect). Apply it with ``ChatMessage/applying(_:actorName:)``.
+    case action(ChatAction)
     /// A moderator deleted the stored message at this offset: show it as deleted (history
     /// now returns it as a tombstone).
     case messageDeleted(offset: Int)
@@ -114,6 +262,15 @@ public struct PublishAck: Sendable, Hashable {
     public let offset: Int
     /// The idempotency key the client sent (`message_id`); the same on every retry.
     public let messageID: String
+}
+
+/// The server's receipt for an action (edit, delete, react, unreact): the action's own id
+/// and offset in the room's log.
+public struct ActionAck: Sendable, Hashable {
+    /// The action's id.
+    public let id: String
+    /// The action's offset.
+    public let offset: Int
 }
 
 /// One page of a room's history, oldest first.

@@ -11,10 +11,10 @@ enum DoorRegistry {
     static func make(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, cluster: ClusterNode?,
                      onError: @escaping @Sendable (ParleyError) -> Void) -> DoorSet {
         let http = HTTPDoor()          // REST, the web client, and the WebSocket upgrades: native (Scaledrone v3), echo
-        let line = LineDoor()          // the line protocol on its own TCP port
+        let line = LineDoor(group: group) // the line protocol on its own TCP port
         let socketIO = SocketIODoor(   // Engine.IO 3/4 and Socket.IO on the HTTP port's /socket.io/
             configuration: configuration, hub: hub, group: group, rosterStore: cluster?.socketChatRoster, onError: onError)
         return DoorSet(all: [http, line, socketIO], mounted: [socketIO],
-                       encoders: { loop in LoopEncoders(socketChat: socketIO.fanOuts[loop]) })
+                       encoders: { loop in LoopEncoders(socketChat: socketIO.fanOuts[loop], line: line.transcripts[loop]) })
     }
 }

@@ -30,7 +30,7 @@ import Testing
                                   logger: logger, logThrottle: throttle, inbox: { _ in inbox }, memberIDTag: "",
                                   loopContexts: LoopLocal(ChatSessionTests.group) { [hub, lobby = configuration.lobby] _ in
                                       LoopContext(encoders: LoopEncoders(socketChat: SocketChatFanOut(
-                                          hub: hub, lobby: lobby, roster: SocketChatRoster())))
+                                          hub: hub, lobby: lobby, roster: SocketChatRoster()), line: LineTranscript()))
                                   })
         }
 

@@ -154,7 +154,7 @@ extension Result {
 
     @Test func encodesOnce() {
         let room = RoomKey(channel: "c", room: "r")
-        let context = LoopContext(encoders: LoopEncoders(socketChat: SocketChatFanOut(hub: Hub(), lobby: room, roster: SocketChatRoster())))
+        let context = LoopContext(encoders: LoopEncoders(socketChat: SocketChatFanOut(hub: Hub(), lobby: room, roster: SocketChatRoster()), line: LineTranscript()))
         let subscribers = (1...3).map { Subscriber(SessionID($0)) }
         for s in subscribers {
             context.loopHub.register(s)

@@ -9,7 +9,9 @@ import time
 from parley_process import parley_server  # noqa: F401  (re-exported for the fixtures)
 
 TIMEOUT = 5
-SOCKETCHAT_EVENTS = ["userList", "userConnectUpdate", "userExitUpdate", "userTypingUpdate", "newChatMessage", "error"]
+SOCKETCHAT_EVENTS = ["userList", "userConnectUpdate", "userExitUpdate", "userTypingUpdate", "newChatMessage", "error",
+                     # Parley's opt-in events for message actions (after subscribeActions).
+                     "messageInfo", "messageEdited", "messageDeleted", "reaction"]
 
 
 class ChatClient:

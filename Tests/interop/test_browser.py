@@ -633,3 +633,115 @@ def test_upload_progress_cancel_and_errors_in_the_page(browsers):
             "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
         assert dana.bubbles() == []  # nothing was sent
         assert dana.error_text() == ""
+
+
+def test_replies_edits_deletes_and_reactions(server, browsers):
+    """Hover actions on a message: reply (quoted above), react (chips with counts and names),
+    edit and delete your own; every change reaches the other browser and survives a reload."""
+    room = "observable-actions"
+    alice = browsers()
+    alice.open(server["base"], "alice", "#e53935", room=room)
+    bob = browsers()
+    bob.open(server["base"], "bob", "#1e88e5", room=room)
+    alice.wait(lambda d: sorted(alice.members()) == ["alice", "bob"], message=str(alice.members()))
+    bob.say("hello alice")
+    alice.wait_bubble("hello alice")
+
+    def row(b, text):
+        return b.wait(lambda d: d.execute_script(
+            "return Array.from(document.querySelectorAll('#messages .message')).find(m => "
+            "m.querySelector('.bubble').firstChild && m.querySelector('.bubble').firstChild.textContent === arguments[0]);", text),
+            message="no message %r" % text)
+
+    def hover_click(b, text, action):
+        node = row(b, text)
+        ActionChains(b.driver).move_to_element(node.find_element(By.CSS_SELECTOR, ".bubble")).perform()
+        button = b.wait(lambda d: node.find_element(By.CSS_SELECTOR, ".actions ." + action).is_displayed()
+                        and node.find_element(By.CSS_SELECTOR, ".actions ." + action))
+        button.click()
+        return node
+
+    def quote_of(b, text):
+        return b.js("const q = arguments[0].querySelector('.quote'); return q ? q.textContent : null;", row(b, text))
+
+    def chips(b, text):
+        return b.js("return Array.from(arguments[0].querySelectorAll('.chip')).map(c => "
+                    "[c.textContent, c.title, c.getAttribute('aria-pressed')]);", row(b, text))
+
+    # Another member's message offers reply and react only.
+    node = row(alice, "hello alice")
+    ActionChains(alice.driver).move_to_element(node.find_element(By.CSS_SELECTOR, ".bubble")).perform()
+    assert alice.js("return Array.from(arguments[0].querySelectorAll('.actions > .action')).map(b => b.getAttribute('aria-label'));",
+                    node) == ["Reply", "Add a reaction"]
+
+    # Reply: the composer says what it answers; the reply shows the quote on both sides.
+    hover_click(alice, "hello alice", "reply")
+    alice.wait(lambda d: d.find_element(By.ID, "composer-context-text").text == "Replying to bob: hello alice")
+    alice.say("hi bob")
+    for b in (alice, bob):
+        b.wait(lambda d: quote_of(b, "hi bob") == "bobhello alice", message=str(b.bubbles()))
+    assert not alice.driver.find_element(By.ID, "composer-context").is_displayed()
+
+    # React from the picker: a chip with the count, names on hover, pressed for the reactor.
+    node = hover_click(alice, "hello alice", "react")
+    alice.wait(lambda d: node.find_element(By.CSS_SELECTOR, ".picker").is_displayed())
+    node.find_element(By.CSS_SELECTOR, ".picker .pick[aria-label='React with 👍']").click()
+    alice.wait(lambda d: chips(alice, "hello alice") == [["👍1", "alice reacted with 👍", "true"]], message=str(chips(alice, "hello alice")))
+    bob.wait(lambda d: chips(bob, "hello alice") == [["👍1", "alice reacted with 👍", "false"]], message=str(chips(bob, "hello alice")))
+    # Bob taps the chip: he joins in; a second tap takes his back.
+    row(bob, "hello alice").find_element(By.CSS_SELECTOR, ".chip").click()
+    alice.wait(lambda d: chips(alice, "hello alice") == [["👍2", "alice, bob reacted with 👍", "true"]], message=str(chips(alice, "hello alice")))
+    bob.wait(lambda d: chips(bob, "hello alice") == [["👍2", "alice, bob reacted with 👍", "true"]])
+    row(bob, "hello alice").find_element(By.CSS_SELECTOR, ".chip").click()
+    alice.wait(lambda d: chips(alice, "hello alice") == [["👍1", "alice reacted with 👍", "true"]])
+
+    # Bob edits his own message: the composer holds its text; both see it edited, and the
+    # quote above alice's reply follows.
+    hover_click(bob, "hello alice", "edit")
+    bob.wait(lambda d: d.find_element(By.ID, "composer").get_attribute("value") == "hello alice")
+    assert bob.driver.find_element(By.ID, "composer-context-text").text == "Editing your message"
+    bob.driver.find_element(By.ID, "composer").send_keys("!", Keys.ENTER)
+    for b in (alice, bob):
+        b.wait(lambda d: "hello alice!edited" in b.bubbles(), message=str(b.bubbles()))
+        b.wait(lambda d: quote_of(b, "hi bob") == "bobhello alice!")
+    alice.wait(lambda d: chips(alice, "hello alice!") == [["👍1", "alice reacted with 👍", "true"]])
+    os.makedirs(DOCS, exist_ok=True)
+    alice.driver.save_screenshot(os.path.join(DOCS, "screenshot-message-actions.png"))
+
+    # Alice's connection drops; while she is away bob writes, reacts on her reply and edits
+    # again. Her resume (`since`) brings all of it, in order, once.
+    alice.js("window.parley.state.attempt = 6; window.parley.state.ws.close();")
+    alice.wait(lambda d: d.find_element(By.ID, "error-retry").is_displayed(), message="no retry button")
+    bob.say("missed me?")
+    node = hover_click(bob, "hi bob", "react")
+    bob.wait(lambda d: node.find_element(By.CSS_SELECTOR, ".picker").is_displayed())
+    node.find_element(By.CSS_SELECTOR, ".picker .pick[aria-label='React with 🎉']").click()
+    bob.wait(lambda d: chips(bob, "hi bob") == [["🎉1", "bob reacted with 🎉", "true"]])
+    hover_click(bob, "hello alice!", "edit")
+    box = bob.driver.find_element(By.ID, "composer")
+    box.clear()
+    box.send_keys("hello again", Keys.ENTER)
+    bob.wait(lambda d: "hello againedited" in bob.bubbles())
+    alice.driver.find_element(By.ID, "error-retry").click()
+    alice.wait_connected()
+    alice.wait(lambda d: "missed me?" in alice.bubbles() and "hello againedited" in alice.bubbles(), message=str(alice.bubbles()))
+    alice.wait(lambda d: chips(alice, "hi bob") == [["🎉1", "bob reacted with 🎉", "false"]], message=str(chips(alice, "hi bob")))
+    assert quote_of(alice, "hi bob") == "bobhello again"
+    assert chips(alice, "hello again") == [["👍1", "alice reacted with 👍", "true"]]
+    assert alice.bubbles().count("missed me?") == 1
+
+    # Bob deletes it (after confirming): it leaves both pages; the quote says it was deleted.
+    hover_click(bob, "hello again", "delete")
+    bob.wait(lambda d: d.switch_to.alert).accept()
+    for b in (alice, bob):
+        b.wait(lambda d: not any(t.startswith("hello a") for t in b.bubbles()), message=str(b.bubbles()))
+        b.wait(lambda d: quote_of(b, "hi bob") == "Deleted message")
+
+    # A reload shows the same from history.
+    alice.driver.refresh()
+    alice.wait_connected()
+    alice.wait_bubble("hi bob")
+    assert quote_of(alice, "hi bob") == "Deleted message"
+    assert not any(t.startswith("hello a") for t in alice.bubbles())
+    severe = [e for b in (alice, bob) for e in b.driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == [], severe

@@ -266,3 +266,74 @@ def test_upload_a_file_and_see_others_files(server, tmux):
     assert result.returncode == 0, result
     assert b"uploading 100%" in result.stderr, result.stderr
     tmux.wait_text("alice", "scribe: [file notes.txt 7 B]")
+
+
+class PipeReader:
+    """A plain-mode `parley chat` process's stdout, read with a deadline."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.out = b""
+
+    def wait_for(self, text, timeout=TIMEOUT):
+        wanted = text.encode()
+        deadline = time.time() + timeout
+        while wanted not in self.out:
+            left = deadline - time.time()
+            assert left > 0, "no %r in the pipe's output: %r" % (text, self.out)
+            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                assert chunk, "the piped chat exited early: %r" % self.out
+                self.out += chunk
+
+
+def test_replies_edits_deletes_and_reactions(server, tmux):
+    """Both modes show message actions and run the short commands for them (docs: README, parley chat)."""
+    tmux.start("alice", chat(server, "alice"))
+    tmux.wait_for("alice", lambda s: "1 online" in status_line(s), "alice online")
+    bob = subprocess.Popen([BIN, "chat", "--url", server, "--name", "bob"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = PipeReader(bob)
+
+    def say(text):
+        bob.stdin.write((text + "\n").encode())
+        bob.stdin.flush()
+
+    def alice(text):
+        tmux.literal("alice", text)
+        tmux.keys("alice", "Enter")
+
+    try:
+        tmux.wait_for("alice", lambda s: "2 online" in status_line(s), "bob online")
+        say("hello alice")
+        tmux.wait_text("alice", "bob: hello alice")
+        # A reply quotes the message it answers, on both sides.
+        alice("/reply hi bob")
+        out.wait_for('alice (reply to bob: "hello alice"): hi bob\n')
+        tmux.wait_text("alice", 'alice (reply to bob: "hello alice"): hi bob')
+        # Bob fixes his last message: alice sees it edited, and her quote follows.
+        say("/edit hello alice!")
+        tmux.wait_text("alice", "bob (edited): hello alice!")
+        tmux.wait_text("alice", 'alice (reply to bob: "hello alice!"): hi bob')
+        # Alice reacts on bob's message: a chip row on her screen, a line on bob's pipe.
+        alice("/react 👍")
+        out.wait_for('alice reacted 👍 to "hello alice!"\n')
+        tmux.wait_text("alice", "👍 1")
+        alice("/edit hi bob!")
+        out.wait_for('alice (reply to bob: "hello alice!", edited): hi bob!\n')
+        # A refusal is the server's word for it.
+        alice("/unreact 🎉")
+        tmux.wait_text("alice", "unreact refused:")
+        # Bob takes his message back: a tombstone for alice, her quote says so.
+        say("/delete")
+        tmux.wait_text("alice", "bob: (message deleted)")
+        tmux.wait_text("alice", "alice (reply to bob: (deleted), edited): hi bob!")
+        assert "👍 1" not in tmux.screen("alice")
+        bob.stdin.close()
+        assert bob.wait(timeout=TIMEOUT) == 0
+        assert b"you have" not in bob.stderr.read()
+    finally:
+        if bob.poll() is None:
+            bob.kill()
+            bob.wait(timeout=TIMEOUT)

@@ -193,3 +193,53 @@ def test_a_reconnected_app_that_only_sends_chat_message_is_a_member_for_scaledro
 def test_a_post_that_arrives_just_after_the_upgrade_is_answered_and_handled(server):
     for _ in range(5):
         run_late_post_after_upgrade(base(server), 4)
+
+
+def test_message_actions_reach_only_sockets_that_ask_for_them(server):
+    """The classic app sees a reply as a message and nothing of edits, deletes or reactions;
+    a socket that sent `subscribeActions` gets messageInfo, messageEdited, reaction and
+    messageDeleted as well (docs/protocols.md §2)."""
+    async def go():
+        classic = await asyncio.to_thread(ChatClient, socketio, base(server), ["websocket"])
+        aware = await asyncio.to_thread(ChatClient, socketio, base(server), ["polling"])
+        try:
+            assert await asyncio.to_thread(aware.call, "subscribeActions") is None  # acked, no data
+            async with connect("ws://127.0.0.1:%d/v3/websocket" % server["http"]) as ws:
+                recv_until, _ = await join_lobby_natively(ws, "nina")
+                callback = [10]
+
+                async def call(command):
+                    callback[0] += 1
+                    command = dict(command, room="observable-room", callback=callback[0])
+                    await ws.send(json.dumps(command))
+                    reply = await recv_until(lambda m: m.get("callback") == command["callback"])
+                    assert "error" not in reply, reply
+                    return reply
+
+                first = (await call({"type": "publish", "message": "helo sockets"}))["id"]
+                reply = (await call({"type": "reply", "message": "me first", "reply_to": first}))["id"]
+                await call({"type": "edit", "target": first, "message": "hello sockets"})
+                await call({"type": "react", "target": first, "emoji": "👍"})
+                await call({"type": "unreact", "target": first, "emoji": "👍"})
+                await call({"type": "delete", "target": reply})
+
+                for client in (classic, aware):
+                    await asyncio.to_thread(client.wait_for, "newChatMessage", lambda a: a[0] == "nina" and a[1] == "helo sockets")
+                    await asyncio.to_thread(client.wait_for, "newChatMessage", lambda a: a[1] == "me first")
+                info = await asyncio.to_thread(aware.wait_for, "messageInfo", lambda a: a[0]["text"] == "me first")
+                assert info[0]["id"] == reply and info[0]["replyTo"] == first and info[0]["nickname"] == "nina"
+                edited = await asyncio.to_thread(aware.wait_for, "messageEdited")
+                assert edited[0]["id"] == first and edited[0]["text"] == "hello sockets" and edited[0]["nickname"] == "nina"
+                added = await asyncio.to_thread(aware.wait_for, "reaction")
+                assert (added[0]["id"], added[0]["emoji"], added[0]["added"], added[0]["nickname"]) == (first, "👍", True, "nina")
+                removed = await asyncio.to_thread(aware.wait_for, "reaction")
+                assert removed[0]["added"] is False
+                deleted = await asyncio.to_thread(aware.wait_for, "messageDeleted")
+                assert deleted[0]["id"] == reply and "date" in deleted[0]
+                # The classic app got none of it, and no extra newChatMessage for the actions.
+                extra = await asyncio.to_thread(classic.quiet_for, 0.3)
+                assert [e for e in extra if e[0] in ("messageInfo", "messageEdited", "messageDeleted", "reaction", "newChatMessage")] == [], extra
+        finally:
+            await asyncio.to_thread(classic.disconnect)
+            await asyncio.to_thread(aware.disconnect)
+    asyncio.run(asyncio.wait_for(go(), 30))

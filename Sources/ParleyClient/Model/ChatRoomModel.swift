@@ -147,6 +147,60 @@ public final class ChatRoomModel {
         }
     }
 
+    /// Sends chat text as a reply to the message with id `target`. Empty text is ignored.
+    @discardableResult
+    public func reply(to target: String, _ text: String) async throws(ParleyClientError) -> PublishAck? {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, let room else { return nil }
+        return try await recording { () throws(ParleyClientError) in try await room.reply(to: target, text: trimmed) }
+    }
+
+    /// Replaces the text of this client's message `target`. Empty text is ignored.
+    @discardableResult
+    public func edit(_ target: String, to text: String) async throws(ParleyClientError) -> ActionAck? {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, let room else { return nil }
+        return try await recording { () throws(ParleyClientError) in try await room.edit(target, text: trimmed) }
+    }
+
+    /// Deletes message `target` (this client's own; any with a `moderate` token).
+    @discardableResult
+    public func delete(_ target: String) async throws(ParleyClientError) -> ActionAck? {
+        guard let room else { return nil }
+        return try await recording { () throws(ParleyClientError) in try await room.delete(target) }
+    }
+
+    /// Adds `emoji` to message `target`.
+    @discardableResult
+    public func react(_ emoji: String, to target: String) async throws(ParleyClientError) -> ActionAck? {
+        guard let room else { return nil }
+        return try await recording { () throws(ParleyClientError) in try await room.react(emoji, to: target) }
+    }
+
+    /// Takes back this client's `emoji` on message `target`.
+    @discardableResult
+    public func unreact(_ emoji: String, from target: String) async throws(ParleyClientError) -> ActionAck? {
+        guard let room else { return nil }
+        return try await recording { () throws(ParleyClientError) in try await room.unreact(emoji, from: target) }
+    }
+
+    /// Adds `emoji` to `target`, or takes it back when this client's reaction is already
+    /// shown there (a chip's tap).
+    @discardableResult
+    public func toggleReaction(_ emoji: String, on target: String) async throws(ParleyClientError) -> ActionAck? {
+        let mine = state.message(target)?.reactions.contains { $0.emoji == emoji && $0.isMine } ?? false
+        return mine ? try await unreact(emoji, from: target) : try await react(emoji, to: target)
+    }
+
+    private func recording<T>(_ body: () async throws(ParleyClientError) -> T) async throws(ParleyClientError) -> T {
+        do {
+            return try await body()
+        } catch {
+            lastError = error
+            throw error
+        }
+    }
+
     /// Uploads a file and sends it, with an optional caption; ``upload`` shows the progress
     /// meanwhile. Returns the receipt.
     @discardableResult

@@ -29,12 +29,48 @@ public struct ChatLine: Sendable, Hashable, Identifiable {
     public let attachments: [Attachment]
     /// The message's offset in the room's history (nil for notices and unstored messages).
     public let offset: Int?
-    /// Whether a moderator deleted the message (its text and files are gone).
+    /// Whether the message was deleted (its text and files are gone).
     public let isDeleted: Bool
+    /// The message this one replies to, as it is now (nil when it is no reply).
+    public let quote: Quote?
+    /// Whether the message was edited (``text`` is the latest).
+    public let isEdited: Bool
+    /// The message's reactions, in the order each emoji first came.
+    public let reactions: [ChatReaction]
+
+    /// What a reply shows of the message it answers.
+    public struct Quote: Sendable, Hashable {
+        /// The answered message's id.
+        public let id: String
+        /// Its sender's name; nil when the message is not in the transcript (older, or dropped).
+        public let name: String?
+        /// Its text now (empty when unknown or deleted).
+        public let text: String
+        /// Whether it was deleted.
+        public let isDeleted: Bool
+
+        /// Creates a quote.
+        public init(id: String, name: String?, text: String, isDeleted: Bool) {
+            self.id = id
+            self.name = name
+            self.text = text
+            self.isDeleted = isDeleted
+        }
+
+        /// The text cut to `limit` characters with an ellipsis, on one line, for terminals.
+        public func snippet(_ limit: Int = 40) -> String {
+            let flat = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+            return flat.count > limit ? String(flat.prefix(limit)) + "…" : flat
+        }
+    }
 
     /// Creates a line.
     public init(id: String, kind: Kind, name: String, color: String, text: String, date: Date,
-                attachments: [Attachment] = [], offset: Int? = nil, isDeleted: Bool = false) {
+                attachments: [Attachment] = [], offset: Int? = nil, isDeleted: Bool = false,
+                quote: Quote? = nil, isEdited: Bool = false, reactions: [ChatReaction] = []) {
+        self.quote = quote
+        self.isEdited = isEdited
+        self.reactions = reactions
         self.offset = offset
         self.isDeleted = isDeleted
         self.id = id
@@ -49,6 +85,26 @@ public struct ChatLine: Sendable, Hashable, Identifiable {
     /// The files as text terminals show them: `[image cat.jpg 1.2 MB] URL`, one per file.
     public var attachmentLines: [String] {
         AttachmentMessage(attachments: attachments).lineDoorLines()
+    }
+
+    /// `reply to bob: "hello…"` for a reply (`reply to a message` when the answered one is
+    /// not in the transcript), nil otherwise: what text clients put after the sender's name.
+    public var replyLabel: String? {
+        guard let quote else { return nil }
+        guard let name = quote.name else { return "reply to a message" }
+        return quote.isDeleted ? "reply to \(name): (deleted)" : "reply to \(name): \"\(quote.snippet())\""
+    }
+
+    /// The reactions as text, `👍 2  🎉 1`; empty when there are none.
+    public var reactionsText: String {
+        reactions.map { "\($0.emoji) \($0.count)" }.joined(separator: "  ")
+    }
+
+    /// The heading text clients show before the text: `alice`, `alice (reply to bob:
+    /// "hi")`, `alice (edited)`.
+    public var heading: String {
+        let notes = [replyLabel, isEdited ? "edited" : nil].compactMap { $0 }
+        return notes.isEmpty ? name : "\(name) (\(notes.joined(separator: ", ")))"
     }
 
     /// Whether this client sent it.
@@ -72,6 +128,10 @@ public struct ChatRoomState: Sendable, Hashable {
     /// Most lines kept; older ones are dropped.
     public var maxLines: Int
     private var lineIDs: Set<String> = []
+    /// The messages behind the message lines (by id), in their current state.
+    private var messages: [String: ChatMessage] = [:]
+    /// Which of them came as history (shown as such).
+    private var historyIDs: Set<String> = []
     private var noticeCounter = 0
     /// Everyone seen, so a message from someone who left keeps their name and color.
     private var known: [String: ChatMember] = [:]
@@ -113,8 +173,18 @@ public struct ChatRoomState: Sendable, Hashable {
         case .messageDeleted(let offset):
             guard let index = lines.firstIndex(where: { $0.offset == offset }) else { return }
             let line = lines[index]
-            lines[index] = ChatLine(id: line.id, kind: line.kind, name: line.name, color: line.color,
-                                    text: Self.deletedText, date: line.date, offset: offset, isDeleted: true)
+            if let message = messages[line.id] {
+                let deleted = ChatAction(id: "", kind: .delete, target: message.id, clientID: nil, sender: nil, offset: nil,
+                                         timestamp: now, isMine: false)
+                update(message.applying(deleted))
+            } else {
+                lines[index] = ChatLine(id: line.id, kind: line.kind, name: line.name, color: line.color,
+                                        text: Self.deletedText, date: line.date, offset: offset, isDeleted: true)
+            }
+        case .action(let action):
+            guard let message = messages[action.target] else { return }
+            let actor = action.sender ?? action.clientID.flatMap { known[$0] }
+            update(message.applying(action, actorName: actor?.displayName ?? (action.clientID == nil ? "server" : nil)))
         case .roomClosed(let reason):
             typing = []
             members = []
@@ -125,6 +195,30 @@ public struct ChatRoomState: Sendable, Hashable {
     /// What a deleted message's line shows instead of its text.
     public static let deletedText = "(message deleted)"
 
+    /// The message behind a line, in its current state (nil for notices and for messages
+    /// no longer in the transcript).
+    public func message(_ id: String) -> ChatMessage? { messages[id] }
+
+    /// This client's newest message still in the transcript and not deleted (what "edit my
+    /// last message" acts on).
+    public var lastOwnMessage: ChatMessage? {
+        lines.last { $0.isMine && !$0.isDeleted && $0.kind != .notice }.flatMap { messages[$0.id] }
+    }
+
+    /// The newest message of someone else (what "reply" and "react" without an id act on).
+    public var lastOthersMessage: ChatMessage? {
+        lines.last { !$0.isMine && !$0.isDeleted && $0.kind != .notice }.flatMap { messages[$0.id] }
+    }
+
+    /// Replaces a message's state and redraws its line and the lines of replies to it.
+    private mutating func update(_ message: ChatMessage) {
+        messages[message.id] = message
+        for index in lines.indices where lines[index].id == message.id || lines[index].quote?.id == message.id {
+            guard let shown = messages[lines[index].id] else { continue }
+            lines[index] = line(for: shown)
+        }
+    }
+
 
     /// Adds a notice line (e.g. "reconnecting…").
     public mutating func notice(_ text: String, now: Date = Date()) {
@@ -133,15 +227,37 @@ public struct ChatRoomState: Sendable, Hashable {
     }
 
     private mutating func append(_ message: ChatMessage, history: Bool) {
-        let sender = message.sender ?? message.clientID.flatMap { known[$0] }
-        let name = sender?.displayName ?? (message.clientID == nil ? "server" : "someone")
-        let color = sender?.displayColor ?? NameColor.color(for: name)
-        let text = message.isDeleted ? Self.deletedText
-            : message.attachments.isEmpty ? message.text ?? message.body.jsonString : message.caption ?? ""
         if let id = message.clientID { typing.removeAll { $0.id == id } }
-        insert(ChatLine(id: message.id, kind: history ? .history(isMine: message.isMine) : .message(isMine: message.isMine),
-                        name: name, color: color, text: text, date: message.timestamp, attachments: message.attachments,
-                        offset: message.offset, isDeleted: message.isDeleted))
+        guard !lineIDs.contains(message.id) else { return }
+        messages[message.id] = message
+        if history { historyIDs.insert(message.id) }
+        insert(line(for: message))
+    }
+
+    private func name(of message: ChatMessage) -> String {
+        let sender = message.sender ?? message.clientID.flatMap { known[$0] }
+        return sender?.displayName ?? (message.clientID == nil ? "server" : "someone")
+    }
+
+    private func text(of message: ChatMessage) -> String {
+        message.isDeleted ? Self.deletedText
+            : message.attachments.isEmpty ? message.text ?? message.body.jsonString : message.caption ?? ""
+    }
+
+    private func line(for message: ChatMessage) -> ChatLine {
+        let sender = message.sender ?? message.clientID.flatMap { known[$0] }
+        let name = name(of: message)
+        let color = sender?.displayColor ?? NameColor.color(for: name)
+        let quote = message.replyTo.map { id in
+            messages[id].map { ChatLine.Quote(id: id, name: self.name(of: $0), text: $0.isDeleted ? "" : text(of: $0), isDeleted: $0.isDeleted) }
+                ?? ChatLine.Quote(id: id, name: nil, text: "", isDeleted: false)
+        }
+        let history = historyIDs.contains(message.id)
+        return ChatLine(id: message.id, kind: history ? .history(isMine: message.isMine) : .message(isMine: message.isMine),
+                        name: name, color: color, text: text(of: message), date: message.timestamp,
+                        attachments: message.isDeleted ? [] : message.attachments,
+                        offset: message.offset, isDeleted: message.isDeleted, quote: quote,
+                        isEdited: message.isEdited && !message.isDeleted, reactions: message.isDeleted ? [] : message.reactions)
     }
 
     private mutating func insert(_ line: ChatLine) {
@@ -149,7 +265,11 @@ public struct ChatRoomState: Sendable, Hashable {
         lines.append(line)
         if lines.count > maxLines {
             let dropped = lines.prefix(lines.count - maxLines)
-            for old in dropped { lineIDs.remove(old.id) }
+            for old in dropped {
+                lineIDs.remove(old.id)
+                messages[old.id] = nil
+                historyIDs.remove(old.id)
+            }
             lines.removeFirst(dropped.count)
         }
     }

@@ -7,6 +7,14 @@ public enum LineCommand: Equatable, Sendable {
     case msg(String)
     /// `auth:TOKEN`: a Parley extension for channels that require a token (trimmed).
     case auth(String)
+    /// `reply:TEXT`: Parley's extension, a reply to the newest lobby message of someone else.
+    case reply(String)
+    /// `react:EMOJI` / `unreact:EMOJI`: a reaction on the newest lobby message of someone
+    /// else, or taking it back (trimmed).
+    case react(String)
+    case unreact(String)
+    /// `edit:TEXT`: the new text of this connection's newest lobby message.
+    case edit(String)
     /// Anything else, as text.
     case unknown(String)
 
@@ -28,12 +36,24 @@ public enum LineCommand: Equatable, Sendable {
         if let rest = payload(of: line, after: authPrefix) {
             return .auth(trimmingWhitespace(decode(rest)))
         }
+        if let rest = payload(of: line, after: replyPrefix) { return .reply(decode(droppingCR(rest))) }
+        if let rest = payload(of: line, after: reactPrefix) { return .react(trimmingWhitespace(decode(rest))) }
+        if let rest = payload(of: line, after: unreactPrefix) { return .unreact(trimmingWhitespace(decode(rest))) }
+        if let rest = payload(of: line, after: editPrefix) { return .edit(decode(droppingCR(rest))) }
         return .unknown(decode(line[...]))
     }
 
     private static let iamPrefix = Array("iam:".utf8)
     private static let msgPrefix = Array("msg:".utf8)
     private static let authPrefix = Array("auth:".utf8)
+    private static let replyPrefix = Array("reply:".utf8)
+    private static let reactPrefix = Array("react:".utf8)
+    private static let unreactPrefix = Array("unreact:".utf8)
+    private static let editPrefix = Array("edit:".utf8)
+
+    private static func droppingCR(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        bytes.last == UInt8(ascii: "\r") ? bytes.dropLast() : bytes
+    }
 
     private static func payload(of line: [UInt8], after prefix: [UInt8]) -> ArraySlice<UInt8>? {
         guard line.starts(with: prefix) else { return nil }

@@ -5,6 +5,12 @@ import ParleyIO
 /// into the lobby room.
 final class LineDoor: Door {
     var kind: DoorKind { .line }
+    /// Each loop's transcript of the lobby (``LineTranscript``), for wording actions.
+    let transcripts: LoopLocal<LineTranscript>
+
+    init(group: EventLoopGroup) {
+        transcripts = LoopLocal(group) { _ in LineTranscript() }
+    }
 
     func serverIsStopping(_ core: ServerCore, on loop: EventLoop) {}
 
@@ -15,8 +21,9 @@ final class LineDoor: Door {
     func stop() {}
 
     func listen(_ core: ServerCore, group: EventLoopGroup) throws(IOError) -> TCPListener? {
+        let transcripts = self.transcripts
         return try core.listen(.line, port: core.configuration.linePort, group: group) { connection, ticket, policy in
-            let session = LineSession(connection: connection, context: core.doorContext,
+            let session = LineSession(connection: connection, context: core.doorContext, transcript: transcripts[connection.loop],
                                       sessionGuard: SessionGuard(policy, loop: connection.loop, core: core, ticket: ticket))
             connection.handler = session
             core.loopHub(connection.loop).register(session)
@@ -45,9 +52,12 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     private let lobby: RoomKey
     /// This loop's count of line deliveries.
     private let delivered: MetricCounter
+    /// This loop's lobby transcript: what `reply:`, `react:` and `edit:` act on.
+    private let transcript: LineTranscript
 
-    init(connection: TCPConnection, context: DoorContext, sessionGuard: SessionGuard) {
+    init(connection: TCPConnection, context: DoorContext, transcript: LineTranscript, sessionGuard: SessionGuard) {
         self.connection = connection
+        self.transcript = transcript
         self.context = context
         self.sessionGuard = sessionGuard
         let configuration = context.configuration
@@ -195,8 +205,41 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             } else {
                 reply("auth ok")
             }
+        case .reply(let text):
+            guard !text.isEmpty else { reply("error: reply needs a text, e.g. reply:me too"); return }
+            act("reply", on: othersNewest) { .reply(to: $0, body: .string(text), messageID: nil) }
+        case .react(let emoji), .unreact(let emoji):
+            let adds = if case .react = command { true } else { false }
+            guard !emoji.isEmpty else { reply("error: \(adds ? "react" : "unreact") needs an emoji, e.g. react:👍"); return }
+            act(adds ? "react" : "unreact", on: othersNewest) { adds ? .react($0, emoji: emoji) : .unreact($0, emoji: emoji) }
+        case .edit(let text):
+            guard !text.isEmpty else { reply("error: edit needs the new text, e.g. edit:hello"); return }
+            act("edit", on: { $0.senderID == $1 }) { .edit($0, body: .string(text)) }
         case .unknown(let text):
             reply("error: unknown command \"\(LineEncoding.singleLine(DoorWording.quoted(text)))\"; use iam:NAME or msg:TEXT")
+        }
+    }
+
+    /// The newest lobby message of someone else (what `reply:` and `react:` act on).
+    private func othersNewest(_ entry: LineTranscript.Entry, _ me: String) -> Bool { entry.senderID != me }
+
+    /// An action on the newest message of the transcript that `picks` (given this member's
+    /// id): ChatSession checks it; a refusal is told, a success shows as the room's event.
+    private func act(_ name: String, on picks: (LineTranscript.Entry, String) -> Bool,
+                     _ request: (String) -> MessageActionRequest) {
+        guard let member = chat.member else { reply("error: say who you are first with iam:NAME"); return }
+        guard let target = transcript.newest(where: { picks($0, member.id) }) else {
+            reply(name == "edit" ? "error: you have no message to edit here" : "error: no message to \(name == "reply" ? "reply" : "react") to")
+            return
+        }
+        let me = LoopBound(self, on: connection.loop)
+        let refusal = chat.act(request(target.id), in: lobby.room) { result in
+            guard case .failure(let refusal) = result else { return }
+            me.execute { $0.reply("error: \($0.words(refusal))") }
+        }
+        if let refusal {
+            reply("error: \(words(refusal))")
+            if refusal.closes { connection.close() }
         }
     }
 
@@ -251,13 +294,13 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         // The lobby's recent messages first, as ordinary `NAME:TEXT` lines (the protocol has
         // no way to mark them), then the joiner's own join, which ends the history.
         for message in snapshot.history {
-            if let frame = LineEncoding.encode(.message(message)) { connection.write(frame) }
+            if let frame = LineEncoding.encode(.message(message), transcript: transcript) { connection.write(frame) }
         }
         // The joiner sees its own join like everybody else.
         if let member = chat.member, let frame = LineEncoding.encode(.memberJoined(member)) { connection.write(frame) }
         // Messages published since it said `iam:` (while the join went round) come after it.
         for message in snapshot.replay {
-            if let frame = LineEncoding.encode(.message(message)) { connection.write(frame) }
+            if let frame = LineEncoding.encode(.message(message), transcript: transcript) { connection.write(frame) }
         }
     }
 

@@ -3,18 +3,30 @@ import ParleyIO
 
 /// How room events look on the line door: `NAME:TEXT`, `NAME has joined`, `NAME has left`,
 /// one per line; a message with files is its caption and then one `NAME:[image cat.jpg
-/// 1.2 MB] URL` line per file. Typing signals are never shown there.
+/// 1.2 MB] URL` line per file. Typing signals are never shown there. Message actions:
+/// `NAME (reply to BOB: "hello…"):TEXT`, `NAME (edited):TEXT`, `NAME deleted "hello…"`,
+/// `NAME reacted 👍 to "hello…"`, `NAME took back 👍 on "hello…"` (the target as the
+/// loop's ``LineTranscript`` knows it; "a message" when it does not).
 enum LineEncoding {
     /// Name shown for messages with no sender (published by the server, e.g. over REST).
     static let serverName = "parley"
 
-    static func encode(_ event: RoomEvent) -> IOBuffer? {
+    /// Longest quote of a message in an action's line, in characters (then `…`).
+    static let quoteCharacters = 30
+
+    static func encode(_ event: RoomEvent, transcript: LineTranscript? = nil) -> IOBuffer? {
         switch event {
         case .message(let message):
-            // Typing signals, deleted messages and actions (edits, deletes, reactions: not yet
-            // worded for this door) are never shown here; a reply is a message.
-            guard !message.isEphemeral, !message.isDeleted, !message.isAction else { return nil }
-            let name = singleLine(message.sender.map(\.displayName) ?? serverName)
+            defer { transcript?.observe(message) }
+            // Typing signals and deleted messages are never shown here.
+            guard !message.isEphemeral, !message.isDeleted || message.action?.kind == .delete else { return nil }
+            var name = singleLine(message.sender.map(\.displayName) ?? serverName)
+            if let action = message.action {
+                return IOBuffer(string: actionLine(action, by: name, body: message.body, transcript: transcript) + "\n")
+            }
+            if let reply = message.replyTo {
+                name += " (" + (transcript?.entry(at: reply.offset).map { "reply to \($0.name): \(quote($0.text))" } ?? "reply to a message") + ")"
+            }
             // Files: the caption, then `[image cat.jpg 1.2 MB] URL`, one line each.
             if case .attachments(let files) = AttachmentMessage.classify(message.body) {
                 return IOBuffer(string: files.lineDoorLines().map { "\(name):\(singleLine($0))\n" }.joined())
@@ -30,6 +42,21 @@ enum LineEncoding {
         case .roomClosed:
             return IOBuffer(string: "the lobby was closed by an administrator; bye\n")
         }
+    }
+
+    private static func actionLine(_ action: MessageAction, by name: String, body: JSONValue, transcript: LineTranscript?) -> String {
+        let target = transcript?.entry(at: action.target.offset).map { quote($0.text) } ?? "a message"
+        switch action.kind {
+        case .edit: return "\(name) (edited):\(text(of: body))"
+        case .delete: return "\(name) deleted \(target)"
+        case .react: return "\(name) reacted \(singleLine(action.emoji ?? "")) to \(target)"
+        case .unreact: return "\(name) took back \(singleLine(action.emoji ?? "")) on \(target)"
+        }
+    }
+
+    /// `"hello…"`: at most ``quoteCharacters`` characters of a message, quoted.
+    static func quote(_ text: String) -> String {
+        "\"" + (text.count > quoteCharacters ? String(text.prefix(quoteCharacters)) + "…" : text) + "\""
     }
 
     /// A string body as it is; any other JSON as compact JSON text. Made safe for a terminal

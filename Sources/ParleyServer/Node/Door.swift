@@ -49,6 +49,8 @@ protocol HTTPMountedDoor: Door {
 struct LoopEncoders {
     /// SocketChat's lobby mirror on this loop (the Socket.IO formats).
     let socketChat: SocketChatFanOut
+    /// The line door's transcript of the lobby on this loop (the line format).
+    let line: LineTranscript
 }
 
 /// The doors of one server, as ``DoorRegistry`` made them.

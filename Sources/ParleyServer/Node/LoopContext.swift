@@ -82,7 +82,7 @@ enum RoomEventEncoding {
         // Only the ``DoorFormat``s exist (each `WireFormat` constant is made from one).
         guard let door = DoorFormat(rawValue: format.rawValue) else { return nil }
         return switch door {
-        case .line: LineEncoding.encode(event)
+        case .line: LineEncoding.encode(event, transcript: encoders?.line)
         // Join/leave only for `observable-*` rooms here, while the line door announces them
         // in its lobby whatever its name: the decision is per format.
         case .native: NativeEncoding.encode(event, in: room)

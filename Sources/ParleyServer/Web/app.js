@@ -12,6 +12,9 @@
   const MAX_MESSAGE_CHARS = 10000;
   const GROUP_WINDOW_S = 180;     // consecutive messages by one sender within this are grouped
   const MAX_ATTACHMENTS = 10;     // files per message (the server's limit too)
+  const QUICK_REACTIONS = ["👍", "❤️", "😂", "🎉", "😮", "😢"]; // the picker's emoji
+  const QUOTE_CHARS = 80;         // how much of a message a reply's quote shows
+  const NAMES_SHOWN = 10;         // reactors' names the server lists per reaction
   // A file this server serves: /{channel}/files/{id}[/thumbnail]. Attachment URLs are shown
   // only as such paths on the page's own origin (they may name another host or port).
   const FILE_PATH = /^\/[^/?#]+\/files\/[0-9a-f]{32}(\/thumbnail)?$/;
@@ -100,6 +103,10 @@
     known: new Map(Object.entries(objectOr(load(STORAGE.known, {})))), // client id -> {name, color}
     myIds: new Set(Array.isArray(load(STORAGE.myIds, [])) ? load(STORAGE.myIds, []) : []),
     seenIds: new Set(),       // message ids shown in this room
+    messages: new Map(),      // message id -> its current state (body, edited, reactions, deleted)
+    replyTo: null,            // the message the composer answers: {id}
+    editing: null,            // the own message the composer edits: {id}
+    resumeRoom: null,         // the room key to resume (with `since`) on the next subscribe
     seenOffsets: new Set(),
     lastOffset: {},           // room key -> highest offset seen (for resume with `since`)
     oldestOffset: null,       // lowest offset shown (for paging back)
@@ -135,6 +142,7 @@
     app: $("app"), attach: $("attach"), fileInput: $("file-input"), tray: $("tray"), drop: $("drop"),
     viewer: $("viewer"), viewerImage: $("viewer-image"), viewerName: $("viewer-name"),
     viewerDownload: $("viewer-download"), viewerClose: $("viewer-close"),
+    context: $("composer-context"), contextText: $("composer-context-text"), contextCancel: $("composer-context-cancel"),
   };
 
   // ---------------------------------------------------------------- errors and status
@@ -300,10 +308,13 @@
     ui.messages.replaceChildren();
     state.seenIds.clear();
     state.seenOffsets.clear();
+    state.messages.clear();
+    setComposerContext(null);
     state.oldestOffset = null;
     state.hasMore = true;
     state.loadingHistory = false;
     state.subscribed = false;
+    state.resumeRoom = null;
     state.members.clear();
     state.observable = state.room.startsWith("observable-");
     for (const timer of state.typingPeople.values()) clearTimeout(timer);
@@ -363,6 +374,7 @@
 
   function onDisconnect(event) {
     const wasOpen = state.opened;
+    if (state.subscribed) state.resumeRoom = roomKey();
     state.ws = null;
     state.handshaken = false;
     state.subscribed = false;
@@ -445,7 +457,9 @@
       return;
     }
     state.handshaken = true;
-    const resumed = state.attempt > 0;
+    // A room this view was in before the drop resumes (also after "Retry now", which resets
+    // the attempts): the replay brings the actions on messages already shown.
+    const resumed = state.attempt > 0 || state.resumeRoom === roomKey();
     state.attempt = 0;
     if (!ui.error.hidden && /connect|reach/i.test(ui.errorText.textContent)) clearError();
     subscribe(resumed);
@@ -468,6 +482,7 @@
         return;
       }
       state.subscribed = true;
+      state.resumeRoom = null;
       setStatus("online", "Connected");
       ui.membersNote.hidden = state.observable;
       if (resume) addNotice("Reconnected");
@@ -492,6 +507,7 @@
       case "observable_member_join": onJoin(data.data); break;
       case "observable_member_leave": onLeave(data.data); break;
       case "message_deleted": onDeleted(data.offset); break;
+      case "edit": case "delete": case "react": case "unreact": onAction(data); break;
       default: break;
     }
   }
@@ -504,6 +520,9 @@
   /** An operator deleted a message: it leaves the conversation. */
   function onDeleted(offset) {
     if (!Number.isInteger(offset)) return;
+    for (const message of state.messages.values()) {
+      if (message.offset === offset && !message.deleted) { message.deleted = true; refreshReplies(message.id); }
+    }
     for (const node of Array.from(ui.messages.querySelectorAll('.message[data-offset="' + offset + '"]'))) {
       const next = node.nextElementSibling;
       node.remove();
@@ -524,6 +543,7 @@
         if (!state.lastOffset[key] || offset > state.lastOffset[key]) state.lastOffset[key] = offset;
         if (state.oldestOffset === null || offset < state.oldestOffset) state.oldestOffset = offset;
       }
+      if (typeof data.id === "string" && !state.messages.has(data.id)) state.messages.set(data.id, { id: data.id, offset: offset, deleted: true });
       onDeleted(offset);
       return;
     }
@@ -602,8 +622,9 @@
       if (!state.lastOffset[key] || offset > state.lastOffset[key]) state.lastOffset[key] = offset;
       if (state.oldestOffset === null || offset < state.oldestOffset) state.oldestOffset = offset;
     }
+    if (id) state.messages.set(id, messageState(data, offset));
     const stick = nearBottom();
-    const node = renderMessage(data, offset);
+    const node = id ? renderMessage(state.messages.get(id), offset) : renderMessage(data, offset);
     // Live messages are the newest: appended. History (join, resume, paging) goes in offset
     // order: before the first message with a larger offset.
     let before = null;
@@ -616,6 +637,7 @@
     const keepTop = options && options.prepend;
     const previousHeight = ui.log.scrollHeight, previousTop = ui.log.scrollTop;
     ui.messages.insertBefore(node, before);
+    if (id) refreshReplies(id);
     regroup(node);
     if (node.nextElementSibling) regroup(node.nextElementSibling);
     if (keepTop) {
@@ -644,6 +666,7 @@
     row.dataset.time = String(Number(data.timestamp) || 0);
     if (offset) row.dataset.offset = String(offset);
     if (typeof data.id === "string") row.dataset.id = data.id;
+    if (typeof data.reply_to === "string") row.dataset.replyTo = data.reply_to;
 
     const avatar = el("span", "avatar");
     avatar.setAttribute("aria-hidden", "true");
@@ -663,9 +686,253 @@
     fillBubble(bubble, data.message);
     // Read out as "name: text" by screen readers, even when the header is hidden by grouping.
     const spoken = el("span", "visually-hidden", who.name + " said: ");
-    body.append(meta, spoken, bubble);
+    body.append(meta);
+    if (typeof data.reply_to === "string") body.appendChild(renderQuote(data.reply_to));
+    // The bubble with its actions beside it (shown on hover, focus or a tap).
+    const line = el("div", "line");
+    line.appendChild(bubble);
+    body.append(spoken, line);
+    if (Number(data.edited) > 0) {
+      const edited = el("span", "edited", "edited");
+      edited.title = "Edited " + new Date(Number(data.edited) * 1000).toLocaleString();
+      bubble.appendChild(edited);
+    }
+    if (typeof data.id === "string") {
+      line.appendChild(renderActions(data, who.own));
+      if (Array.isArray(data.reactions) && data.reactions.length) body.appendChild(renderReactions(data));
+    }
     row.append(avatar, body);
     return row;
+  }
+
+  // ---------------------------------------------------------------- message actions
+  /** A message's state as this page keeps it: what the server said, with reactions that
+   *  also remember reactor ids (history lists names only). */
+  function messageState(data, offset) {
+    const reactions = (Array.isArray(data.reactions) ? data.reactions : [])
+      .filter((r) => r && typeof r.emoji === "string" && Number.isInteger(r.count) && r.count > 0)
+      .map((r) => ({ emoji: r.emoji, count: r.count, names: Array.isArray(r.names) ? r.names.filter((n) => typeof n === "string") : [], ids: [] }));
+    return {
+      id: data.id, offset: offset, timestamp: data.timestamp, client_id: data.client_id, message: data.message,
+      reply_to: typeof data.reply_to === "string" ? data.reply_to : undefined,
+      edited: Number(data.edited) > 0 ? Number(data.edited) : undefined, reactions: reactions, deleted: false,
+    };
+  }
+
+  function textOf(message) {
+    if (!message || message.deleted) return "";
+    if (typeof message.message === "string") return message.message;
+    const files = attachmentsOf(message.message);
+    if (files) return (typeof message.message.text === "string" && message.message.text.trim()) ? message.message.text : files.map((f) => f.name).join(", ");
+    try { return JSON.stringify(message.message); } catch (e) { return ""; }
+  }
+
+  function renderQuote(targetId) {
+    const quote = el("button", "quote");
+    quote.type = "button";
+    quote.dataset.target = targetId;
+    const target = state.messages.get(targetId);
+    if (!target) {
+      quote.appendChild(el("span", "quote-text", "Reply to a message further up"));
+      quote.disabled = true;
+    } else if (target.deleted) {
+      quote.appendChild(el("span", "quote-text deleted", "Deleted message"));
+      quote.disabled = true;
+    } else {
+      const text = textOf(target).replace(/\s+/g, " ");
+      quote.appendChild(el("span", "quote-name", senderInfo(target.client_id).name));
+      quote.appendChild(el("span", "quote-text", text.length > QUOTE_CHARS ? text.slice(0, QUOTE_CHARS) + "…" : text));
+      quote.title = "Show the message this replies to";
+      quote.addEventListener("click", () => {
+        const node = rowOf(targetId);
+        if (!node) return;
+        node.scrollIntoView({ block: "center", behavior: "smooth" });
+        node.classList.add("flash");
+        setTimeout(() => node.classList.remove("flash"), 1200);
+      });
+    }
+    return quote;
+  }
+
+  function renderReactions(message) {
+    const row = el("div", "reactions");
+    for (const reaction of message.reactions) {
+      const mine = isMyReaction(reaction);
+      const chip = el("button", "chip" + (mine ? " mine" : ""));
+      chip.type = "button";
+      chip.dataset.emoji = reaction.emoji;
+      chip.setAttribute("aria-pressed", mine ? "true" : "false");
+      chip.append(el("span", "emoji", reaction.emoji), el("span", "chip-count", String(reaction.count)));
+      const more = reaction.count - reaction.names.length;
+      chip.title = reaction.names.join(", ") + (more > 0 ? " and " + more + " more" : "") + " reacted with " + reaction.emoji;
+      chip.addEventListener("click", () => act(mine ? "unreact" : "react", message.id, { emoji: reaction.emoji }));
+      row.appendChild(chip);
+    }
+    return row;
+  }
+
+  function isMyReaction(reaction) {
+    for (const id of reaction.ids) if (state.myIds.has(id)) return true;
+    return reaction.ids.length < reaction.count && !!state.identity && reaction.names.includes(state.identity.name);
+  }
+
+  function renderActions(message, own) {
+    const bar = el("div", "actions");
+    bar.setAttribute("role", "toolbar");
+    bar.setAttribute("aria-label", "Message actions");
+    const button = (name, label, symbol, onClick) => {
+      const b = el("button", "action " + name, symbol);
+      b.type = "button";
+      b.setAttribute("aria-label", label);
+      b.title = label;
+      b.addEventListener("click", (event) => { event.stopPropagation(); onClick(b); });
+      bar.appendChild(b);
+      return b;
+    };
+    button("reply", "Reply", "↩", () => { setComposerContext({ kind: "reply", id: message.id }); ui.composer.focus(); });
+    button("react", "Add a reaction", "☺", (b) => {
+      const open = bar.querySelector(".picker");
+      if (open) { open.remove(); return; }
+      const picker = el("div", "picker");
+      for (const emoji of QUICK_REACTIONS) {
+        const e = el("button", "pick", emoji);
+        e.type = "button";
+        e.setAttribute("aria-label", "React with " + emoji);
+        e.addEventListener("click", (event) => {
+          event.stopPropagation();
+          picker.remove();
+          const current = state.messages.get(message.id);
+          const reaction = current && current.reactions.find((r) => r.emoji === emoji);
+          act(reaction && isMyReaction(reaction) ? "unreact" : "react", message.id, { emoji: emoji });
+        });
+        picker.appendChild(e);
+      }
+      bar.appendChild(picker);
+      b.setAttribute("aria-expanded", "true");
+    });
+    if (own && typeof message.message === "string") {
+      button("edit", "Edit", "✎", () => {
+        setComposerContext({ kind: "edit", id: message.id });
+        ui.composer.value = message.message;
+        autosize();
+        ui.composer.focus();
+      });
+    }
+    if (own) {
+      button("delete", "Delete", "🗑", () => {
+        if (window.confirm("Delete this message for everyone?")) act("delete", message.id, {});
+      });
+    }
+    return bar;
+  }
+
+  /** Sends an action; a refusal is shown in plain words (the server checks every rule). */
+  function act(type, target, fields) {
+    const command = Object.assign({ type: type, room: state.room, target: target }, fields);
+    const what = { edit: "Couldn't edit the message", delete: "Couldn't delete the message",
+      react: "Couldn't add the reaction", unreact: "Couldn't take the reaction back" }[type];
+    const sent = send(command, (reply) => { if (reply.error) showError(plainError(reply.error, what)); });
+    if (!sent) showError("Not connected right now. Try again once reconnected.");
+    return sent;
+  }
+
+  function rowOf(id) {
+    for (const node of ui.messages.querySelectorAll(".message")) if (node.dataset.id === id) return node;
+    return null;
+  }
+
+  /** An action from the room's log (live or replayed): applied to its target, in order. */
+  function onAction(data) {
+    const offset = Number.isInteger(data.offset) && data.offset > 0 ? data.offset : null;
+    if (offset) {
+      if (state.seenOffsets.has(offset)) return;
+      state.seenOffsets.add(offset);
+      const key = roomKey();
+      if (!state.lastOffset[key] || offset > state.lastOffset[key]) state.lastOffset[key] = offset;
+    }
+    const target = typeof data.target === "string" ? state.messages.get(data.target) : null;
+    if (!target || target.deleted) return;
+    const actor = typeof data.client_id === "string" ? data.client_id : "";
+    switch (data.type) {
+      case "edit":
+        if (data.deleted === true) return; // replayed after a delete: its tombstone comes too
+        target.message = data.message;
+        target.edited = Number(data.timestamp) || Date.now() / 1000;
+        break;
+      case "delete":
+        target.deleted = true;
+        break;
+      case "react": case "unreact": {
+        if (typeof data.emoji !== "string") return;
+        const name = actor ? senderInfo(actor).name : "Parley";
+        const index = target.reactions.findIndex((r) => r.emoji === data.emoji);
+        const reaction = index >= 0 ? target.reactions[index] : null;
+        // Counted already: by id, or by name when the state came from history (names only).
+        const holds = reaction && (reaction.ids.includes(actor) || (reaction.ids.length < reaction.count && reaction.names.includes(name)));
+        if (data.type === "react") {
+          if (!reaction) target.reactions.push({ emoji: data.emoji, count: 1, names: [name], ids: [actor] });
+          else if (holds) { if (!reaction.ids.includes(actor)) reaction.ids.push(actor); }
+          else {
+            reaction.count += 1;
+            reaction.ids.push(actor);
+            if (reaction.names.length < NAMES_SHOWN) reaction.names.push(name);
+          }
+        } else {
+          if (!holds) return;
+          reaction.count -= 1;
+          reaction.ids = reaction.ids.filter((id) => id !== actor);
+          const at = reaction.names.indexOf(name);
+          if (at >= 0) reaction.names.splice(at, 1);
+          if (reaction.count <= 0) target.reactions.splice(index, 1);
+        }
+        break;
+      }
+      default: return;
+    }
+    redraw(target);
+  }
+
+  /** Shows a message's new state in place (a deleted one leaves), and its replies' quotes. */
+  function redraw(message) {
+    const node = rowOf(message.id);
+    if (node) {
+      if (message.deleted) {
+        const next = node.nextElementSibling;
+        node.remove();
+        if (next) regroup(next);
+      } else {
+        const fresh = renderMessage(message, message.offset);
+        node.replaceWith(fresh);
+        regroup(fresh);
+      }
+    }
+    if (message.deleted && state.replyTo && state.replyTo.id === message.id) setComposerContext(null);
+    if (message.deleted && state.editing && state.editing.id === message.id) { setComposerContext(null); ui.composer.value = ""; autosize(); }
+    refreshReplies(message.id);
+  }
+
+  function refreshReplies(id) {
+    for (const node of ui.messages.querySelectorAll(".message")) {
+      if (node.dataset.replyTo !== id) continue;
+      const old = node.querySelector(".quote");
+      if (old) old.replaceWith(renderQuote(id));
+    }
+  }
+
+  /** The bar above the composer: "Replying to alice: …" or "Editing your message". */
+  function setComposerContext(context) {
+    state.replyTo = context && context.kind === "reply" ? { id: context.id } : null;
+    state.editing = context && context.kind === "edit" ? { id: context.id } : null;
+    ui.context.hidden = !context;
+    if (!context) { ui.contextText.textContent = ""; return; }
+    const target = state.messages.get(context.id);
+    if (context.kind === "edit") {
+      ui.contextText.textContent = "Editing your message";
+    } else {
+      const text = textOf(target).replace(/\s+/g, " ");
+      ui.contextText.textContent = "Replying to " + (target ? senderInfo(target.client_id).name : "a message") + ": " +
+        (text.length > QUOTE_CHARS ? text.slice(0, QUOTE_CHARS) + "…" : text);
+    }
   }
 
   /** Plain strings as text with http/https links; files as images and chips; anything
@@ -812,7 +1079,24 @@
     autosize();
     if (ui.composer.value.trim()) noteTyping(); else stopTyping();
   });
+  // Touch screens have no hover: a tap on a message shows its actions (another tap hides them).
+  ui.messages.addEventListener("click", (event) => {
+    if (event.target.closest("a, button, img")) return;
+    const row = event.target.closest(".message");
+    for (const open of ui.messages.querySelectorAll(".message.show-actions")) if (open !== row) open.classList.remove("show-actions");
+    if (row) row.classList.toggle("show-actions");
+  });
+  ui.contextCancel.addEventListener("click", () => {
+    if (state.editing) { ui.composer.value = ""; autosize(); }
+    setComposerContext(null);
+    ui.composer.focus();
+  });
   ui.composer.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && (state.replyTo || state.editing)) {
+      event.preventDefault();
+      ui.contextCancel.click();
+      return;
+    }
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing && event.keyCode !== 229) {
       event.preventDefault();
       sendComposer();
@@ -842,6 +1126,17 @@
       return;
     }
     stopTyping();
+    if (state.editing) {
+      if (ready.length) { showError("Files can't be added to an edit; send them as a new message."); return; }
+      if (!text.trim()) return;
+      const target = state.editing.id;
+      if (!act("edit", target, { message: text })) return;
+      setComposerContext(null);
+      ui.composer.value = "";
+      autosize();
+      ui.composer.focus();
+      return;
+    }
     // With files: {"text": caption, "attachments": [{id}]}; the server fills in the rest.
     let message = text;
     if (ready.length) {
@@ -849,7 +1144,10 @@
       if (text.trim()) message = { text: text, attachments: message.attachments };
     }
     const sentUploads = ready.slice();
-    const sent = send({ type: "publish", room: state.room, message: message }, (reply) => {
+    const command = { type: "publish", room: state.room, message: message };
+    // A reply is a publish naming the message it answers.
+    if (state.replyTo) command.reply_to = state.replyTo.id;
+    const sent = send(command, (reply) => {
       if (reply.error) {
         showError(plainError(reply.error, "Your message was not sent"));
         if (!ui.composer.value) { ui.composer.value = text; autosize(); }
@@ -858,6 +1156,7 @@
     });
     if (!sent) { showError("Not connected right now. Your message is kept in the box."); return; }
     for (const upload of sentUploads) removeUpload(upload);
+    setComposerContext(null);
     ui.composer.value = "";
     autosize();
     ui.composer.focus();
@@ -1086,7 +1385,8 @@
       for (const m of messages) {
         if (!m || isTypingBody(m.message)) continue;
         if (m.deleted === true) {
-          // A tombstone: nothing to show, but paging goes on past it.
+          // A tombstone: nothing to show, but paging goes on past it (and replies say so).
+          if (typeof m.id === "string" && !state.messages.has(m.id)) state.messages.set(m.id, { id: m.id, offset: m.offset, deleted: true });
           if (Number.isInteger(m.offset) && (state.oldestOffset === null || m.offset < state.oldestOffset)) state.oldestOffset = m.offset;
           continue;
         }

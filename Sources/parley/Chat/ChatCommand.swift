@@ -76,7 +76,9 @@ func standardInputChunks() -> AsyncStream<[UInt8]> {
 @MainActor final class PlainChat {
     let options: ChatOptions
     let model: ChatRoomModel
-    private var printed: Set<String> = []
+    /// Every line printed (or skipped), as it was then, so a later edit, delete or reaction
+    /// prints what changed.
+    private var printed: [String: ChatLine] = [:]
 
     init(options: ChatOptions) {
         self.options = options
@@ -119,6 +121,10 @@ func standardInputChunks() -> AsyncStream<[UInt8]> {
             }
             return
         }
+        if let answer = await ChatActions.run(line, with: model) {
+            if !answer.isEmpty { FileHandle.standardError.write(Data("* \(TerminalText.sanitized(answer))\n".utf8)) }
+            return
+        }
         do {
             try await model.send(line)
         } catch {
@@ -127,14 +133,22 @@ func standardInputChunks() -> AsyncStream<[UInt8]> {
     }
 
     private func printNew() {
-        for line in model.lines where !printed.contains(line.id) {
-            printed.insert(line.id)
+        for line in model.lines {
+            if let old = printed[line.id] {
+                guard old != line else { continue }
+                printed[line.id] = line
+                for change in ChatActions.changes(from: old, to: line, myName: model.name) {
+                    FileHandle.standardOutput.write(Data("\(TerminalText.sanitized(change))\n".utf8))
+                }
+                continue
+            }
+            printed[line.id] = line
             switch line.kind {
             case .message(isMine: false):
                 // A message with files: its caption (if any), then a line per file.
                 let parts = (line.text.isEmpty && !line.attachments.isEmpty ? [] : [line.text]) + line.attachmentLines
                 // Names and text come from other people: nothing in them may reach the terminal raw.
-                let name = TerminalText.sanitized(line.name)
+                let name = TerminalText.sanitized(line.heading)
                 for part in parts { FileHandle.standardOutput.write(Data("\(name): \(TerminalText.sanitized(part))\n".utf8)) }
             case .notice:
                 FileHandle.standardError.write(Data("* \(TerminalText.sanitized(line.text))\n".utf8))

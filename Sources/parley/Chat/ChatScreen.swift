@@ -83,6 +83,10 @@ import Glibc
             do { try await model.send(trimmed) } catch { model.note("not sent: \(error.message)") }
             return
         }
+        if let answer = await ChatActions.run(trimmed, with: model) {
+            if !answer.isEmpty { model.note(answer) }
+            return
+        }
         let parts = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
         let argument = parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : ""
         switch parts[0] {
@@ -98,7 +102,7 @@ import Glibc
         case "/upload" where !argument.isEmpty:
             await ChatUpload.send(argument, with: model) { _ in }
         case "/help":
-            model.note("commands: /members, /room NAME, /name NAME, /upload PATH [caption], /quit; PgUp/PgDn scroll")
+            model.note("commands: /members, /room NAME, /name NAME, /upload PATH [caption], \(ChatActions.help), /quit; PgUp/PgDn scroll")
         default:
             model.note("unknown command \(parts[0]) (try /help)")
         }
@@ -192,10 +196,12 @@ import Glibc
         let head = "\(time)\(marker)"
         // What other people wrote, names included, must not move our cursor or reorder the text.
         let name = TerminalText.sanitized(line.name)
+        // `(reply to bob: "…", edited)` after the name, in the text's style.
+        let notes = TerminalText.sanitized(String(line.heading.dropFirst(line.name.count)))
         // A message with files: the caption (if any), then `[image cat.jpg 1.2 MB] URL` each.
         let parts = ((line.text.isEmpty && !line.attachments.isEmpty ? [] : [line.text]) + line.attachmentLines)
             .map(TerminalText.sanitized)
-        let rows = wrap("\(head)\(name): \(parts.first ?? "")", columns: columns)
+        let rows = wrap("\(head)\(name)\(notes): \(parts.first ?? "")", columns: columns)
         var colored = rows
         let (r, g, b) = RandomIdentity.rgb(line.color) ?? (200, 200, 200)
         let nameStyle = "\u{1B}[\(line.isMine ? "1;" : "")38;2;\(r);\(g);\(b)m"
@@ -207,6 +213,9 @@ import Glibc
         if !dim.isEmpty { for i in colored.indices.dropFirst() { colored[i] = dim + colored[i] + "\u{1B}[0m" } }
         for part in parts.dropFirst() {
             colored += wrap("      " + part, columns: columns).map { dim + $0 + "\u{1B}[0m" }
+        }
+        if !line.reactions.isEmpty {
+            colored += wrap("      " + TerminalText.sanitized(line.reactionsText), columns: columns).map { "\u{1B}[2m" + $0 + "\u{1B}[0m" }
         }
         return colored
     }

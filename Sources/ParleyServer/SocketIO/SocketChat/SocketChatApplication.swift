@@ -42,6 +42,8 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private var pacer = SocketChatUserListPacer()
     private var pacerTimer: LoopTimer?
     private var flushArmed = false
+    /// Whether the socket asked for the opt-in action events (`subscribeActions`).
+    private var wantsActions = false
     /// Whether this connection has had an ignored event logged (once per connection).
     private var loggedIgnored = false
 
@@ -111,7 +113,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     func received(_ event: SocketIOEvent, on socket: SocketIOSocket) {
         guard !event.nameIsNumber, SocketChatCommand.knows(event.name) else {
-            return refuse(event, .unknownEvent, "unknown event \"\(DoorWording.quoted(event.name))\"; this server speaks connectUser, chatMessage, startType, stopType, exitUser")
+            return refuse(event, .unknownEvent, "unknown event \"\(DoorWording.quoted(event.name))\"; this server speaks \(SocketChatCommand.spoken)")
         }
         switch SocketChatCommand.parse(event) {
         case .failure(let error):
@@ -214,6 +216,9 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// Runs a SocketChat command.
     private func perform(_ command: SocketChatCommand, _ event: SocketIOEvent, on socket: SocketIOSocket) -> Outcome {
         switch command {
+        case .subscribeActions:
+            wantsActions = true
+            return .done
         case .connectUser(let nickname):
             if let member {
                 if let error = authError(.subscribe) { return .refused(.refused, error) }
@@ -379,10 +384,15 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                 scheduleFlush()
             }
         }
-        guard let frame else { return }
-        delivered.incrementFromOwner()
         let transport = engineIO.transport
-        if pacer.frame(frame, transport) { engineIO.sendPreEncoded(frame, as: transport) }
+        if let frame {
+            delivered.incrementFromOwner()
+            if pacer.frame(frame, transport) { engineIO.sendPreEncoded(frame, as: transport) }
+        }
+        // The opt-in events come right after the classic ones, encoded once per loop too.
+        if wantsActions, case .message = event, let extra = fanOut.optInFrame(wireFormat, lobby, event) {
+            if pacer.frame(extra, transport) { engineIO.sendPreEncoded(extra, as: transport) }
+        }
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {

@@ -6,9 +6,15 @@ enum SocketChatCommand: Equatable {
     case chatMessage(nickname: String?, text: String)
     case typing(nickname: String?, Bool)
     case exitUser(nickname: String?)
+    /// Parley's extension: this socket wants the opt-in events for message actions
+    /// (`messageInfo`, `messageEdited`, `messageDeleted`, `reaction`).
+    case subscribeActions
 
     /// The event names SocketChat speaks.
-    static let names: Set<String> = ["connectUser", "chatMessage", "startType", "stopType", "exitUser"]
+    static let names: Set<String> = ["connectUser", "chatMessage", "startType", "stopType", "exitUser", "subscribeActions"]
+
+    /// The events as a client is told them when it sends another.
+    static let spoken = "connectUser, chatMessage, startType, stopType, exitUser, subscribeActions"
 
     /// Whether `name` is a SocketChat event (anything else is an unknown event).
     static func knows(_ name: String) -> Bool { names.contains(name) }
@@ -50,9 +56,11 @@ enum SocketChatCommand: Equatable {
             return .success(.typing(nickname: string(0), name == "startType"))
         case "exitUser":
             return .success(.exitUser(nickname: string(0)))
+        case "subscribeActions":
+            return .success(.subscribeActions)
         default:
             let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
-            return .failure(SocketIOError("unknown event \"\(shown)\"; this server speaks connectUser, chatMessage, startType, stopType, exitUser"))
+            return .failure(SocketIOError("unknown event \"\(shown)\"; this server speaks \(spoken)"))
         }
     }
 }

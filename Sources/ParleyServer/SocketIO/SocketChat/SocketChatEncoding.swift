@@ -35,6 +35,35 @@ enum SocketChatEncoding {
         }
     }
 
+    /// Parley's opt-in events for a lobby message (docs/protocols.md §2), for sockets that
+    /// sent `subscribeActions`: `messageInfo` after each `newChatMessage` (its id, and for a
+    /// reply the id it answers), and one event per action. Empty for anything else.
+    static func optInEvents(for event: RoomEvent) -> [SocketChatEvent] {
+        guard case .message(let message) = event, !message.isEphemeral, message.offset > 0 else { return [] }
+        let nickname = JSONValue.string(message.sender.map(\.displayName) ?? LineEncoding.serverName)
+        let date = JSONValue.string(date(millis: message.timestampMillis))
+        guard let action = message.action else {
+            if message.isDeleted { return [] }
+            var info: JSONObject = ["id": .string(message.id), "nickname": nickname, "text": .string(text(of: message.body)), "date": date]
+            if let reply = message.replyTo { info.append(key: "replyTo", value: .string(reply.id)) }
+            return [SocketChatEvent(name: "messageInfo", arguments: [.object(info)])]
+        }
+        let target = JSONValue.string(action.target.id)
+        switch action.kind {
+        case .edit:
+            // Replayed after the target's delete it has no text left: nothing to show.
+            if message.isDeleted { return [] }
+            return [SocketChatEvent(name: "messageEdited", arguments: [["id": target, "nickname": nickname,
+                                                                         "text": .string(text(of: message.body)), "date": date]])]
+        case .delete:
+            return [SocketChatEvent(name: "messageDeleted", arguments: [["id": target, "nickname": nickname, "date": date]])]
+        case .react, .unreact:
+            return [SocketChatEvent(name: "reaction", arguments: [["id": target, "nickname": nickname,
+                                                                   "emoji": .string(action.emoji ?? ""), "added": .bool(action.kind == .react),
+                                                                   "date": date]])]
+        }
+    }
+
     /// The Engine.IO packet texts of a room event (events on `/`), for pre-encoded frames.
     static func packets(for event: RoomEvent, users: [SocketChatUser], typing typists: [Member]) -> [String] {
         events(for: event, users: users, typing: typists).map { SocketIOPacket.event($0.name, $0.arguments).engineIOText }

@@ -85,6 +85,23 @@ final class SocketChatFanOut {
         return SocketChatEncoding.frame(packets, as: format)
     }
 
+    /// The last event and its opt-in packets (``SocketChatEncoding/optInEvents(for:)``).
+    private var lastOptIn: (event: RoomEvent, packets: [String])?
+
+    /// The opt-in action events of a lobby message (for sockets that sent
+    /// `subscribeActions`), encoded once per event and loop; nil when it has none.
+    func optInFrame(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent) -> IOBuffer? {
+        guard room == lobby else { return nil }
+        let packets: [String]
+        if let lastOptIn, lastOptIn.event == event {
+            packets = lastOptIn.packets
+        } else {
+            packets = SocketChatEncoding.optInEvents(for: event).map { SocketIOPacket.event($0.name, $0.arguments).engineIOText }
+            lastOptIn = (event, packets)
+        }
+        return packets.isEmpty ? nil : SocketChatEncoding.frame(packets, as: format)
+    }
+
     /// The `userList` packet for the lobby as this loop has seen it up to the last event (the
     /// state a socket shows after the events it was given), framed for `format`.
     func currentUserListFrame(_ format: WireFormat) -> IOBuffer? {
