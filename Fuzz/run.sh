@@ -52,7 +52,8 @@ for target in $TARGETS; do
     wsclient) build wsclient Fuzz/FuzzWebSocketClient.swift -lParleyWebSocket -lParleyIO -luv -lz -lssl -lcrypto ;;
     line) build line Fuzz/FuzzLine.swift Sources/ParleyServer/Line/LineDecoder.swift Sources/ParleyServer/Line/LineCommand.swift ;;
     json) build json Fuzz/FuzzJSON.swift -lParleyCore ;;
-    native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift -lParleyCore ;;
+    native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift \
+      Sources/ParleyServer/Session/MessageActionRequest.swift -lParleyCore ;;
     socketio) build socketio Fuzz/FuzzSocketIO.swift Sources/ParleyServer/SocketIO/EngineIO/EngineIOPacket.swift \
       Sources/ParleyServer/SocketIO/EngineIO/EngineIOPayload.swift Sources/ParleyServer/SocketIO/EngineIO/EngineIOOutbox.swift \
       Sources/ParleyServer/SocketIO/Protocol/SocketIOPacket.swift Sources/ParleyServer/SocketIO/Protocol/SocketIOBinaryAssembler.swift \
