@@ -200,6 +200,39 @@ def rest_publish(base, room, body):
         assert response.status == 200
 
 
+# Message actions in the page (hover a bubble, press an action; read quotes and chips).
+
+
+def row(b, text):
+    """The `.message` row whose bubble starts with `text`."""
+    return b.wait(lambda d: d.execute_script(
+        "return Array.from(document.querySelectorAll('#messages .message')).find(m => "
+        "m.querySelector('.bubble').firstChild && m.querySelector('.bubble').firstChild.textContent === arguments[0]);", text),
+        message="no message %r" % text)
+
+
+def hover_click(b, text, action):
+    """Hovers the message starting with `text` and presses its `action` button (reply, react,
+    edit, delete); returns the row."""
+    node = row(b, text)
+    ActionChains(b.driver).move_to_element(node.find_element(By.CSS_SELECTOR, ".bubble")).perform()
+    button = b.wait(lambda d: node.find_element(By.CSS_SELECTOR, ".actions ." + action).is_displayed()
+                    and node.find_element(By.CSS_SELECTOR, ".actions ." + action))
+    button.click()
+    return node
+
+
+def quote_of(b, text):
+    """The text of the quote above a reply, or None."""
+    return b.js("const q = arguments[0].querySelector('.quote'); return q ? q.textContent : null;", row(b, text))
+
+
+def chips(b, text):
+    """[chip text, title (who reacted), aria-pressed] of each reaction chip."""
+    return b.js("return Array.from(arguments[0].querySelectorAll('.chip')).map(c => "
+                "[c.textContent, c.title, c.getAttribute('aria-pressed')]);", row(b, text))
+
+
 def test_assets_served_with_content_types(server):
     status, headers, body = http_get(server["base"], "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html")
@@ -646,27 +679,6 @@ def test_replies_edits_deletes_and_reactions(server, browsers):
     alice.wait(lambda d: sorted(alice.members()) == ["alice", "bob"], message=str(alice.members()))
     bob.say("hello alice")
     alice.wait_bubble("hello alice")
-
-    def row(b, text):
-        return b.wait(lambda d: d.execute_script(
-            "return Array.from(document.querySelectorAll('#messages .message')).find(m => "
-            "m.querySelector('.bubble').firstChild && m.querySelector('.bubble').firstChild.textContent === arguments[0]);", text),
-            message="no message %r" % text)
-
-    def hover_click(b, text, action):
-        node = row(b, text)
-        ActionChains(b.driver).move_to_element(node.find_element(By.CSS_SELECTOR, ".bubble")).perform()
-        button = b.wait(lambda d: node.find_element(By.CSS_SELECTOR, ".actions ." + action).is_displayed()
-                        and node.find_element(By.CSS_SELECTOR, ".actions ." + action))
-        button.click()
-        return node
-
-    def quote_of(b, text):
-        return b.js("const q = arguments[0].querySelector('.quote'); return q ? q.textContent : null;", row(b, text))
-
-    def chips(b, text):
-        return b.js("return Array.from(arguments[0].querySelectorAll('.chip')).map(c => "
-                    "[c.textContent, c.title, c.getAttribute('aria-pressed')]);", row(b, text))
 
     # Another member's message offers reply and react only.
     node = row(alice, "hello alice")
