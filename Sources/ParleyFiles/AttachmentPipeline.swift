@@ -22,8 +22,11 @@ public struct AttachmentPipeline: Sendable {
     }
 
     /// Stores a finished upload (consuming it: it is committed or discarded, never left
-    /// behind). `claimedType` is the client's Content-Type, if any.
-    public func ingest(_ upload: PendingFile, claimedType: String?) throws(FileError) -> StoredUpload {
+    /// behind). `claimedType` is the client's Content-Type, if any. For a raster image,
+    /// `admit` sees its header (the declared pixels) before any pixel is decoded, and may
+    /// refuse the work by throwing: a budget of image work per client.
+    public func ingest(_ upload: PendingFile, claimedType: String?,
+                       admit: (ImageHeader) throws(FileError) -> Void = { _ in }) throws(FileError) -> StoredUpload {
         let decision: FileTypePolicy.Decision
         do {
             decision = try policy.decide(leadingBytes: upload.leadingBytes, claimedType: claimedType)
@@ -43,7 +46,7 @@ public struct AttachmentPipeline: Sendable {
             throw error
         }
         upload.discard()  // the original is never stored: it may carry metadata
-        return try storeImage(bytes)
+        return try storeImage(bytes, admit: admit)
     }
 
     /// Stores a file already in memory (e.g. a small raw `POST` body).
@@ -53,11 +56,13 @@ public struct AttachmentPipeline: Sendable {
         guard decision.image != nil else {
             return StoredUpload(file: try store.store(bytes, mime: decision.mime), thumbnail: nil, source: nil)
         }
-        return try storeImage(bytes)
+        return try storeImage(bytes, admit: { _ in })
     }
 
-    private func storeImage(_ bytes: [UInt8]) throws(FileError) -> StoredUpload {
-        let processed = try images.process(bytes)
+    private func storeImage(_ bytes: [UInt8], admit: (ImageHeader) throws(FileError) -> Void) throws(FileError) -> StoredUpload {
+        let header = try images.inspect(bytes)
+        try admit(header)
+        let processed = try images.process(bytes, header: header)
         let thumbnail = try store.store(processed.thumbnail.bytes, mime: processed.thumbnail.mime,
                                         width: processed.thumbnail.width, height: processed.thumbnail.height)
         let file = try store.store(processed.image.bytes, mime: processed.image.mime, width: processed.image.width,

@@ -57,4 +57,38 @@ import Testing
         let rate = try server.upload(text(10), name: "5.txt", type: "text/plain", channel: "c5", headers: from(5))
         #expect(rate.status == 429 && rate.text.contains("the server takes no more uploads"), "\(rate.text)")
     }
+
+    /// A tiny PNG may declare 3000 × 3000 pixels: seconds of a worker and hundreds of MB in
+    /// the decoder. The declared pixels are paid for from the header, before decoding,
+    /// whether or not the image then decodes.
+    @Test func imageWorkIsBudgetedPerAddressAcrossChannelsBeforeDecoding() throws {
+        let server = try startTestServer {
+            $0.imagePixelsPerIPPerMinute = 10_000_000
+            $0.trustedProxies = [IPNetwork(parsing: "127.0.0.1")!]
+        }
+        defer { server.shutdown() }
+        let mallory = [("X-Forwarded-For", "203.0.113.7")]
+        let bomb = FileFixtures.pngBomb(width: 3000, height: 3000)
+        let first = try server.upload(bomb, name: "a.png", type: "image/png", channel: "fresh1", headers: mallory)
+        #expect(first.status != 429, "\(first.text)")
+        let second = try server.upload(bomb, name: "b.png", type: "image/png", channel: "fresh2", headers: mallory)
+        #expect(second.status == 429 && second.text.contains("image budget") && second.text.contains("9.0 megapixels"),
+                "\(second.status) \(second.text)")
+        // Files that are not images cost no image work; another address has its own budget.
+        #expect(try server.upload(text(10), name: "c.txt", type: "text/plain", channel: "fresh3", headers: mallory).status == 201)
+        #expect(try server.upload(FileFixtures.image(.png), name: "d.png", type: "image/png", channel: "fresh1",
+                                  headers: [("X-Forwarded-For", "203.0.113.8")]).status == 201)
+    }
+
+    @Test func theServerHasAnImageBudgetOfItsOwn() throws {
+        let server = try startTestServer {
+            $0.imagePixelsTotalPerMinute = 3_000  // one 64 × 32 image
+            $0.trustedProxies = [IPNetwork(parsing: "127.0.0.1")!]
+        }
+        defer { server.shutdown() }
+        func from(_ n: Int) -> [(String, String)] { [("X-Forwarded-For", "203.0.113.\(n)")] }
+        #expect(try server.upload(FileFixtures.image(.png), name: "1.png", type: "image/png", channel: "c1", headers: from(1)).status == 201)
+        let busy = try server.upload(FileFixtures.image(.png), name: "2.png", type: "image/png", channel: "c2", headers: from(2))
+        #expect(busy.status == 429 && busy.text.contains("busy with images"), "\(busy.status) \(busy.text)")
+    }
 }

@@ -37,6 +37,7 @@ import Testing
         "--public-url": ("https://chat.example.com", #""https://chat.example.com""#), "--max-upload-size": ("5", "5"),
         "--upload-types": ("image/png", #"["image/png"]"#), "--upload-rate": ("5", "5"), "--upload-rate-total": ("5", "5"),
         "--upload-bytes-per-ip": ("5", "5"), "--upload-bytes-total": ("5", "5"), "--files-quota": ("5", "5"),
+        "--image-pixels-per-ip": ("7", "7"), "--image-pixels-total": ("8", "8"),
         "--upload-grace": ("5", "5"), "files.collect_interval_seconds": ("5", "5"), "files.upload_timeout_ms": ("5000", "5000"),
         "--file-workers": ("3", "3"), "--tls-cert": ("/c.pem", #""/c.pem""#), "--tls-key": ("/k.pem", #""/k.pem""#),
         "--line-tls": ("1", "true"), "--log-level": ("debug", #""debug""#), "--log-format": ("json", #""json""#),

@@ -101,7 +101,11 @@ public struct ImageProcessor: Sendable {
 
     /// Processes an uploaded image (see the type's description).
     public func process(_ bytes: [UInt8]) throws(FileError) -> ProcessedImage {
-        let header = try inspect(bytes)
+        try process(bytes, header: try inspect(bytes))
+    }
+
+    /// Processes an image whose header ``inspect(_:)`` has read already.
+    public func process(_ bytes: [UInt8], header: ImageHeader) throws(FileError) -> ProcessedImage {
         let result: Result<ProcessedImage, FileError> = bytes.withUnsafeBytes { raw in
             // libvips reads from the caller's buffer lazily: everything happens in this scope.
             Result { () throws(FileError) -> ProcessedImage in try process(raw, header: header) }

@@ -175,6 +175,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var uploadBytesPerIPPerDay = 1 << 30
     /// Bytes of files the whole server takes per day, from everyone.
     public var uploadBytesTotalPerDay = 10 << 30
+    /// Declared image pixels one client address may have decoded per minute, all channels
+    /// together (a continuously refilling budget of image work; 429 past it).
+    public var imagePixelsPerIPPerMinute = 200_000_000
+    /// Declared image pixels the whole server decodes per minute, from everyone.
+    public var imagePixelsTotalPerMinute = 1_000_000_000
     /// Bytes of uploads one channel may hold.
     public var filesQuotaBytes = 1 << 30
     /// An upload no message refers to is deleted this long after it was made, in seconds.

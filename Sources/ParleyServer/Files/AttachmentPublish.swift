@@ -71,7 +71,7 @@ extension ServerFiles {
         }
         let registry = self.registry
         do throws(FileError) {
-            try pool.submit {
+            try checks.submit {
                 completion(Result { () throws(ParleyError) -> ResolvedPublish in
                     try ServerFiles.fill(body, ids: ids, channel: channel, registry: registry)
                 })
@@ -96,7 +96,7 @@ extension ServerFiles {
         guard !ids.isEmpty, message.offset > 0 else { return }
         let (registry, room) = (self.registry, message.room)
         let reference = UploadReference(room: room.room, offset: message.offset)
-        try? pool.submit {
+        try? checks.submit {
             for id in Set(ids) { try? registry.addReference(reference, to: id, channel: room.channel) }
         }
     }

@@ -42,6 +42,9 @@ final class ServerFiles: Sendable {
     let store: FileStore
     let registry: UploadRegistry
     let pool: FileWorkerPool
+    /// One thread of its own for the short registry look-ups of a publish with attachments,
+    /// so that a publish never waits behind image decoding on ``pool``.
+    let checks: FileWorkerPool
     let pipeline: AttachmentPipeline
     let collector: FileCollector
     /// The longest an upload may take.
@@ -55,6 +58,10 @@ final class ServerFiles: Sendable {
     private let rates = UploadRateLimiter()
     /// Bytes per day per client address and for the whole server.
     private let bytes = UploadByteBudgets()
+    /// Declared image pixels per minute per client address and for the whole server: the
+    /// decoder's work (a 191 KB PNG may declare 49 megapixels, seconds of a worker).
+    private let pixels = UploadByteBudgets(periodSeconds: 60)
+    private let pixelsPerMinute: (perClient: Int, total: Int)
     private let uploadsPerMinute: (perClient: Int, total: Int)
     private let bytesPerDay: (perClient: Int, total: Int)
     /// Bytes each channel holds, as last counted (refreshed from the disk at most every
@@ -76,6 +83,7 @@ final class ServerFiles: Sendable {
             throw StartupError(description: "cannot use the files directory \(root): \(error.message)")
         }
         pool = FileWorkerPool(threads: configuration.fileWorkers, queueLimit: 1024)
+        checks = FileWorkerPool(threads: 1, queueLimit: 4096, name: "parley-checks")
         collector = FileCollector(store: store, registry: registry, policy: FileCollectionPolicy(
             unpublishedGraceMillis: Int64(configuration.uploadGraceSeconds) * 1000,
             publishedGraceMillis: min(600_000, Int64(configuration.uploadGraceSeconds) * 1000)))
@@ -83,6 +91,7 @@ final class ServerFiles: Sendable {
         publicURL = configuration.publicURL
         uploadsPerMinute = (configuration.uploadsPerMinute, configuration.uploadsPerMinuteTotal)
         bytesPerDay = (configuration.uploadBytesPerIPPerDay, configuration.uploadBytesTotalPerDay)
+        pixelsPerMinute = (configuration.imagePixelsPerIPPerMinute, configuration.imagePixelsTotalPerMinute)
         defaults = ChannelFileLimits(configuration, nil)
         var channels: [String: ChannelFileLimits] = [:]
         for channel in configuration.channels { channels[channel.id] = ChannelFileLimits(configuration, channel) }
@@ -95,7 +104,10 @@ final class ServerFiles: Sendable {
     func limits(of channel: String) -> ChannelFileLimits { channels[channel] ?? defaults }
 
     /// Stops the worker threads once their queued work is done.
-    func shutdown() { pool.shutdown() }
+    func shutdown() {
+        pool.shutdown()
+        checks.shutdown()
+    }
 
     // MARK: links
 
@@ -147,10 +159,10 @@ final class ServerFiles: Sendable {
     /// (checked on the head, nothing taken); the refusal's text if not.
     func bytesRefusal(ip: String, declared: Int, nowMillis: Int64) -> String? {
         let client = IPAddress.limitKey(ip)
-        if bytes.available(key: client, perDay: bytesPerDay.perClient, nowMillis: nowMillis) < Double(declared) {
+        if bytes.available(key: client, allowance: bytesPerDay.perClient, nowMillis: nowMillis) < Double(declared) {
             return "your address has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.perClient)) per day); try again later"
         }
-        if bytes.available(key: "*", perDay: bytesPerDay.total, nowMillis: nowMillis) < Double(declared) {
+        if bytes.available(key: "*", allowance: bytesPerDay.total, nowMillis: nowMillis) < Double(declared) {
             return "the server has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.total)) per day); try again later"
         }
         return nil
@@ -160,13 +172,37 @@ final class ServerFiles: Sendable {
     /// or throws (nothing taken) when one cannot pay it. Any thread.
     func chargeUpload(ip: String, size: Int, nowMillis: Int64) throws(FileError) {
         let client = IPAddress.limitKey(ip)
-        guard bytes.take(Double(size), key: client, perDay: bytesPerDay.perClient, nowMillis: nowMillis) else {
+        guard bytes.take(Double(size), key: client, allowance: bytesPerDay.perClient, nowMillis: nowMillis) else {
             throw FileError(.quota, "your address has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.perClient)) per day)")
         }
-        guard bytes.take(Double(size), key: "*", perDay: bytesPerDay.total, nowMillis: nowMillis) else {
-            bytes.refund(Double(size), key: client, perDay: bytesPerDay.perClient, nowMillis: nowMillis)
+        guard bytes.take(Double(size), key: "*", allowance: bytesPerDay.total, nowMillis: nowMillis) else {
+            bytes.refund(Double(size), key: client, allowance: bytesPerDay.perClient, nowMillis: nowMillis)
             throw FileError(.quota, "the server has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.total)) per day)")
         }
+    }
+
+    /// Takes an image's declared pixels from the minute's budgets of `ip` and of the server,
+    /// before any pixel is decoded; throws `quota` (429, nothing taken) when one cannot pay.
+    /// The work is paid for whether or not the image then decodes. Any thread.
+    func chargeImageWork(ip: String, header: ImageHeader, nowMillis: Int64) throws(FileError) {
+        let client = IPAddress.limitKey(ip)
+        let declared = Double(header.width) * Double(header.height)
+        let shown = ServerFiles.megapixels(header.width * header.height)
+        guard pixels.take(declared, key: client, allowance: pixelsPerMinute.perClient, nowMillis: nowMillis) else {
+            throw FileError(.quota, "your address has used its image budget (\(ServerFiles.megapixels(pixelsPerMinute.perClient)) "
+                            + "per minute; this image declares \(shown)); try again in a minute")
+        }
+        guard pixels.take(declared, key: "*", allowance: pixelsPerMinute.total, nowMillis: nowMillis) else {
+            pixels.refund(declared, key: client, allowance: pixelsPerMinute.perClient, nowMillis: nowMillis)
+            throw FileError(.quota, "the server is busy with images (\(ServerFiles.megapixels(pixelsPerMinute.total)) per minute); "
+                            + "try again in a minute")
+        }
+    }
+
+    /// `49.2 megapixels`, for refusals.
+    static func megapixels(_ pixels: Int) -> String {
+        let tenths = (pixels + 50_000) / 100_000
+        return "\(tenths / 10).\(tenths % 10) megapixels"
     }
 
     /// Bytes `channel` holds as last counted, without touching the disk (nil: not counted yet).
@@ -202,38 +238,43 @@ final class ServerFiles: Sendable {
     }
 }
 
-/// Bytes of uploads per day per key (a client address, or `*` for the server): token
-/// buckets of bytes, a day's budget as burst, refilling continuously. Bounded like the rates.
+/// An allowance per key (a client address, or `*` for the server) that refills continuously
+/// over a period: bytes of uploads per day, declared image pixels per minute. Token buckets
+/// with the whole allowance as burst; bounded like the rates.
 final class UploadByteBudgets: Sendable {
     private let buckets = Mutex<[String: TokenBucket]>([:])
+    /// Seconds in which a whole allowance refills (a day for bytes, a minute for pixels).
+    private let period: Double
 
-    private static func bucket(_ buckets: inout [String: TokenBucket], _ key: String, perDay: Int, nowMillis: Int64) -> TokenBucket {
+    init(periodSeconds: Double = 86_400) { period = periodSeconds }
+
+    private func makeBucket(_ buckets: inout [String: TokenBucket], _ key: String, allowance: Int, nowMillis: Int64) -> TokenBucket {
         if buckets.count > 10_000 {
             buckets = buckets.filter { _, bucket in var copy = bucket; return copy.available(nowMillis: nowMillis) < copy.burst }
         }
-        return buckets[key] ?? TokenBucket(ratePerSecond: Double(perDay) / 86_400, burst: Double(perDay))
+        return buckets[key] ?? TokenBucket(ratePerSecond: Double(allowance) / period, burst: Double(allowance))
     }
 
-    func available(key: String, perDay: Int, nowMillis: Int64) -> Double {
+    func available(key: String, allowance: Int, nowMillis: Int64) -> Double {
         buckets.withLock { buckets in
-            var bucket = Self.bucket(&buckets, key, perDay: perDay, nowMillis: nowMillis)
+            var bucket = makeBucket(&buckets, key, allowance: allowance, nowMillis: nowMillis)
             return bucket.available(nowMillis: nowMillis)
         }
     }
 
-    func take(_ amount: Double, key: String, perDay: Int, nowMillis: Int64) -> Bool {
+    func take(_ amount: Double, key: String, allowance: Int, nowMillis: Int64) -> Bool {
         buckets.withLock { buckets in
-            var bucket = Self.bucket(&buckets, key, perDay: perDay, nowMillis: nowMillis)
+            var bucket = makeBucket(&buckets, key, allowance: allowance, nowMillis: nowMillis)
             let taken = bucket.take(amount, nowMillis: nowMillis)
             buckets[key] = bucket
             return taken
         }
     }
 
-    /// Gives back what ``take(_:key:perDay:nowMillis:)`` took for an upload refused after all.
-    func refund(_ amount: Double, key: String, perDay: Int, nowMillis: Int64) {
+    /// Gives back what ``take(_:key:allowance:nowMillis:)`` took for an upload refused after all.
+    func refund(_ amount: Double, key: String, allowance: Int, nowMillis: Int64) {
         buckets.withLock { buckets in
-            var bucket = Self.bucket(&buckets, key, perDay: perDay, nowMillis: nowMillis)
+            var bucket = makeBucket(&buckets, key, allowance: allowance, nowMillis: nowMillis)
             _ = bucket.take(-amount, nowMillis: nowMillis)  // capped at the burst on the next refill
             buckets[key] = bucket
         }

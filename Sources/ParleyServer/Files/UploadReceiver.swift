@@ -460,7 +460,9 @@ private struct UploadJob: Sendable {
                 throw error
             }
             let pipeline = AttachmentPipeline(store: files.store, policy: policy, images: files.pipeline.images)
-            let stored = try pipeline.ingest(pending, claimedType: claimedType)
+            let stored = try pipeline.ingest(pending, claimedType: claimedType) { (header) throws(FileError) in
+                try files.chargeImageWork(ip: ip, header: header, nowMillis: nowMillis)
+            }
             let record = UploadRecord(id: UploadRegistry.makeID(), channel: channel, room: room,
                                       name: stored.fileName(from: name), file: stored.file, thumbnail: stored.thumbnail,
                                       baseURL: baseURL, uploadedMillis: nowMillis)
