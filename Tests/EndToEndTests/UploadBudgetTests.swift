@@ -91,4 +91,26 @@ import Testing
         let busy = try server.upload(FileFixtures.image(.png), name: "2.png", type: "image/png", channel: "c2", headers: from(2))
         #expect(busy.status == 429 && busy.text.contains("busy with images"), "\(busy.status) \(busy.text)")
     }
+
+    /// The upload limits are reloadable (the settings table says so): a reload puts them in
+    /// force for the next upload, and what a client used stays used.
+    @Test func aReloadChangesTheUploadLimits() throws {
+        let server = try startTestServer {
+            $0.uploadsPerMinute = 1
+            $0.uploadMaxBytes = 1_000
+        }
+        defer { server.shutdown() }
+        #expect(try server.upload(text(10), name: "1.txt", type: "text/plain", channel: "c1").status == 201)
+        #expect(try server.upload(text(10), name: "2.txt", type: "text/plain", channel: "c1").status == 429)
+        var fresh = server.configuration
+        fresh.uploadsPerMinute = 3
+        fresh.uploadMaxBytes = 100_000
+        fresh.imagePixelsPerIPPerMinute = 1_000  // below one 64 × 32 image
+        #expect(server.applyConfiguration(fresh).isEmpty)
+        // Raised from 1 to 3 a minute, one used: two more go.
+        #expect(try server.upload(text(5_000), name: "3.txt", type: "text/plain", channel: "c1").status == 201)
+        let image = try server.upload(FileFixtures.image(.png), name: "4.png", type: "image/png", channel: "c1")
+        #expect(image.status == 429 && image.text.contains("image budget"), "\(image.status) \(image.text)")
+        #expect(try server.upload(text(10), name: "5.txt", type: "text/plain", channel: "c1").status == 429)
+    }
 }

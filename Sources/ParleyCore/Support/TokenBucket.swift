@@ -12,6 +12,15 @@ public struct TokenBucket: Sendable {
         self.tokens = burst
     }
 
+    /// The same bucket under a new rate and burst (a reloaded limit): what was used stays
+    /// used, so a raised limit gives the difference at once and a lowered one takes it away.
+    public func resized(ratePerSecond: Double, burst: Double) -> TokenBucket {
+        var copy = TokenBucket(ratePerSecond: ratePerSecond, burst: burst)
+        copy.tokens = max(0, min(burst, tokens + burst - self.burst))
+        copy.lastMillis = lastMillis
+        return copy
+    }
+
     /// Takes one token if available.
     public mutating func take(nowMillis: Int64) -> Bool {
         take(1, nowMillis: nowMillis)

@@ -200,7 +200,7 @@ extension ServerSetting {
         ServerSetting("--files-quota", "BYTES", path: "files.quota_bytes", aliases: ["limits.filesQuotaBytes"],
                       \.filesQuotaBytes, .integer(0...(1 << 50)), help: "bytes of uploads one channel may hold (429 above)"),
         ServerSetting("--upload-grace", "SECONDS", path: "files.upload_grace_seconds", aliases: ["files.uploadGraceSeconds"],
-                      \.uploadGraceSeconds, .integer(1...(365 * 86_400)), help: "keep uploads no message refers to this long"),
+                      \.uploadGraceSeconds, .integer(1...(365 * 86_400)), reloadable: false, help: "keep uploads no message refers to this long"),
         ServerSetting(nil, path: "files.collect_interval_seconds", aliases: ["files.collectIntervalSeconds"],
                       \.filesCollectIntervalSeconds, .integer(1...86_400), reloadable: false, help: "seconds between two collections of unused files"),
         ServerSetting(nil, path: "files.upload_timeout_ms", aliases: ["files.uploadTimeoutMillis"],

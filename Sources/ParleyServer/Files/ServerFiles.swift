@@ -33,6 +33,34 @@ struct ChannelFileLimits: Sendable {
     }
 }
 
+/// The file settings a reload may change, read together.
+struct FileSettings: Sendable {
+    let defaults: ChannelFileLimits
+    let channels: [String: ChannelFileLimits]
+    let publicURL: String?
+    let uploadTimeoutMillis: UInt64
+    let maxRequestBytes: Int
+    let uploadsPerMinute: (perClient: Int, total: Int)
+    /// Bytes per day per client address and for the whole server.
+    let bytesPerDay: (perClient: Int, total: Int)
+    /// Declared image pixels per minute per client address and for the whole server.
+    let pixelsPerMinute: (perClient: Int, total: Int)
+
+    init(_ configuration: ServerConfiguration) {
+        defaults = ChannelFileLimits(configuration, nil)
+        var channels: [String: ChannelFileLimits] = [:]
+        for channel in configuration.channels { channels[channel.id] = ChannelFileLimits(configuration, channel) }
+        self.channels = channels
+        publicURL = configuration.publicURL
+        uploadTimeoutMillis = configuration.uploadTimeoutMillis
+        let largest = ([defaults] + channels.values).map(\.maxBytes).max() ?? defaults.maxBytes
+        maxRequestBytes = largest + ChannelFileLimits.multipartOverhead
+        uploadsPerMinute = (configuration.uploadsPerMinute, configuration.uploadsPerMinuteTotal)
+        bytesPerDay = (configuration.uploadBytesPerIPPerDay, configuration.uploadBytesTotalPerDay)
+        pixelsPerMinute = (configuration.imagePixelsPerIPPerMinute, configuration.imagePixelsTotalPerMinute)
+    }
+}
+
 /// A node's attachments: the content-addressed store and the upload registry (both in the
 /// files directory, which cluster nodes share), the worker threads every file operation runs
 /// on, the limits per channel, and the upload rate limiter.
@@ -47,23 +75,19 @@ final class ServerFiles: Sendable {
     let checks: FileWorkerPool
     let pipeline: AttachmentPipeline
     let collector: FileCollector
+    /// The limits a configuration reload may change (``reconfigure(_:)``).
+    private let settings: Mutex<FileSettings>
     /// The longest an upload may take.
-    let uploadTimeoutMillis: UInt64
+    var uploadTimeoutMillis: UInt64 { settings.withLock { $0.uploadTimeoutMillis } }
     /// The parser's body limit for upload requests: the largest file any channel accepts,
     /// plus multipart framing.
-    let maxRequestBytes: Int
-    private let defaults: ChannelFileLimits
-    private let channels: [String: ChannelFileLimits]
-    private let publicURL: String?
+    var maxRequestBytes: Int { settings.withLock { $0.maxRequestBytes } }
     private let rates = UploadRateLimiter()
     /// Bytes per day per client address and for the whole server.
     private let bytes = UploadByteBudgets()
     /// Declared image pixels per minute per client address and for the whole server: the
     /// decoder's work (a 191 KB PNG may declare 49 megapixels, seconds of a worker).
     private let pixels = UploadByteBudgets(periodSeconds: 60)
-    private let pixelsPerMinute: (perClient: Int, total: Int)
-    private let uploadsPerMinute: (perClient: Int, total: Int)
-    private let bytesPerDay: (perClient: Int, total: Int)
     /// Bytes each channel holds, as last counted (refreshed from the disk at most every
     /// ``usageRefreshMillis``, since other nodes upload too).
     private let usage = Mutex<[String: (bytes: Int, countedMillis: Int64)]>([:])
@@ -87,21 +111,20 @@ final class ServerFiles: Sendable {
         collector = FileCollector(store: store, registry: registry, policy: FileCollectionPolicy(
             unpublishedGraceMillis: Int64(configuration.uploadGraceSeconds) * 1000,
             publishedGraceMillis: min(600_000, Int64(configuration.uploadGraceSeconds) * 1000)))
-        uploadTimeoutMillis = configuration.uploadTimeoutMillis
-        publicURL = configuration.publicURL
-        uploadsPerMinute = (configuration.uploadsPerMinute, configuration.uploadsPerMinuteTotal)
-        bytesPerDay = (configuration.uploadBytesPerIPPerDay, configuration.uploadBytesTotalPerDay)
-        pixelsPerMinute = (configuration.imagePixelsPerIPPerMinute, configuration.imagePixelsTotalPerMinute)
-        defaults = ChannelFileLimits(configuration, nil)
-        var channels: [String: ChannelFileLimits] = [:]
-        for channel in configuration.channels { channels[channel.id] = ChannelFileLimits(configuration, channel) }
-        self.channels = channels
-        let largest = ([defaults] + channels.values).map(\.maxBytes).max() ?? defaults.maxBytes
-        maxRequestBytes = largest + ChannelFileLimits.multipartOverhead
+        settings = Mutex(FileSettings(configuration))
     }
 
     /// The limits of `channel`.
-    func limits(of channel: String) -> ChannelFileLimits { channels[channel] ?? defaults }
+    func limits(of channel: String) -> ChannelFileLimits {
+        settings.withLock { $0.channels[channel] ?? $0.defaults }
+    }
+
+    /// Puts the file limits of a reloaded configuration in force, for uploads that begin
+    /// from now on (the directory, the workers and the collection interval need a restart).
+    func reconfigure(_ configuration: ServerConfiguration) {
+        let fresh = FileSettings(configuration)
+        settings.withLock { $0 = fresh }
+    }
 
     /// Stops the worker threads once their queued work is done.
     func shutdown() {
@@ -126,7 +149,7 @@ final class ServerFiles: Sendable {
     /// path against its page, the line door and `parley chat` show it as it is, and any
     /// HTTP client resolves it against the server it talks to.
     func baseURL(for head: HTTPRequestHead, tls: Bool) -> String {
-        if let publicURL { return publicURL }
+        if let publicURL = settings.withLock({ $0.publicURL }) { return publicURL }
         return boundURL.withLock { $0 } ?? ""
     }
 
@@ -139,6 +162,7 @@ final class ServerFiles: Sendable {
     /// bring fresh allowances.
     func admitUpload(channel: String, ip: String, nowMillis: Int64) -> (text: String, retryAfter: Int)? {
         let client = IPAddress.limitKey(ip)
+        let uploadsPerMinute = settings.withLock { $0.uploadsPerMinute }
         func retry(_ perMinute: Int) -> Int { max(1, 60 / max(1, perMinute)) }
         if let perMinute = limits(of: channel).channelUploadsPerMinute,
            !rates.allow(key: "c\u{0}" + channel + "\u{0}" + client, perMinute: perMinute, nowMillis: nowMillis) {
@@ -159,6 +183,7 @@ final class ServerFiles: Sendable {
     /// (checked on the head, nothing taken); the refusal's text if not.
     func bytesRefusal(ip: String, declared: Int, nowMillis: Int64) -> String? {
         let client = IPAddress.limitKey(ip)
+        let bytesPerDay = settings.withLock { $0.bytesPerDay }
         if bytes.available(key: client, allowance: bytesPerDay.perClient, nowMillis: nowMillis) < Double(declared) {
             return "your address has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.perClient)) per day); try again later"
         }
@@ -172,6 +197,7 @@ final class ServerFiles: Sendable {
     /// or throws (nothing taken) when one cannot pay it. Any thread.
     func chargeUpload(ip: String, size: Int, nowMillis: Int64) throws(FileError) {
         let client = IPAddress.limitKey(ip)
+        let bytesPerDay = settings.withLock { $0.bytesPerDay }
         guard bytes.take(Double(size), key: client, allowance: bytesPerDay.perClient, nowMillis: nowMillis) else {
             throw FileError(.quota, "your address has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.perClient)) per day)")
         }
@@ -186,6 +212,7 @@ final class ServerFiles: Sendable {
     /// The work is paid for whether or not the image then decodes. Any thread.
     func chargeImageWork(ip: String, header: ImageHeader, nowMillis: Int64) throws(FileError) {
         let client = IPAddress.limitKey(ip)
+        let pixelsPerMinute = settings.withLock { $0.pixelsPerMinute }
         let declared = Double(header.width) * Double(header.height)
         let shown = ServerFiles.megapixels(header.width * header.height)
         guard pixels.take(declared, key: client, allowance: pixelsPerMinute.perClient, nowMillis: nowMillis) else {
@@ -252,7 +279,9 @@ final class UploadByteBudgets: Sendable {
         if buckets.count > 10_000 {
             buckets = buckets.filter { _, bucket in var copy = bucket; return copy.available(nowMillis: nowMillis) < copy.burst }
         }
-        return buckets[key] ?? TokenBucket(ratePerSecond: Double(allowance) / period, burst: Double(allowance))
+        let (rate, burst) = (Double(allowance) / period, Double(allowance))
+        guard let known = buckets[key] else { return TokenBucket(ratePerSecond: rate, burst: burst) }
+        return known.burst == burst ? known : known.resized(ratePerSecond: rate, burst: burst)
     }
 
     func available(key: String, allowance: Int, nowMillis: Int64) -> Double {
@@ -290,7 +319,9 @@ final class UploadRateLimiter: Sendable {
             if buckets.count > 10_000 {
                 buckets = buckets.filter { !$0.value.isFull(nowMillis: nowMillis) }
             }
-            var bucket = buckets[key] ?? TokenBucket(ratePerSecond: Double(perMinute) / 60, burst: Double(perMinute))
+            let (rate, burst) = (Double(perMinute) / 60, Double(perMinute))
+            var bucket = buckets[key].map { $0.burst == burst ? $0 : $0.resized(ratePerSecond: rate, burst: burst) }
+                ?? TokenBucket(ratePerSecond: rate, burst: burst)
             let allowed = bucket.take(nowMillis: nowMillis)
             buckets[key] = bucket
             return allowed

@@ -621,6 +621,7 @@ public final class ParleyServer: Sendable {
         let old = core.configuration
         let (merged, needsRestart) = old.reloaded(from: fresh)
         core.replaceConfiguration(merged)
+        core.files.reconfigure(merged)
         logger.destination.logLevel = merged.logLevel
         core.metrics.configurationReloads.counter(.applied).increment()
         let oldIDs = Set(old.channels.map(\.id)), newIDs = Set(merged.channels.map(\.id))
