@@ -245,6 +245,48 @@ import ParleyTestSupport
         #expect(try back.readLine(timeout: 10) == "mallory has joined")
     }
 
+    /// The admin API of any node lists every node's connections (with the node that holds
+    /// each) and disconnects one held by another node, through that node.
+    @Test(arguments: RedisKind.allCases)
+    func theAdminAPIOfAnyNodeListsAndDisconnectsEveryNodesClients(kind: RedisKind) async throws {
+        let (a, b) = try Self.twoNodes(on: kind) { $0.adminToken = adminToken }
+        defer { a.shutdown(); b.shutdown() }
+        let onB = try TestSocket(port: b.linePort)
+        try onB.send("iam:bella\n")
+        _ = try onB.readLine(until: { $0 == "bella has joined" })
+        let onA = try TestSocket(port: a.linePort)
+        try onA.send("iam:alba\n")
+        _ = try onA.readLine(until: { $0 == "alba has joined" })
+        func clients(_ json: JSONValue) -> [String: String] {
+            var byName: [String: String] = [:]
+            for client in json["clients"]?.arrayValue ?? [] {
+                if let name = client["name"]?.stringValue, let node = client["node"]?.stringValue { byName[name] = node }
+            }
+            return byName
+        }
+        var listed = JSONValue.null
+        try await eventually("A lists both nodes' clients", timeout: 10) {
+            listed = try await admin(a, "GET", "/clients")
+            return clients(listed) == ["alba": "node-a", "bella": "node-b"]
+        }
+        #expect(listed["total"]?.intValue == 2)
+        #expect(listed["nodes"]?.arrayValue?.compactMap { $0["node"]?.stringValue } == ["node-a", "node-b"])
+        let bella = try #require(listed["clients"]?.arrayValue?.first { $0["name"] == .string("bella") }?["id"]?.stringValue)
+        // Disconnected through A: B carries it out within about a second.
+        let asked = try await admin(a, "POST", "/clients/\(bella)/disconnect", body: #"{"reason": "cleanup"}"#, expect: 202)
+        #expect(asked["node"] == .string("node-b"))
+        #expect(try onB.readLine(timeout: 10, until: { $0.hasPrefix("disconnected") }).contains("cleanup"))
+        try await eventually("B's list no longer has bella", timeout: 10) {
+            clients(try await admin(a, "GET", "/clients")) == ["alba": "node-a"]
+        }
+        _ = try await admin(a, "POST", "/clients/nobody-here/disconnect", body: "{}", expect: 404)
+        // A node that stops leaves the list within the entry's lifetime.
+        b.shutdown()
+        try await eventually("A forgets node-b", timeout: 15) {
+            try await admin(a, "GET", "/clients")["nodes"]?.arrayValue?.count == 1
+        }
+    }
+
     /// One SocketChat roster for the cluster: a user who drops without `exitUser` on one
     /// node is listed `isConnected: false` by the others too, and leaves the list when it
     /// exits or comes back.

@@ -327,26 +327,65 @@ enum AdminAPI {
 
     /// This node's identified clients, oldest first.
     @Sendable static func clients(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
-        let clients = core.directory.all.sorted { ($0.connectedAtMillis, $0.id) < ($1.connectedAtMillis, $1.id) }.prefix(maxPage)
+        let here = core.directory.all.sorted { ($0.connectedAtMillis, $0.id) < ($1.connectedAtMillis, $1.id) }
+        guard let sync = core.connectionSync else {
+            return json { w in
+                w.beginObject()
+                w.key("total"); w.writeInt(here.count)
+                w.key("clients")
+                w.beginArray()
+                for client in here.prefix(maxPage) { writeClient(ConnectionRosterSync.summary(client), node: nil, &w) }
+                w.endArray()
+                w.endObject()
+            }
+        }
+        // Cluster mode: this node's connections live, every other node's as it last published them.
+        let others: [NodeConnections]
+        do {
+            others = try await sync.roster.nodes(nowMillis: core.hub.clock.nowMillis()).filter { $0.node != sync.node }
+        } catch {
+            return AdminAPI.error(503, "the other nodes' connections cannot be read: \(error.message)")
+        }
+        var listed = here.map { (ConnectionRosterSync.summary($0), sync.node) }
+        for entry in others { listed += entry.clients.map { ($0, entry.node) } }
+        listed.sort { ($0.0.connectedAtMillis, $0.0.id) < ($1.0.connectedAtMillis, $1.0.id) }
+        let total = here.count + others.reduce(0) { $0 + $1.count }
         return json { w in
             w.beginObject()
-            w.key("total"); w.writeInt(core.directory.count)
+            w.key("total"); w.writeInt(total)
+            w.key("nodes")
+            w.beginArray()
+            w.beginObject()
+            w.key("node"); w.writeString(sync.node)
+            w.key("connections"); w.writeInt(here.count)
+            w.key("here"); w.writeBool(true)
+            w.endObject()
+            for entry in others {
+                w.beginObject()
+                w.key("node"); w.writeString(entry.node)
+                w.key("connections"); w.writeInt(entry.count)
+                w.key("listed"); w.writeInt(entry.clients.count)
+                w.key("published_at"); w.writeInt(Int(entry.publishedMillis))
+                w.endObject()
+            }
+            w.endArray()
             w.key("clients")
             w.beginArray()
-            for client in clients { writeClient(client, &w) }
+            for (client, node) in listed.prefix(maxPage) { writeClient(client, node: node, &w) }
             w.endArray()
             w.endObject()
         }
     }
 
-    private static func writeClient(_ client: ConnectedClient, _ w: inout JSONWriter) {
+    private static func writeClient(_ client: ConnectionSummary, node: String?, _ w: inout JSONWriter) {
         w.beginObject()
         w.key("id"); w.writeString(client.id)
-        w.key("door"); w.writeString(client.door.rawValue)
+        w.key("door"); w.writeString(client.door)
         w.key("channel"); w.writeString(client.channel)
         if let name = client.name { w.key("name"); w.writeString(name) }
-        if let ip = client.remoteIP { w.key("ip"); w.writeString(ip) }
+        if let ip = client.ip { w.key("ip"); w.writeString(ip) }
         w.key("connected_at"); w.writeInt(Int(client.connectedAtMillis))
+        if let node { w.key("node"); w.writeString(node) }
         w.endObject()
     }
 
@@ -432,14 +471,39 @@ enum AdminAPI {
         case .success(let value): body = value
         case .failure(let failure): return failure.response
         }
-        guard let client = core.directory.client(id) else { return error(404, "no client \(id) is connected to this node") }
         let why = reason(body)
+        guard let client = core.directory.client(id) else {
+            return await disconnectElsewhere(id, reason: why, request, core)
+        }
         client.control.run { $0.disconnect(byAdministrator: why) }
         audit(core, request, "client disconnected", ["client": .string(id), "door": .string(client.door.rawValue), "reason": .string(why)])
         return json { w in
             w.beginObject()
             w.key("disconnected"); w.writeString(id)
             w.endObject()
+        }
+    }
+
+    /// Cluster mode: asks the node that lists `id` to disconnect it (202: it does so within
+    /// about a second). 404 when no node lists it.
+    private static func disconnectElsewhere(_ id: String, reason why: String, _ request: RESTRequest,
+                                            _ core: ServerCore) async -> HTTPResponse {
+        guard let sync = core.connectionSync else { return error(404, "no client \(id) is connected to this node") }
+        do throws(ParleyError) {
+            let nodes = try await sync.roster.nodes(nowMillis: core.hub.clock.nowMillis())
+            guard let owner = nodes.first(where: { $0.node != sync.node && $0.clients.contains { $0.id == id } }) else {
+                return error(404, "no client \(id) is connected to any node")
+            }
+            try await sync.roster.requestDisconnect(DisconnectRequest(id: id, reason: why), node: owner.node)
+            audit(core, request, "client disconnect requested", ["client": .string(id), "node": .string(owner.node), "reason": .string(why)])
+            return json(202) { w in
+                w.beginObject()
+                w.key("requested"); w.writeString(id)
+                w.key("node"); w.writeString(owner.node)
+                w.endObject()
+            }
+        } catch {
+            return AdminAPI.error(503, "the cluster cannot be asked: \(error.message)")
         }
     }
 

@@ -18,6 +18,8 @@ final class ClusterNode: Sendable {
     let bans: RedisBanStore
     /// SocketChat's departed users (one roster for every node).
     let socketChatRoster: RedisSocketChatRosterStore
+    /// Every node's connections, for the admin API of any node.
+    let connections: RedisConnectionRoster
 
     /// Connects to the configured Redis (connections come up in the background; a node
     /// starts even while Redis is down, and reports it in `/metrics` and `/readyz`).
@@ -73,6 +75,7 @@ final class ClusterNode: Sendable {
         store = RedisMessageStore(redis: redis, keyspace: keyspace, options: storeOptions)
         bans = RedisBanStore(redis: redis, keyspace: keyspace)
         socketChatRoster = RedisSocketChatRosterStore(redis: redis, keyspace: keyspace)
+        connections = RedisConnectionRoster(redis: redis, keyspace: keyspace)
         var presenceOptions = RedisPresenceOptions(nodeID: nodeID)
         presenceOptions.leaseMillis = lease
         presence = RedisPresenceStore(redis: redis, keyspace: keyspace, options: presenceOptions)

@@ -55,6 +55,8 @@ final class ServerCore: Sendable {
     let observedStore: ObservedMessageStore?
     /// Cluster mode: this node's Redis, name and backends; nil on a single node.
     let cluster: ClusterNode?
+    /// Cluster mode: this node's entry of the cluster's connection roster.
+    let connectionSync: ConnectionRosterSync?
     let startedUnixMillis: Int64
     let startedMonotonicMillis: Int64
     /// What the doors' sessions get of the server, and nothing more.
@@ -81,6 +83,7 @@ final class ServerCore: Sendable {
         self.logThrottle = logThrottle
         self.observedStore = observedStore
         self.cluster = cluster
+        connectionSync = cluster.map { ConnectionRosterSync(roster: $0.connections, node: $0.nodeID, clock: hub.clock) }
         let metrics = metrics ?? ServerMetrics(loopCount: group.loops.count)
         self.metrics = metrics
         limits = LimitCounters(logger: logger, throttle: logThrottle)
@@ -292,6 +295,10 @@ public final class ParleyServer: Sendable {
         }
         Self.addStoreReadiness(core)
         Self.startBans(core, logger: logger, polling: cluster != nil)
+        core.connectionSync?.start(directory: core.directory) { error in
+            throttle.log("connection roster", to: logger, .warn, "this node's connections cannot be published to the cluster",
+                         metadata: ["error": .string(error.message)])
+        }
         if let cluster {
             core.readiness.add("redis") { cluster.readinessProblem }
             core.addMetricsProvider { out in cluster.writeMetrics(into: &out) }
@@ -518,6 +525,7 @@ public final class ParleyServer: Sendable {
         loop.execute { loop.schedule(after: graceMillis) { gone.signal() } }
         gone.wait()
         let left = core.gate.open.load(ordering: .relaxed)
+        core.connectionSync?.stop()
         // A node that leaves says so: its remaining members leave everywhere now.
         core.cluster?.shutdown(timeout: .seconds(2))
         group.shutdown()
