@@ -272,6 +272,11 @@ import ParleyTestSupport
         #expect(listed["total"]?.intValue == 2)
         #expect(listed["nodes"]?.arrayValue?.compactMap { $0["node"]?.stringValue } == ["node-a", "node-b"])
         let bella = try #require(listed["clients"]?.arrayValue?.first { $0["name"] == .string("bella") }?["id"]?.stringValue)
+        // The room's members on A: bella with her door and node (the dashboard's Disconnect).
+        let lobby = a.configuration.lobby
+        let members = try await admin(a, "GET", "/channels/\(lobby.channel)/rooms/\(lobby.room)/members")
+        let member = try #require(members["members"]?.arrayValue?.first { $0["id"] == .string(bella) })
+        #expect(member["connected_here"] == false && member["node"] == .string("node-b") && member["door"] == .string("line"))
         // Disconnected through A: B carries it out within about a second.
         let asked = try await admin(a, "POST", "/clients/\(bella)/disconnect", body: #"{"reason": "cleanup"}"#, expect: 202)
         #expect(asked["node"] == .string("node-b"))

@@ -239,6 +239,14 @@ enum AdminAPI {
         }
         do {
             let (members, total) = try await core.hub.members(of: key, limit: maxPage)
+            // Cluster mode: the other nodes' connections, for the members they hold.
+            var elsewhere: [String: (ConnectionSummary, String)] = [:]
+            if let sync = core.connectionSync,
+               let nodes = try? await sync.roster.nodes(nowMillis: core.hub.clock.nowMillis()) {
+                for entry in nodes where entry.node != sync.node {
+                    for client in entry.clients { elsewhere[client.id] = (client, entry.node) }
+                }
+            }
             return json { w in
                 w.beginObject()
                 w.key("room"); w.writeString(key.room)
@@ -257,6 +265,11 @@ enum AdminAPI {
                         w.key("door"); w.writeString(here.door.rawValue)
                         if let ip = here.remoteIP { w.key("ip"); w.writeString(ip) }
                         w.key("connected_at"); w.writeInt(Int(here.connectedAtMillis))
+                    } else if let (there, node) = elsewhere[member.id] {
+                        w.key("door"); w.writeString(there.door)
+                        if let ip = there.ip { w.key("ip"); w.writeString(ip) }
+                        w.key("connected_at"); w.writeInt(Int(there.connectedAtMillis))
+                        w.key("node"); w.writeString(node)
                     }
                     w.endObject()
                 }

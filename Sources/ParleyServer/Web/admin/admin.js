@@ -326,9 +326,12 @@
       if (member.door) item.appendChild(el("span", "badge door-" + member.door, member.door));
       if (member.ip) item.appendChild(el("span", "muted small", member.ip));
       const actions = el("div", "actions");
-      if (member.connected_here) {
+      if (member.node) item.appendChild(el("span", "muted small", "on " + member.node));
+      if (member.connected_here || member.node) {
+        const done = member.connected_here ? member.name + " was disconnected."
+          : "Node " + member.node + " was asked to disconnect " + member.name + ".";
         actions.appendChild(button("Disconnect", "small disconnect", () => act(
-          "POST", "/clients/" + encodeURIComponent(member.id) + "/disconnect", {}, member.name + " was disconnected.")));
+          "POST", "/clients/" + encodeURIComponent(member.id) + "/disconnect", {}, done)));
       }
       actions.appendChild(button("Ban name", "small danger ban-name", () => ban({ name: member.name })));
       if (member.ip) actions.appendChild(button("Ban IP", "small danger ban-ip", () => ban({ ip: member.ip })));
