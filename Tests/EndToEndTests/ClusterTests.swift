@@ -292,6 +292,26 @@ import ParleyTestSupport
         }
     }
 
+    /// The day's upload budget of an address holds across the cluster: the nodes share the
+    /// files directory, so two nodes must not give one client two days' worth.
+    @Test(arguments: RedisKind.allCases)
+    func anAddressesUploadBudgetHoldsAcrossNodes(kind: RedisKind) async throws {
+        let (a, b) = try Self.twoNodes(on: kind) {
+            $0.uploadBytesPerIPPerDay = 100_000
+            $0.trustedProxies = [IPNetwork(parsing: "127.0.0.1")!]
+        }
+        defer { a.shutdown(); b.shutdown() }
+        let text = [UInt8](repeating: UInt8(ascii: "a"), count: 60_000)
+        let mallory = [("X-Forwarded-For", "203.0.113.66")]
+        let first = try a.upload(text, name: "1.txt", type: "text/plain", channel: "demo", headers: mallory)
+        #expect(first.status == 201, "\(first.text)")
+        let second = try b.upload(text, name: "2.txt", type: "text/plain", channel: "demo", headers: mallory)
+        #expect(second.status == 429 && second.text.contains("all nodes together"), "\(second.status) \(second.text)")
+        // Another address still has its own, on either node.
+        #expect(try b.upload(text, name: "3.txt", type: "text/plain", channel: "demo",
+                             headers: [("X-Forwarded-For", "203.0.113.67")]).status == 201)
+    }
+
     /// One SocketChat roster for the cluster: a user who drops without `exitUser` on one
     /// node is listed `isConnected: false` by the others too, and leaves the list when it
     /// exits or comes back.

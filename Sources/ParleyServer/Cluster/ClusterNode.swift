@@ -20,6 +20,8 @@ final class ClusterNode: Sendable {
     let socketChatRoster: RedisSocketChatRosterStore
     /// Every node's connections, for the admin API of any node.
     let connections: RedisConnectionRoster
+    /// Budgets every node shares (the day's upload bytes per address and in all).
+    let budgets: RedisBudgetStore
 
     /// Connects to the configured Redis (connections come up in the background; a node
     /// starts even while Redis is down, and reports it in `/metrics` and `/readyz`).
@@ -76,6 +78,7 @@ final class ClusterNode: Sendable {
         bans = RedisBanStore(redis: redis, keyspace: keyspace)
         socketChatRoster = RedisSocketChatRosterStore(redis: redis, keyspace: keyspace)
         connections = RedisConnectionRoster(redis: redis, keyspace: keyspace)
+        budgets = RedisBudgetStore(redis: redis, keyspace: keyspace)
         var presenceOptions = RedisPresenceOptions(nodeID: nodeID)
         presenceOptions.leaseMillis = lease
         presence = RedisPresenceStore(redis: redis, keyspace: keyspace, options: presenceOptions)

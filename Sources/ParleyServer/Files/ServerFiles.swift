@@ -88,6 +88,8 @@ final class ServerFiles: Sendable {
     /// Declared image pixels per minute per client address and for the whole server: the
     /// decoder's work (a 191 KB PNG may declare 49 megapixels, seconds of a worker).
     private let pixels = UploadByteBudgets(periodSeconds: 60)
+    /// Cluster mode: the budgets every node shares (``useClusterBudgets(_:)``).
+    private let clusterBudgets = Mutex<(any BudgetStore)?>(nil)
     /// Bytes each channel holds, as last counted (refreshed from the disk at most every
     /// ``usageRefreshMillis``, since other nodes upload too).
     private let usage = Mutex<[String: (bytes: Int, countedMillis: Int64)]>([:])
@@ -205,6 +207,36 @@ final class ServerFiles: Sendable {
             bytes.refund(Double(size), key: client, allowance: bytesPerDay.perClient, nowMillis: nowMillis)
             throw FileError(.quota, "the server has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.total)) per day)")
         }
+        guard let shared = clusterBudgets.withLock({ $0 }) else { return }
+        // Cluster mode: the same budgets once more, for the whole cluster (the nodes share the
+        // files directory, so a client must not get a day's bytes from each node).
+        func refundHere() {
+            bytes.refund(Double(size), key: client, allowance: bytesPerDay.perClient, nowMillis: nowMillis)
+            bytes.refund(Double(size), key: "*", allowance: bytesPerDay.total, nowMillis: nowMillis)
+        }
+        let day: Int64 = 86_400_000
+        let (byClient, byAll): (Bool, Bool)
+        do throws(ParleyError) {
+            byClient = try shared.take(Double(size), key: "bytes:" + client, allowance: bytesPerDay.perClient, periodMillis: day, nowMillis: nowMillis)
+            byAll = byClient ? try shared.take(Double(size), key: "bytes:*", allowance: bytesPerDay.total, periodMillis: day, nowMillis: nowMillis) : false
+        } catch {
+            refundHere()
+            throw FileError(.busy, "the upload budget cannot be checked just now (\(error.message)); try again")
+        }
+        guard byClient else {
+            refundHere()
+            throw FileError(.quota, "your address has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.perClient)) per day, all nodes together)")
+        }
+        guard byAll else {
+            _ = try? shared.take(-Double(size), key: "bytes:" + client, allowance: bytesPerDay.perClient, periodMillis: day, nowMillis: nowMillis)
+            refundHere()
+            throw FileError(.quota, "the cluster has used its upload budget (\(ByteCount.humanReadable(bytesPerDay.total)) per day)")
+        }
+    }
+
+    /// Cluster mode: the day's upload budgets are also charged to `store`, shared by every node.
+    func useClusterBudgets(_ store: any BudgetStore) {
+        clusterBudgets.withLock { $0 = store }
     }
 
     /// Takes an image's declared pixels from the minute's budgets of `ip` and of the server,

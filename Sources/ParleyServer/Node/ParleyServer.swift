@@ -229,6 +229,7 @@ public final class ParleyServer: Sendable {
                 let node = try ClusterNode(configuration: configuration, group: group,
                                            idempotencyWindowMillis: hubConfiguration.idempotencyWindowMillis)
                 cluster = node
+                files.useClusterBudgets(node.budgets)
                 store = nil
                 observed = nil
                 hub = Hub(configuration: hubConfiguration, clock: clock, broker: node.broker, presence: node.presence)

@@ -1,0 +1,61 @@
+import Dispatch
+import ParleyCore
+import Synchronization
+
+/// Budgets (``BudgetStore``) in Redis, one for the whole cluster: each key is a hash
+/// `P:budget:{key}` with its tokens and the time of its last change, refilled and taken in one
+/// script (atomic), and expiring a period after its last use (then it is full again anyway).
+public final class RedisBudgetStore: BudgetStore {
+    private let redis: any RedisCommandExecutor
+    private let prefix: String
+    private let timeoutMillis: Int
+
+    public init(redis: any RedisCommandExecutor, keyspace: RedisKeyspace, timeoutMillis: Int = 2_000) {
+        self.redis = redis
+        prefix = "\(keyspace.prefix):budget:"
+        self.timeoutMillis = timeoutMillis
+    }
+
+    /// ARGV: amount, allowance, period (ms), now (ms). 1 when taken (always for a refund).
+    static let takeScript = RedisScript("""
+        local state = redis.call('HMGET', KEYS[1], 't', 'l')
+        local amount, allowance = tonumber(ARGV[1]), tonumber(ARGV[2])
+        local period, now = tonumber(ARGV[3]), tonumber(ARGV[4])
+        local tokens = tonumber(state[1]) or allowance
+        local last = tonumber(state[2]) or now
+        if now > last then
+            tokens = tokens + (now - last) * allowance / period
+            last = now
+        end
+        if tokens > allowance then tokens = allowance end
+        local taken = 0
+        if amount < 0 then
+            tokens = math.min(allowance, tokens - amount)
+            taken = 1
+        elseif tokens >= amount then
+            tokens = tokens - amount
+            taken = 1
+        end
+        redis.call('HSET', KEYS[1], 't', string.format('%.3f', tokens), 'l', string.format('%d', last))
+        redis.call('PEXPIRE', KEYS[1], period)
+        return taken
+        """)
+
+    public func take(_ amount: Double, key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64) throws(ParleyError) -> Bool {
+        let outcome = Mutex<Result<RedisValue, RedisError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        redis.evaluate(Self.takeScript, keys: [.string(prefix + "{" + key + "}")], arguments: [
+            .string(String(amount)), .integer(Int64(allowance)), .integer(max(1, periodMillis)), .integer(nowMillis),
+        ], timeoutMillis: timeoutMillis) { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + .milliseconds(timeoutMillis + 100)) == .success, let result = outcome.withLock({ $0 }) else {
+            throw ParleyError(.unavailable, "Redis did not answer the budget within \(timeoutMillis) ms")
+        }
+        switch result {
+        case .success(let reply): return reply.int == 1
+        case .failure(let error): throw RedisRouting.error(error, "charging a budget")
+        }
+    }
+}
