@@ -347,7 +347,7 @@ enum AdminAPI {
                 w.key("total"); w.writeInt(here.count)
                 w.key("clients")
                 w.beginArray()
-                for client in here.prefix(maxPage) { writeClient(ConnectionRosterSync.summary(client), node: nil, &w) }
+                for client in here.prefix(maxPage) { writeClient(client.summary, node: nil, &w) }
                 w.endArray()
                 w.endObject()
             }
@@ -359,7 +359,7 @@ enum AdminAPI {
         } catch {
             return AdminAPI.error(503, "the other nodes' connections cannot be read: \(error.message)")
         }
-        var listed = here.map { (ConnectionRosterSync.summary($0), sync.node) }
+        var listed = here.map { ($0.summary, sync.node) }
         for entry in others { listed += entry.clients.map { ($0, entry.node) } }
         listed.sort { ($0.0.connectedAtMillis, $0.0.id) < ($1.0.connectedAtMillis, $1.0.id) }
         let total = here.count + others.reduce(0) { $0 + $1.count }

@@ -56,6 +56,13 @@ struct ConnectedClient: Sendable {
     let control: SessionControl
 }
 
+extension ConnectedClient {
+    /// As the admin API lists it (and the cluster's connection roster holds it).
+    var summary: ConnectionSummary {
+        ConnectionSummary(id: id, door: door.rawValue, channel: channel, name: name, ip: remoteIP, connectedAtMillis: connectedAtMillis)
+    }
+}
+
 /// The identified clients of this node by id: for the admin API (members across doors,
 /// disconnect, bans) and for re-checking permissions after a reload. Thread-safe.
 final class SessionDirectory: Sendable {

@@ -24,15 +24,10 @@ final class ConnectionRosterSync: Sendable {
         self.clock = clock
     }
 
-    static func summary(_ client: ConnectedClient) -> ConnectionSummary {
-        ConnectionSummary(id: client.id, door: client.door.rawValue, channel: client.channel, name: client.name,
-                          ip: client.remoteIP, connectedAtMillis: client.connectedAtMillis)
-    }
-
     /// This node's connections as the roster lists them: oldest first, bounded.
     static func listed(_ directory: SessionDirectory) -> [ConnectionSummary] {
         directory.all.sorted { ($0.connectedAtMillis, $0.id) < ($1.connectedAtMillis, $1.id) }
-            .prefix(ConnectionRosterLimits.maxListed).map(summary)
+            .prefix(ConnectionRosterLimits.maxListed).map(\.summary)
     }
 
     /// Publishes this node's entry if it changed or is due, then takes its requests. One round.
