@@ -21,6 +21,27 @@ public struct ConnectionSummary: Sendable, Hashable {
     }
 }
 
+extension ConnectionSummary {
+    /// Its fields as the admin API shows them (`id, door, channel, name?, ip?, connected_at`),
+    /// into an object the caller opened; the cluster's roster stores the same.
+    public func writeFields(_ w: inout JSONWriter) {
+        w.key("id"); w.writeString(id)
+        w.key("door"); w.writeString(door)
+        w.key("channel"); w.writeString(channel)
+        if let name { w.key("name"); w.writeString(name) }
+        if let ip { w.key("ip"); w.writeString(ip) }
+        w.key("connected_at"); w.writeInt(Int(connectedAtMillis))
+    }
+
+    /// Back from what ``writeFields(_:)`` wrote; nil when a required field is missing.
+    public init?(fields: JSONValue) {
+        guard let id = fields["id"]?.stringValue, let door = fields["door"]?.stringValue,
+              let channel = fields["channel"]?.stringValue else { return nil }
+        self.init(id: id, door: door, channel: channel, name: fields["name"]?.stringValue, ip: fields["ip"]?.stringValue,
+                  connectedAtMillis: Int64(fields["connected_at"]?.intValue ?? 0))
+    }
+}
+
 /// What one node last told the cluster of its connections.
 public struct NodeConnections: Sendable, Hashable {
     public let node: String

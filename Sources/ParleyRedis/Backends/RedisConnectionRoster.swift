@@ -62,12 +62,7 @@ public final class RedisConnectionRoster: ConnectionRoster {
         w.beginArray()
         for client in clients {
             w.beginObject()
-            w.key("id"); w.writeString(client.id)
-            w.key("door"); w.writeString(client.door)
-            w.key("channel"); w.writeString(client.channel)
-            if let name = client.name { w.key("name"); w.writeString(name) }
-            if let ip = client.ip { w.key("ip"); w.writeString(ip) }
-            w.key("at"); w.writeInt(Int(client.connectedAtMillis))
+            client.writeFields(&w)
             w.endObject()
         }
         w.endArray()
@@ -136,12 +131,7 @@ public final class RedisConnectionRoster: ConnectionRoster {
         let parts = record.split(separator: "\n", maxSplits: 3, omittingEmptySubsequences: false)
         guard parts.count == 4, let published = Int64(parts[1]), let count = Int(parts[2]),
               let list = (try? JSONParser.parse(String(parts[3])))?.arrayValue else { return nil }
-        let clients = list.compactMap { item -> ConnectionSummary? in
-            guard let id = item["id"]?.stringValue, let door = item["door"]?.stringValue,
-                  let channel = item["channel"]?.stringValue else { return nil }
-            return ConnectionSummary(id: id, door: door, channel: channel, name: item["name"]?.stringValue,
-                                     ip: item["ip"]?.stringValue, connectedAtMillis: Int64(item["at"]?.intValue ?? 0))
-        }
+        let clients = list.compactMap(ConnectionSummary.init(fields:))
         return NodeConnections(node: node, count: count, clients: clients, publishedMillis: published)
     }
 }

@@ -392,12 +392,7 @@ enum AdminAPI {
 
     private static func writeClient(_ client: ConnectionSummary, node: String?, _ w: inout JSONWriter) {
         w.beginObject()
-        w.key("id"); w.writeString(client.id)
-        w.key("door"); w.writeString(client.door)
-        w.key("channel"); w.writeString(client.channel)
-        if let name = client.name { w.key("name"); w.writeString(name) }
-        if let ip = client.ip { w.key("ip"); w.writeString(ip) }
-        w.key("connected_at"); w.writeInt(Int(client.connectedAtMillis))
+        client.writeFields(&w)
         if let node { w.key("node"); w.writeString(node) }
         w.endObject()
     }
