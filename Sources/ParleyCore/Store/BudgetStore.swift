@@ -22,7 +22,21 @@ public final class InMemoryBudgetStore: BudgetStore {
 
     public init() {}
 
-    public func take(_ amount: Double, key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64) throws(ParleyError) -> Bool {
+    /// Never fails (it satisfies the protocol's throwing requirement without throwing).
+    public func take(_ amount: Double, key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64) -> Bool {
+        update(key, allowance: allowance, periodMillis: periodMillis, nowMillis: nowMillis) { bucket in
+            // A refund (negative) always goes in; it is capped at the burst by the next refill.
+            bucket.take(amount, nowMillis: nowMillis) || amount < 0
+        }
+    }
+
+    /// What is left of `key`'s allowance now (nothing taken).
+    public func available(key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64) -> Double {
+        update(key, allowance: allowance, periodMillis: periodMillis, nowMillis: nowMillis) { $0.available(nowMillis: nowMillis) }
+    }
+
+    private func update<T>(_ key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64,
+                           _ body: (inout TokenBucket) -> T) -> T {
         buckets.withLock { buckets in
             if buckets.count > Self.maxKeys {
                 buckets = buckets.filter { _, bucket in var copy = bucket; return copy.available(nowMillis: nowMillis) < copy.burst }
@@ -30,10 +44,9 @@ public final class InMemoryBudgetStore: BudgetStore {
             let rate = Double(allowance) / (Double(max(1, periodMillis)) / 1000), burst = Double(allowance)
             var bucket = buckets[key].map { $0.burst == burst ? $0 : $0.resized(ratePerSecond: rate, burst: burst) }
                 ?? TokenBucket(ratePerSecond: rate, burst: burst)
-            // A refund (negative) always goes in; it is capped at the burst by the next refill.
-            let taken = bucket.take(amount, nowMillis: nowMillis) || amount < 0
+            let result = body(&bucket)
             buckets[key] = bucket
-            return taken
+            return result
         }
     }
 }

@@ -298,47 +298,25 @@ final class ServerFiles: Sendable {
 }
 
 /// An allowance per key (a client address, or `*` for the server) that refills continuously
-/// over a period: bytes of uploads per day, declared image pixels per minute. Token buckets
-/// with the whole allowance as burst; bounded like the rates.
+/// over a period: bytes of uploads per day, declared image pixels per minute. This node's
+/// share of ParleyCore's ``InMemoryBudgetStore`` with the period fixed.
 final class UploadByteBudgets: Sendable {
-    private let buckets = Mutex<[String: TokenBucket]>([:])
-    /// Seconds in which a whole allowance refills (a day for bytes, a minute for pixels).
-    private let period: Double
+    private let store = InMemoryBudgetStore()
+    private let periodMillis: Int64
 
-    init(periodSeconds: Double = 86_400) { period = periodSeconds }
-
-    private func makeBucket(_ buckets: inout [String: TokenBucket], _ key: String, allowance: Int, nowMillis: Int64) -> TokenBucket {
-        if buckets.count > 10_000 {
-            buckets = buckets.filter { _, bucket in var copy = bucket; return copy.available(nowMillis: nowMillis) < copy.burst }
-        }
-        let (rate, burst) = (Double(allowance) / period, Double(allowance))
-        guard let known = buckets[key] else { return TokenBucket(ratePerSecond: rate, burst: burst) }
-        return known.burst == burst ? known : known.resized(ratePerSecond: rate, burst: burst)
-    }
+    init(periodSeconds: Double = 86_400) { periodMillis = Int64(periodSeconds * 1000) }
 
     func available(key: String, allowance: Int, nowMillis: Int64) -> Double {
-        buckets.withLock { buckets in
-            var bucket = makeBucket(&buckets, key, allowance: allowance, nowMillis: nowMillis)
-            return bucket.available(nowMillis: nowMillis)
-        }
+        store.available(key: key, allowance: allowance, periodMillis: periodMillis, nowMillis: nowMillis)
     }
 
     func take(_ amount: Double, key: String, allowance: Int, nowMillis: Int64) -> Bool {
-        buckets.withLock { buckets in
-            var bucket = makeBucket(&buckets, key, allowance: allowance, nowMillis: nowMillis)
-            let taken = bucket.take(amount, nowMillis: nowMillis)
-            buckets[key] = bucket
-            return taken
-        }
+        store.take(amount, key: key, allowance: allowance, periodMillis: periodMillis, nowMillis: nowMillis)
     }
 
     /// Gives back what ``take(_:key:allowance:nowMillis:)`` took for an upload refused after all.
     func refund(_ amount: Double, key: String, allowance: Int, nowMillis: Int64) {
-        buckets.withLock { buckets in
-            var bucket = makeBucket(&buckets, key, allowance: allowance, nowMillis: nowMillis)
-            _ = bucket.take(-amount, nowMillis: nowMillis)  // capped at the burst on the next refill
-            buckets[key] = bucket
-        }
+        _ = store.take(-amount, key: key, allowance: allowance, periodMillis: periodMillis, nowMillis: nowMillis)
     }
 }
 
