@@ -222,15 +222,26 @@ def hover_click(b, text, action):
     return node
 
 
+def fresh(read, tries=5):
+    """`read()`, again when the page re-rendered the row between finding and reading it."""
+    for attempt in range(tries):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.05)
+
+
 def quote_of(b, text):
     """The text of the quote above a reply, or None."""
-    return b.js("const q = arguments[0].querySelector('.quote'); return q ? q.textContent : null;", row(b, text))
+    return fresh(lambda: b.js("const q = arguments[0].querySelector('.quote'); return q ? q.textContent : null;", row(b, text)))
 
 
 def chips(b, text):
     """[chip text, title (who reacted), aria-pressed] of each reaction chip."""
-    return b.js("return Array.from(arguments[0].querySelectorAll('.chip')).map(c => "
-                "[c.textContent, c.title, c.getAttribute('aria-pressed')]);", row(b, text))
+    return fresh(lambda: b.js("return Array.from(arguments[0].querySelectorAll('.chip')).map(c => "
+                              "[c.textContent, c.title, c.getAttribute('aria-pressed')]);", row(b, text)))
 
 
 def test_assets_served_with_content_types(server):
