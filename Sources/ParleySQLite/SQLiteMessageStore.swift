@@ -37,7 +37,7 @@ public final class SQLiteMessageStore: MessageStore {
     }
 
     /// The current schema version (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
     public let path: String
     public let options: SQLiteStoreOptions
     /// The schema version the file had when it was opened (0: a new file); below
@@ -62,7 +62,7 @@ public final class SQLiteMessageStore: MessageStore {
 
     /// The columns every message read selects, in ``decode(_:room:current:)``'s order.
     static let columns = "m.id, m.offset, m.ts, m.sender_id, m.client_data, m.auth_data, m.body, m.deleted, "
-        + "m.kind, m.target_id, m.target_offset, m.emoji, m.reply_to_id, m.reply_to_offset, m.state"
+        + "m.kind, m.target_id, m.target_offset, m.emoji, m.reply_to_id, m.reply_to_offset, m.state, m.sender_user"
     typealias ReadJob = @Sendable (SQLiteConnection) -> Void
 
     /// Opens (creating when missing) the database at `path` and migrates it. Throws, naming
@@ -176,6 +176,11 @@ public final class SQLiteMessageStore: MessageStore {
         ALTER TABLE messages ADD COLUMN state TEXT;
         CREATE INDEX messages_id ON messages (room_id, id) WHERE kind IS NULL;
         CREATE INDEX messages_target ON messages (room_id, target_offset) WHERE kind IS NOT NULL;
+        """,
+        // 4: users. The sender's user id (docs/protocols.md, "Users") when it is not the
+        // member id: unread counts leave out a user's own messages from any device.
+        """
+        ALTER TABLE messages ADD COLUMN sender_user TEXT;
         """,
     ]
 
@@ -421,7 +426,8 @@ extension SQLiteMessageStore {
         var sender: Member?
         if let id = statement.string(3) {
             sender = Member(id: id, clientData: try statement.string(4).map { text throws(JSONParseError) in try JSONParser.parse(text) },
-                            authData: try statement.string(5).map { text throws(JSONParseError) in try JSONParser.parse(text) })
+                            authData: try statement.string(5).map { text throws(JSONParseError) in try JSONParser.parse(text) },
+                            userID: statement.string(15))
         }
         let body = try JSONParser.parse(statement.string(6) ?? "")
         var action: MessageAction?
@@ -632,8 +638,8 @@ private final class WriterState: @unchecked Sendable {
                 if message.isAction { try apply(message, roomID: room.id, room: message.room) }
                 let insert = try connection.statement("""
                     INSERT INTO messages (room_id, offset, id, ts, sender_id, client_data, auth_data, body, client_message_id,
-                                          kind, target_id, target_offset, emoji, reply_to_id, reply_to_offset)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+                                          kind, target_id, target_offset, emoji, reply_to_id, reply_to_offset, sender_user)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
                     """)
                 insert.bind(1, room.id)
                 insert.bind(2, message.offset)
@@ -650,6 +656,7 @@ private final class WriterState: @unchecked Sendable {
                 insert.bind(13, message.action?.emoji)
                 insert.bind(14, message.replyTo?.id)
                 insert.bind(15, message.replyTo.map { $0.offset })
+                insert.bind(16, message.sender?.userID)
                 try insert.run()
                 room.last = message.offset
                 touched[message.room] = room

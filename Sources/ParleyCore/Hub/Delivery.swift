@@ -8,6 +8,13 @@ public enum RoomEvent: Sendable, Equatable {
     case messageDeleted(offset: Int64)
     /// An operator closed the room: every session leaves it (and is told why).
     case roomClosed(reason: String)
+    /// A user read the room up to an offset (docs/protocols.md, "Read receipts"): sessions
+    /// that asked for receipts are told; the user's own sessions update their unread counts.
+    /// Never stored (the mark is, in the ``ReadStateStore``), best effort like typing.
+    case read(ReadReceipt)
+    /// In a user's notice room (``ReservedRoom/noticeRoom(of:)``): `room` joined the user's
+    /// conversations (someone started a direct room with them); their inbox reads it.
+    case conversationAdded(room: String)
 }
 
 /// What a new subscriber gets: the room as it was at the instant it joined. Every message

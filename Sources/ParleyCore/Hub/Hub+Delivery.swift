@@ -38,7 +38,7 @@ extension Hub {
             state.history.append(message)
         case .messageDeleted(let offset):
             state.history.markDeleted(offset)
-        case .message, .memberJoined, .memberLeft, .roomClosed:
+        case .message, .memberJoined, .memberLeft, .roomClosed, .read, .conversationAdded:
             break
         }
         return state.presence.apply(event)

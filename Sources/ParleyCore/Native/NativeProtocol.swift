@@ -59,6 +59,28 @@ public enum NativeProtocol {
         // a member object (in `data`)
         public static let memberClientData = "clientData"
         public static let memberAuthData = "authData"
+        // users, read state, direct rooms and the inbox (docs/protocols.md, "Users")
+        /// The handshake's user id (open channels); a member's, receipt's or message's user.
+        public static let userID = "user_id"
+        public static let user = "user"
+        public static let users = "users"
+        public static let name = "name"
+        /// Handshake: false keeps this user's read receipts private.
+        public static let shareReceipts = "share_receipts"
+        /// Subscribe: send this room's `read` events and its `receipts` list.
+        public static let receipts = "receipts"
+        /// Subscribe: send `unread` counts for this room.
+        public static let unread = "unread"
+        public static let mentions = "mentions"
+        public static let unreadCapped = "unread_capped"
+        public static let readOffset = "read_offset"
+        public static let readers = "readers"
+        public static let conversations = "conversations"
+        public static let conversation = "conversation"
+        public static let last = "last"
+        public static let activity = "activity"
+        /// Inbox: keep sending `conversation` updates.
+        public static let watch = "watch"
     }
 
     /// Values of the `type` field.
@@ -77,6 +99,13 @@ public enum NativeProtocol {
         public static let delete = "delete"
         public static let react = "react"
         public static let unreact = "unreact"
+        // users: commands (`read` is also the receipt event), then events
+        public static let read = "read"
+        public static let dm = "dm"
+        public static let inbox = "inbox"
+        public static let receipts = "receipts"
+        public static let unread = "unread"
+        public static let conversation = "conversation"
         // server → client
         public static let historyMessage = "history_message"
         public static let messageDeleted = "message_deleted"

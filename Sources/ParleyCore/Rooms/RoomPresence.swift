@@ -32,7 +32,7 @@ public struct RoomPresence: Sendable {
                 _ = typing.clear(sender.id)
             }
             return true
-        case .messageDeleted, .roomClosed:
+        case .messageDeleted, .roomClosed, .read, .conversationAdded:
             return true
         }
     }

@@ -8,10 +8,11 @@ import ParleyCore
 ///   "k": [action kind, target id, target offset, emoji?]?}`; the offset is the stream
 ///   entry id (`<offset>-0`) or the channel message's header. An action's stream entry also
 ///   has a field `k` (its kind), a message's a field `i` (its id).
-/// - A member: `{"i": id, "c": clientData?, "a": authData?}`.
+/// - A member: `{"i": id, "c": clientData?, "a": authData?, "u": userID?}`.
 /// - A channel message is one of `m<offset> <record>` (a stored message), `e <record>` (an
 ///   ephemeral one: typing), `j <member>` (joined), `l <member>` (left), `d <offset>` (a
-///   message deleted), `c <reason>` (the room closed by an operator).
+///   message deleted), `c <reason>` (the room closed by an operator), `r {"u","n","o"}` (a
+///   read receipt), `n <room>` (a conversation added, in a user's notice room).
 enum RedisRecords {
     /// Limits for our own records: as large as anything a door accepts.
     static let limits = JSONLimits(maxDepth: 128, maxBytes: 1 << 30, maxStringBytes: 1 << 30, maxElements: 10_000_000)
@@ -23,6 +24,7 @@ enum RedisRecords {
         object.append(key: "i", value: .string(member.id))
         if let clientData = member.clientData { object.append(key: "c", value: clientData) }
         if let authData = member.authData { object.append(key: "a", value: authData) }
+        if let userID = member.userID { object.append(key: "u", value: .string(userID)) }
         return .object(object)
     }
 
@@ -30,7 +32,7 @@ enum RedisRecords {
 
     static func member(from value: JSONValue) -> Member? {
         guard case .object(let object) = value, let id = object["i"]?.stringValue else { return nil }
-        return Member(id: id, clientData: object["c"], authData: object["a"])
+        return Member(id: id, clientData: object["c"], authData: object["a"], userID: object["u"]?.stringValue)
     }
 
     static func member(bytes: some Collection<UInt8>) -> Member? {
@@ -129,6 +131,11 @@ enum RedisRecords {
             return Array("d \(offset)".utf8)
         case .roomClosed(let reason):
             return Array("c ".utf8) + Array(reason.utf8)
+        case .read(let receipt):
+            return Array("r ".utf8) + JSONValue.object(["u": .string(receipt.user), "n": .string(receipt.name),
+                                                        "o": .number(JSONNumber(Int(receipt.offset)))]).serialized()
+        case .conversationAdded(let room):
+            return Array("n ".utf8) + Array(room.utf8)
         }
     }
 
@@ -156,6 +163,13 @@ enum RedisRecords {
         case UInt8(ascii: "c"):
             guard space == 1 else { return nil }
             return .event(.roomClosed(reason: String(decoding: body, as: UTF8.self)))
+        case UInt8(ascii: "r"):
+            guard space == 1, let value = try? JSONParser.parse(Array(body), limits: limits), let user = value["u"]?.stringValue,
+                  let name = value["n"]?.stringValue, let offset = value["o"]?.intValue else { return nil }
+            return .event(.read(ReadReceipt(user: user, name: name, offset: Int64(offset))))
+        case UInt8(ascii: "n"):
+            guard space == 1 else { return nil }
+            return .event(.conversationAdded(room: String(decoding: body, as: UTF8.self)))
         default:
             return nil
         }

@@ -39,6 +39,9 @@ enum LineEncoding {
         case .messageDeleted:
             // A line already written cannot be taken back; the protocol has no way to say so.
             return nil
+        case .read, .conversationAdded:
+            // Users of the line door get none of the users events (docs/protocols.md, "Users").
+            return nil
         case .roomClosed:
             return IOBuffer(string: "the lobby was closed by an administrator; bye\n")
         }

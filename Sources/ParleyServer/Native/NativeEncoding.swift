@@ -33,6 +33,18 @@ enum NativeEncoding {
             w.key(Field.room); w.writeString(room.room)
             w.key(Field.reason); w.writeString(reason)
             w.endObject()
+        case .read(let receipt):
+            // Shown only to sessions that asked for receipts (NativeSession).
+            w.beginObject()
+            w.key(Field.type); w.writeString(MessageType.read)
+            w.key(Field.room); w.writeString(room.room)
+            w.key(Field.user); w.writeString(receipt.user)
+            w.key(Field.name); w.writeString(receipt.name)
+            w.key(Field.offset); w.writeInt(Int(receipt.offset))
+            w.endObject()
+        case .conversationAdded:
+            // Only inbox watchers hear notice rooms, and they read the event itself.
+            return nil
         case .memberJoined(let member), .memberLeft(let member):
             guard room.isObservable else { return nil }
             let joined = if case .memberJoined = event { true } else { false }

@@ -28,7 +28,7 @@ enum SocketChatEncoding {
                     userConnectUpdate(SocketChatUser(id: member.id, nickname: member.displayName, isConnected: true))]
         case .memberLeft(let member):
             return [userList(users), userExitUpdate(member.displayName), typingUpdate(typists)]
-        case .messageDeleted, .roomClosed:
+        case .messageDeleted, .roomClosed, .read, .conversationAdded:
             // SocketChat has no event for these: a deleted message stays on screen, and a
             // closed lobby disconnects the socket (SocketChatApplication).
             return []

@@ -125,7 +125,7 @@ extension RoomEvent {
     var changesMembers: Bool {
         switch self {
         case .memberJoined, .memberLeft: true
-        case .message, .messageDeleted, .roomClosed: false
+        case .message, .messageDeleted, .roomClosed, .read, .conversationAdded: false
         }
     }
 }

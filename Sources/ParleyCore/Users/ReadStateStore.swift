@@ -1,0 +1,110 @@
+import Synchronization
+
+/// Where users' read marks live, which are also their conversations (the rooms of their
+/// inbox): SQLite on one node, Redis in a cluster, memory in tests. Completion-based like
+/// ``MessageStore``: every call returns at once, `completion` runs later on a thread of the
+/// store's choosing (or before the call returns, in memory).
+///
+/// Contract (Tests/ContractTests/ReadStateStoreContractTests.swift, run against every backend):
+/// - ``record(_:completion:)`` keeps the greater of the stored offset and the new one (a mark
+///   never moves back), and the latest name, receipt setting and time; offset 0 only adds the
+///   room to the user's conversations.
+/// - A user has at most ``maxRoomsPerUser`` conversations per channel: recording one more
+///   drops the one the user touched least recently (its mark with it).
+/// - ``marks(of:in:limit:completion:)`` lists a user's marks, most recently touched first.
+/// - ``readers(of:limit:completion:)`` lists the receipts of a room's marks that share them
+///   and have read something, furthest read first (ties: user id, descending), at most
+///   `limit` of them.
+public protocol ReadStateStore: AnyObject, Sendable {
+    /// Most conversations kept per user and channel.
+    var maxRoomsPerUser: Int { get }
+    func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void)
+    func mark(of user: String, in room: RoomKey, completion: @escaping @Sendable (Result<ReadMark?, ParleyError>) -> Void)
+    func marks(of user: String, in channel: String, limit: Int, completion: @escaping @Sendable (Result<[ReadMark], ParleyError>) -> Void)
+    func readers(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[ReadReceipt], ParleyError>) -> Void)
+}
+
+extension ReadStateStore {
+    public func record(_ mark: ReadMark) async throws(ParleyError) -> ReadUpdate {
+        try await withCheckedContinuation { continuation in record(mark) { continuation.resume(returning: $0) } }.get()
+    }
+
+    public func mark(of user: String, in room: RoomKey) async throws(ParleyError) -> ReadMark? {
+        try await withCheckedContinuation { continuation in mark(of: user, in: room) { continuation.resume(returning: $0) } }.get()
+    }
+
+    public func marks(of user: String, in channel: String, limit: Int) async throws(ParleyError) -> [ReadMark] {
+        try await withCheckedContinuation { continuation in
+            marks(of: user, in: channel, limit: limit) { continuation.resume(returning: $0) }
+        }.get()
+    }
+
+    public func readers(of room: RoomKey, limit: Int) async throws(ParleyError) -> [ReadReceipt] {
+        try await withCheckedContinuation { continuation in readers(of: room, limit: limit) { continuation.resume(returning: $0) } }.get()
+    }
+}
+
+/// The rule every backend applies to one mark: the merged mark, and whether it moved.
+extension ReadMark {
+    /// `self` (stored) updated by `newer` (recorded): the greater offset, the newer name,
+    /// setting and time.
+    public func merged(with newer: ReadMark) -> ReadMark {
+        var mark = newer
+        mark.offset = max(offset, newer.offset)
+        mark.updatedMillis = max(updatedMillis, newer.updatedMillis)
+        return mark
+    }
+}
+
+/// Read marks in memory: the store of tests and of a server without a data directory.
+public final class InMemoryReadStateStore: ReadStateStore {
+    public let maxRoomsPerUser: Int
+    private struct UserKey: Hashable { let channel: String; let user: String }
+    private let state = Mutex<[UserKey: [String: ReadMark]]>([:])
+
+    public init(maxRoomsPerUser: Int = 500) {
+        self.maxRoomsPerUser = maxRoomsPerUser
+    }
+
+    public func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
+        let key = UserKey(channel: mark.room.channel, user: mark.user)
+        let update = state.withLock { state -> ReadUpdate in
+            var marks = state[key] ?? [:]
+            let old = marks[mark.room.room]
+            let merged = old?.merged(with: mark) ?? mark
+            marks[mark.room.room] = merged
+            if old == nil, marks.count > maxRoomsPerUser,
+               let oldest = marks.values.filter({ $0.room != mark.room }).min(by: Self.lessRecent) {
+                marks[oldest.room.room] = nil
+            }
+            state[key] = marks
+            return ReadUpdate(mark: merged, moved: merged.offset > (old?.offset ?? 0), added: old == nil)
+        }
+        completion(.success(update))
+    }
+
+    public func mark(of user: String, in room: RoomKey, completion: @escaping @Sendable (Result<ReadMark?, ParleyError>) -> Void) {
+        completion(.success(state.withLock { $0[UserKey(channel: room.channel, user: user)]?[room.room] }))
+    }
+
+    public func marks(of user: String, in channel: String, limit: Int,
+                      completion: @escaping @Sendable (Result<[ReadMark], ParleyError>) -> Void) {
+        let marks = state.withLock { $0[UserKey(channel: channel, user: user)].map { Array($0.values) } ?? [] }
+        completion(.success(Array(marks.sorted { Self.lessRecent($1, $0) }.prefix(max(0, limit)))))
+    }
+
+    public func readers(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[ReadReceipt], ParleyError>) -> Void) {
+        let marks = state.withLock { state in
+            state.compactMap { key, marks in key.channel == room.channel ? marks[room.room] : nil }
+        }
+        let readers = marks.filter { $0.sharesReceipts && $0.offset > 0 }
+            .sorted { $0.offset != $1.offset ? $0.offset > $1.offset : $0.user > $1.user }
+        completion(.success(readers.prefix(max(0, limit)).map(ReadReceipt.init)))
+    }
+
+    /// Ordered by (time touched, room name), as every backend orders them (Redis: a sorted
+    /// set by time, ties by name), so all of them drop and list the same ones.
+    public static func lessRecent(_ a: ReadMark, _ b: ReadMark) -> Bool {
+        a.updatedMillis != b.updatedMillis ? a.updatedMillis < b.updatedMillis : a.room.room < b.room.room
+    }
+}

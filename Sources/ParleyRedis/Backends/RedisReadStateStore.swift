@@ -1,0 +1,189 @@
+import ParleyCore
+
+/// Users' read marks in Redis (``ReadStateStore``), one set for the whole cluster.
+///
+/// | key | type | holds |
+/// | --- | --- | --- |
+/// | `P:user:{c/u}:r` | hash | room → `offset\tshares\tupdated\tname` (a user's marks in a channel) |
+/// | `P:user:{c/u}:t` | sorted set | room → time touched (for the order and the bound) |
+/// | `P:{c/r}:rd` | sorted set | user → offset, of the marks that share receipts |
+/// | `P:{c/r}:rn` | hash | user → name shown in receipts |
+///
+/// A user's keys share one hash tag and change in one script (atomic: the offset never moves
+/// back, the bound holds); the room's receipt keys carry the room's tag and follow with
+/// `ZADD GT` (so they never move back either, whatever order two nodes' writes land in).
+public final class RedisReadStateStore: ReadStateStore {
+    public let maxRoomsPerUser: Int
+    private let redis: any RedisCommandExecutor
+    private let keyspace: RedisKeyspace
+    private let timeoutMillis: Int
+
+    public init(redis: any RedisCommandExecutor, keyspace: RedisKeyspace, maxRoomsPerUser: Int = 500, timeoutMillis: Int = 2_000) {
+        self.redis = redis
+        self.keyspace = keyspace
+        self.maxRoomsPerUser = maxRoomsPerUser
+        self.timeoutMillis = timeoutMillis
+    }
+
+    private func userKeys(_ user: String, in channel: String) -> (marks: String, times: String) {
+        let base = "\(keyspace.prefix):user:{\(RedisKeyspace.encode(channel, slash: true))/\(user)}:"
+        return (base + "r", base + "t")
+    }
+
+    /// KEYS: marks, times. ARGV: room, offset, name, shares (0/1), now, bound.
+    /// Returns {offset, updated, added (0/1), old offset, {evicted rooms}}.
+    static let recordScript = RedisScript("""
+        local offset, updated = tonumber(ARGV[2]), tonumber(ARGV[5])
+        local old = redis.call('HGET', KEYS[1], ARGV[1])
+        local added, oldOffset = 1, 0
+        if old then
+            added = 0
+            local o, u = string.match(old, '^(%d+)\\t%d\\t(%d+)\\t')
+            oldOffset = tonumber(o) or 0
+            if oldOffset > offset then offset = oldOffset end
+            if (tonumber(u) or 0) > updated then updated = tonumber(u) end
+        end
+        redis.call('HSET', KEYS[1], ARGV[1], string.format('%d\\t%s\\t%d\\t', offset, ARGV[4], updated) .. ARGV[3])
+        redis.call('ZADD', KEYS[2], updated, ARGV[1])
+        local evicted = {}
+        if added == 1 then
+            local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[6])
+            if excess > 0 then
+                for _, room in ipairs(redis.call('ZRANGE', KEYS[2], 0, excess)) do
+                    if room ~= ARGV[1] and #evicted < excess then
+                        redis.call('ZREM', KEYS[2], room)
+                        redis.call('HDEL', KEYS[1], room)
+                        evicted[#evicted + 1] = room
+                    end
+                end
+            end
+        end
+        return {offset, updated, added, oldOffset, evicted}
+        """)
+
+    public func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
+        let keys = userKeys(mark.user, in: mark.room.channel)
+        let (redis, keyspace, timeout) = (self.redis, self.keyspace, timeoutMillis)
+        redis.evaluate(Self.recordScript, keys: [.string(keys.marks), .string(keys.times)], arguments: [
+            .string(mark.room.room), .integer(mark.offset), .string(mark.name), .string(mark.sharesReceipts ? "1" : "0"),
+            .integer(mark.updatedMillis), .integer(Int64(maxRoomsPerUser)),
+        ], timeoutMillis: timeout) { result in
+            let reply: RedisValue
+            switch result {
+            case .failure(let error): return completion(.failure(RedisRouting.error(error, "recording a read mark")))
+            case .success(let value): reply = value
+            }
+            guard let parts = reply.array, parts.count == 5, let offset = parts[0].int, let updated = parts[1].int,
+                  let added = parts[2].int, let oldOffset = parts[3].int else {
+                return completion(.failure(ParleyError(.internalError, "Redis answered a read mark with \(reply)")))
+            }
+            var stored = mark
+            stored.offset = offset
+            stored.updatedMillis = updated
+            let room = keyspace.room(mark.room)
+            // One batch per room (one slot each in a Redis Cluster).
+            var batches: [[RedisCommand]] = []
+            if stored.sharesReceipts && offset > 0 {
+                batches.append([RedisCommand("ZADD", .string(room.base + "rd"), "GT", .integer(offset), .string(mark.user)),
+                                RedisCommand("HSET", .string(room.base + "rn"), .string(mark.user), .string(mark.name))])
+            } else {
+                batches.append([RedisCommand("ZREM", .string(room.base + "rd"), .string(mark.user))])
+            }
+            for evicted in parts[4].array ?? [] {
+                guard let name = evicted.string else { continue }
+                let gone = keyspace.room(RoomKey(channel: mark.room.channel, room: name))
+                batches.append([RedisCommand("ZREM", .string(gone.base + "rd"), .string(mark.user)),
+                                RedisCommand("HDEL", .string(gone.base + "rn"), .string(mark.user))])
+            }
+            let update = ReadUpdate(mark: stored, moved: offset > oldOffset, added: added == 1)
+            gather(batches, { (batch: [RedisCommand], done: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) in
+                redis.send(batch: batch) { results in
+                    for case .failure(let error) in results { return done(.failure(RedisRouting.error(error, "recording a read receipt"))) }
+                    done(.success(true))
+                }
+            }) { result in completion(result.map { _ in update }) }
+        }
+    }
+
+    public func mark(of user: String, in room: RoomKey, completion: @escaping @Sendable (Result<ReadMark?, ParleyError>) -> Void) {
+        let keys = userKeys(user, in: room.channel)
+        redis.send(RedisCommand("HGET", .string(keys.marks), .string(room.room))) { result in
+            switch result {
+            case .failure(let error): completion(.failure(RedisRouting.error(error, "reading a read mark")))
+            case .success(let reply):
+                completion(.success(reply.string.flatMap { Self.mark(record: $0, user: user, room: room) }))
+            }
+        }
+    }
+
+    public func marks(of user: String, in channel: String, limit: Int,
+                      completion: @escaping @Sendable (Result<[ReadMark], ParleyError>) -> Void) {
+        guard limit > 0 else { return completion(.success([])) }
+        let keys = userKeys(user, in: channel)
+        let redis = self.redis
+        redis.send(RedisCommand("ZREVRANGE", .string(keys.times), .integer(0), .integer(Int64(limit - 1)))) { result in
+            let rooms: [String]
+            switch result {
+            case .failure(let error): return completion(.failure(RedisRouting.error(error, "listing read marks")))
+            case .success(let reply): rooms = (reply.array ?? []).compactMap(\.string)
+            }
+            guard !rooms.isEmpty else { return completion(.success([])) }
+            redis.send(RedisCommand([.string("HMGET"), .string(keys.marks)] + rooms.map { .string($0) })) { result in
+                switch result {
+                case .failure(let error): completion(.failure(RedisRouting.error(error, "reading read marks")))
+                case .success(let reply):
+                    let records = reply.array ?? []
+                    completion(.success(zip(rooms, records).compactMap { room, record in
+                        record.string.flatMap { Self.mark(record: $0, user: user, room: RoomKey(channel: channel, room: room)) }
+                    }))
+                }
+            }
+        }
+    }
+
+    public func readers(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[ReadReceipt], ParleyError>) -> Void) {
+        guard limit > 0 else { return completion(.success([])) }
+        let keys = keyspace.room(room)
+        let redis = self.redis
+        redis.send(RedisCommand("ZREVRANGE", .string(keys.base + "rd"), .integer(0), .integer(Int64(limit - 1)), "WITHSCORES")) { result in
+            var readers: [(user: String, offset: Int64)] = []
+            switch result {
+            case .failure(let error): return completion(.failure(RedisRouting.error(error, "listing read receipts")))
+            case .success(let reply):
+                // RESP3 answers [[member, score], …]; RESP2 a flat [member, score, …].
+                var flat: [RedisValue] = []
+                for item in reply.array ?? [] {
+                    if let pair = item.array { flat.append(contentsOf: pair) } else { flat.append(item) }
+                }
+                var index = 0
+                while index + 1 < flat.count {
+                    if let user = flat[index].string, let offset = flat[index + 1].string.flatMap({ Double($0) }) {
+                        readers.append((user, Int64(offset)))
+                    }
+                    index += 2
+                }
+            }
+            guard !readers.isEmpty else { return completion(.success([])) }
+            let found = readers
+            redis.send(RedisCommand([.string("HMGET"), .string(keys.base + "rn")] + readers.map { .string($0.user) })) { result in
+                switch result {
+                case .failure(let error): completion(.failure(RedisRouting.error(error, "reading receipt names")))
+                case .success(let reply):
+                    let names = reply.array ?? []
+                    completion(.success(found.enumerated().map { index, reader in
+                        ReadReceipt(user: reader.user, name: index < names.count ? names[index].string ?? reader.user : reader.user,
+                                    offset: reader.offset)
+                    }))
+                }
+            }
+        }
+    }
+
+    /// A mark from its record; nil for anything malformed.
+    static func mark(record: String, user: String, room: RoomKey) -> ReadMark? {
+        let parts = record.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
+        guard parts.count == 4, let offset = Int64(parts[0]), let updated = Int64(parts[2]) else { return nil }
+        return ReadMark(user: user, room: room, offset: offset, name: String(parts[3]), sharesReceipts: parts[1] == "1",
+                        updatedMillis: updated)
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+import ParleyCore
+import ParleyRedis
+import ParleySQLite
+
+/// Every read-state store, run through one contract (``ReadStateStore``).
+enum ReadStateStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
+    case memory, sqlite, redis, redisCluster
+    var description: String { rawValue }
+
+    func make(maxRoomsPerUser: Int = 500) throws -> any ReadStateStore {
+        switch self {
+        case .memory:
+            return InMemoryReadStateStore(maxRoomsPerUser: maxRoomsPerUser)
+        case .sqlite:
+            let path = NSTemporaryDirectory() + "parley-reads-\(UUID().uuidString).sqlite3"
+            return try SQLiteReadStateStore(path: path, maxRoomsPerUser: maxRoomsPerUser)
+        case .redis, .redisCluster:
+            let deployment = try RedisDeployment.shared(self == .redis ? .single : .cluster)
+            return RedisReadStateStore(redis: deployment.client, keyspace: RedisDeployment.freshKeyspace(), maxRoomsPerUser: maxRoomsPerUser)
+        }
+    }
+}
+
+@Suite struct ReadStateStoreContractTests {
+    let general = RoomKey(channel: "ch", room: "general")
+    let random = RoomKey(channel: "ch", room: "random")
+
+    func mark(_ user: String, _ room: RoomKey, _ offset: Int64, at time: Int64, name: String? = nil, shares: Bool = true) -> ReadMark {
+        ReadMark(user: user, room: room, offset: offset, name: name ?? user.capitalized, sharesReceipts: shares, updatedMillis: time)
+    }
+
+    @Test(arguments: ReadStateStoreKind.allCases)
+    func aMarkOnlyMovesForward(kind: ReadStateStoreKind) async throws {
+        let store = try kind.make()
+        #expect(try await store.mark(of: "alice", in: general) == nil)
+        let first = try await store.record(mark("alice", general, 0, at: 100))
+        #expect(first.added && !first.moved && first.mark.offset == 0, "offset 0 only adds the conversation")
+        let read = try await store.record(mark("alice", general, 7, at: 200))
+        #expect(!read.added && read.moved && read.mark.offset == 7)
+        let back = try await store.record(mark("alice", general, 3, at: 300, name: "Alice L."))
+        #expect(!back.moved && back.mark.offset == 7, "never back")
+        #expect(back.mark.name == "Alice L." && back.mark.updatedMillis == 300, "the newer name and time are kept")
+        let stored = try await store.mark(of: "alice", in: general)
+        #expect(stored == back.mark)
+        #expect(try await store.mark(of: "alice", in: RoomKey(channel: "other", room: "general")) == nil, "per channel")
+        #expect(try await store.mark(of: "bob", in: general) == nil, "per user")
+    }
+
+    @Test(arguments: ReadStateStoreKind.allCases)
+    func aUsersConversationsAreListedMostRecentFirstAndBounded(kind: ReadStateStoreKind) async throws {
+        let store = try kind.make(maxRoomsPerUser: 3)
+        for (index, room) in ["a", "b", "c"].enumerated() {
+            _ = try await store.record(mark("alice", RoomKey(channel: "ch", room: room), 0, at: Int64(100 + index)))
+        }
+        _ = try await store.record(mark("alice", RoomKey(channel: "ch", room: "a"), 4, at: 200))
+        #expect(try await store.marks(of: "alice", in: "ch", limit: 10).map(\.room.room) == ["a", "c", "b"])
+        #expect(try await store.marks(of: "alice", in: "ch", limit: 2).map(\.room.room) == ["a", "c"])
+        // A fourth conversation drops the one touched least recently (b).
+        let added = try await store.record(mark("alice", RoomKey(channel: "ch", room: "d"), 0, at: 300))
+        #expect(added.added)
+        #expect(try await store.marks(of: "alice", in: "ch", limit: 10).map(\.room.room) == ["d", "a", "c"])
+        #expect(try await store.mark(of: "alice", in: RoomKey(channel: "ch", room: "b")) == nil)
+        #expect(try await store.marks(of: "bob", in: "ch", limit: 10).isEmpty)
+    }
+
+    @Test(arguments: ReadStateStoreKind.allCases)
+    func readersShareTheirReceiptsFurthestFirst(kind: ReadStateStoreKind) async throws {
+        let store = try kind.make()
+        _ = try await store.record(mark("alice", general, 5, at: 1))
+        _ = try await store.record(mark("bob", general, 9, at: 2))
+        _ = try await store.record(mark("carol", general, 7, at: 3, shares: false))
+        _ = try await store.record(mark("dave", general, 0, at: 4))
+        _ = try await store.record(mark("erin", random, 20, at: 5))
+        #expect(try await store.readers(of: general, limit: 10)
+                == [ReadReceipt(user: "bob", name: "Bob", offset: 9), ReadReceipt(user: "alice", name: "Alice", offset: 5)],
+                "private and unread marks are not receipts")
+        #expect(try await store.readers(of: general, limit: 1).map(\.user) == ["bob"])
+        // Alice reads further; Bob goes private.
+        _ = try await store.record(mark("alice", general, 12, at: 6))
+        _ = try await store.record(mark("bob", general, 9, at: 7, shares: false))
+        #expect(try await store.readers(of: general, limit: 10) == [ReadReceipt(user: "alice", name: "Alice", offset: 12)])
+        // Carol shares again: her mark counts from where it stands.
+        _ = try await store.record(mark("carol", general, 1, at: 8))
+        #expect(try await store.readers(of: general, limit: 10).map(\.offset) == [12, 7])
+    }
+
+    @Test(arguments: ReadStateStoreKind.allCases)
+    func aDroppedConversationTakesItsReceiptWithIt(kind: ReadStateStoreKind) async throws {
+        let store = try kind.make(maxRoomsPerUser: 1)
+        _ = try await store.record(mark("alice", general, 5, at: 1))
+        _ = try await store.record(mark("alice", random, 2, at: 2))
+        #expect(try await store.readers(of: general, limit: 10).isEmpty)
+        #expect(try await store.readers(of: random, limit: 10).map(\.user) == ["alice"])
+    }
+}
