@@ -95,3 +95,15 @@ enum ReadStateStoreKind: String, CaseIterable, Sendable, CustomStringConvertible
         #expect(try await store.readers(of: random, limit: 10).map(\.user) == ["alice"])
     }
 }
+
+extension ReadStateStoreContractTests {
+    @Test(arguments: ReadStateStoreKind.allCases)
+    func anEmptyNameKeepsTheStoredOne(kind: ReadStateStoreKind) async throws {
+        let store = try kind.make()
+        _ = try await store.record(mark("bob", general, 3, at: 1, name: "Bob B."))
+        // Alice opens a direct room with Bob: his conversation is touched, his name kept.
+        let touched = try await store.record(mark("bob", general, 0, at: 2, name: ""))
+        #expect(touched.mark.name == "Bob B." && touched.mark.offset == 3 && touched.mark.updatedMillis == 2)
+        #expect(try await store.readers(of: general, limit: 5) == [ReadReceipt(user: "bob", name: "Bob B.", offset: 3)])
+    }
+}

@@ -33,6 +33,9 @@ public struct TokenClaims: Sendable, Hashable {
     public let permissions: [RoomPermission]
     /// Becomes the member's `authData`.
     public let data: JSONValue?
+    /// The `user` claim (docs/protocols.md, "Users"): the user this connection belongs to,
+    /// proved by the signature. nil without one.
+    public var user: String? = nil
 
     /// The permission that applies to `room`, if any pattern matches it.
     public func permission(for room: String) -> RoomPermission? {
@@ -114,8 +117,14 @@ public struct TokenVerifier: Sendable {
         let expiresMillis = exp > 100_000_000_000 ? Int64(exp) : Int64(exp * 1000)
         guard expiresMillis > clock.nowMillis() else { throw denied("token expired") }
         let permissions = try parsePermissions(payload["permissions"])
+        var user: String?
+        if let claim = payload["user"], !claim.isNull {
+            guard let id = claim.stringValue else { throw denied("token user must be a string") }
+            if let problem = UserID.problem(with: id) { throw denied("token user: \(problem)") }
+            user = id
+        }
         return TokenClaims(client: client, channel: channel, expiresMillis: expiresMillis,
-                           permissions: permissions, data: payload["data"])
+                           permissions: permissions, data: payload["data"], user: user)
     }
 
     private func parsePermissions(_ value: JSONValue?) throws(ParleyError) -> [RoomPermission] {

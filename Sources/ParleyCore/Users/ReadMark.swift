@@ -57,13 +57,17 @@ public struct ReadReceipt: Sendable, Hashable {
     public let user: String
     public let name: String
     public let offset: Int64
-    public init(user: String, name: String, offset: Int64) {
+    /// False for a private mark: it reaches the rooms' nodes so the user's own sessions can
+    /// update their unread counts, and no other client sees it.
+    public let isShared: Bool
+    public init(user: String, name: String, offset: Int64, isShared: Bool = true) {
         self.user = user
         self.name = name
         self.offset = offset
+        self.isShared = isShared
     }
 
     public init(_ mark: ReadMark) {
-        self.init(user: mark.user, name: mark.name, offset: mark.offset)
+        self.init(user: mark.user, name: mark.name, offset: mark.offset, isShared: mark.sharesReceipts)
     }
 }

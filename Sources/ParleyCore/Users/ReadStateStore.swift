@@ -7,8 +7,8 @@ import Synchronization
 ///
 /// Contract (Tests/ContractTests/ReadStateStoreContractTests.swift, run against every backend):
 /// - ``record(_:completion:)`` keeps the greater of the stored offset and the new one (a mark
-///   never moves back), and the latest name, receipt setting and time; offset 0 only adds the
-///   room to the user's conversations.
+///   never moves back), and the latest name (an empty one keeps the stored name), receipt
+///   setting and time; offset 0 only adds the room to the user's conversations.
 /// - A user has at most ``maxRoomsPerUser`` conversations per channel: recording one more
 ///   drops the one the user touched least recently (its mark with it).
 /// - ``marks(of:in:limit:completion:)`` lists a user's marks, most recently touched first.
@@ -46,10 +46,12 @@ extension ReadStateStore {
 
 /// The rule every backend applies to one mark: the merged mark, and whether it moved.
 extension ReadMark {
-    /// `self` (stored) updated by `newer` (recorded): the greater offset, the newer name,
-    /// setting and time.
+    /// `self` (stored) updated by `newer` (recorded): the greater offset, the newer name
+    /// (unless it is empty: someone else opened the conversation for this user), setting and
+    /// time.
     public func merged(with newer: ReadMark) -> ReadMark {
         var mark = newer
+        if newer.name.isEmpty { mark.name = name }
         mark.offset = max(offset, newer.offset)
         mark.updatedMillis = max(updatedMillis, newer.updatedMillis)
         return mark

@@ -35,15 +35,16 @@ public final class RedisReadStateStore: ReadStateStore {
     static let recordScript = RedisScript("""
         local offset, updated = tonumber(ARGV[2]), tonumber(ARGV[5])
         local old = redis.call('HGET', KEYS[1], ARGV[1])
-        local added, oldOffset = 1, 0
+        local added, oldOffset, name = 1, 0, ARGV[3]
         if old then
             added = 0
-            local o, u = string.match(old, '^(%d+)\\t%d\\t(%d+)\\t')
+            local o, u, n = string.match(old, '^(%d+)\\t%d\\t(%d+)\\t(.*)$')
             oldOffset = tonumber(o) or 0
             if oldOffset > offset then offset = oldOffset end
             if (tonumber(u) or 0) > updated then updated = tonumber(u) end
+            if name == '' and n then name = n end
         end
-        redis.call('HSET', KEYS[1], ARGV[1], string.format('%d\\t%s\\t%d\\t', offset, ARGV[4], updated) .. ARGV[3])
+        redis.call('HSET', KEYS[1], ARGV[1], string.format('%d\\t%s\\t%d\\t', offset, ARGV[4], updated) .. name)
         redis.call('ZADD', KEYS[2], updated, ARGV[1])
         local evicted = {}
         if added == 1 then
@@ -58,7 +59,7 @@ public final class RedisReadStateStore: ReadStateStore {
                 end
             end
         end
-        return {offset, updated, added, oldOffset, evicted}
+        return {offset, updated, added, oldOffset, evicted, name}
         """)
 
     public func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
@@ -73,19 +74,20 @@ public final class RedisReadStateStore: ReadStateStore {
             case .failure(let error): return completion(.failure(RedisRouting.error(error, "recording a read mark")))
             case .success(let value): reply = value
             }
-            guard let parts = reply.array, parts.count == 5, let offset = parts[0].int, let updated = parts[1].int,
+            guard let parts = reply.array, parts.count == 6, let offset = parts[0].int, let updated = parts[1].int,
                   let added = parts[2].int, let oldOffset = parts[3].int else {
                 return completion(.failure(ParleyError(.internalError, "Redis answered a read mark with \(reply)")))
             }
             var stored = mark
             stored.offset = offset
             stored.updatedMillis = updated
+            stored.name = parts[5].string ?? mark.name
             let room = keyspace.room(mark.room)
             // One batch per room (one slot each in a Redis Cluster).
             var batches: [[RedisCommand]] = []
             if stored.sharesReceipts && offset > 0 {
                 batches.append([RedisCommand("ZADD", .string(room.base + "rd"), "GT", .integer(offset), .string(mark.user)),
-                                RedisCommand("HSET", .string(room.base + "rn"), .string(mark.user), .string(mark.name))])
+                                RedisCommand("HSET", .string(room.base + "rn"), .string(mark.user), .string(stored.name))])
             } else {
                 batches.append([RedisCommand("ZREM", .string(room.base + "rd"), .string(mark.user))])
             }

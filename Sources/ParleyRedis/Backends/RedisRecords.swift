@@ -132,8 +132,9 @@ enum RedisRecords {
         case .roomClosed(let reason):
             return Array("c ".utf8) + Array(reason.utf8)
         case .read(let receipt):
-            return Array("r ".utf8) + JSONValue.object(["u": .string(receipt.user), "n": .string(receipt.name),
-                                                        "o": .number(JSONNumber(Int(receipt.offset)))]).serialized()
+            var fields: JSONObject = ["u": .string(receipt.user), "n": .string(receipt.name), "o": .number(JSONNumber(Int(receipt.offset)))]
+            if !receipt.isShared { fields.append(key: "p", value: .bool(true)) }
+            return Array("r ".utf8) + JSONValue.object(fields).serialized()
         case .conversationAdded(let room):
             return Array("n ".utf8) + Array(room.utf8)
         }
@@ -166,7 +167,7 @@ enum RedisRecords {
         case UInt8(ascii: "r"):
             guard space == 1, let value = try? JSONParser.parse(Array(body), limits: limits), let user = value["u"]?.stringValue,
                   let name = value["n"]?.stringValue, let offset = value["o"]?.intValue else { return nil }
-            return .event(.read(ReadReceipt(user: user, name: name, offset: Int64(offset))))
+            return .event(.read(ReadReceipt(user: user, name: name, offset: Int64(offset), isShared: value["p"]?.boolValue != true)))
         case UInt8(ascii: "n"):
             guard space == 1 else { return nil }
             return .event(.conversationAdded(room: String(decoding: body, as: UTF8.self)))

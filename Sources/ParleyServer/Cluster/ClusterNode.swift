@@ -22,6 +22,8 @@ final class ClusterNode: Sendable {
     let connections: RedisConnectionRoster
     /// Budgets every node shares (the day's upload bytes per address and in all).
     let budgets: RedisBudgetStore
+    /// Users' read marks and conversations, one set for the cluster.
+    let reads: RedisReadStateStore
 
     /// Connects to the configured Redis (connections come up in the background; a node
     /// starts even while Redis is down, and reports it in `/metrics` and `/readyz`).
@@ -79,6 +81,7 @@ final class ClusterNode: Sendable {
         socketChatRoster = RedisSocketChatRosterStore(redis: redis, keyspace: keyspace)
         connections = RedisConnectionRoster(redis: redis, keyspace: keyspace)
         budgets = RedisBudgetStore(redis: redis, keyspace: keyspace)
+        reads = RedisReadStateStore(redis: redis, keyspace: keyspace, maxRoomsPerUser: configuration.maxConversationsPerUser)
         var presenceOptions = RedisPresenceOptions(nodeID: nodeID)
         presenceOptions.leaseMillis = lease
         presence = RedisPresenceStore(redis: redis, keyspace: keyspace, options: presenceOptions)

@@ -45,6 +45,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var maxReactionsPerMessage = 20
     /// Most distinct reactions one member may put on one message.
     public var maxReactionsPerMember = 3
+    /// Conversations kept per user and channel (``ReadStateStore/maxRoomsPerUser``).
+    public var maxConversationsPerUser = 200
+    /// Most readers one `receipts` list holds.
+    public var maxReceiptsListed = 50
+    /// Most conversations one connection's live inbox (`inbox` with `watch`) follows.
+    public var maxInboxWatchRooms = 50
     /// Most bytes of messages in one page of history (a `history` reply, a subscribe's
     /// `history_count`, an admin listing); a page always holds one message and says
     /// `has_more` when it ends early.

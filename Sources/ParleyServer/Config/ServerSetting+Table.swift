@@ -101,6 +101,14 @@ extension ServerSetting {
         ServerSetting(nil, path: "actions.max_reactions_per_member", \.maxReactionsPerMember, .integer(1...100),
                       help: "most distinct reactions one member may put on one message"),
 
+        // MARK: Users: read state, direct rooms, the inbox
+        ServerSetting("--max-conversations", "N", path: "users.max_conversations", \.maxConversationsPerUser, .integer(1...100_000),
+                      reloadable: false, help: "conversations (rooms read or opened, direct rooms) kept per user; the least recent goes"),
+        ServerSetting(nil, path: "users.receipts_listed", \.maxReceiptsListed, .integer(0...10_000),
+                      help: "most readers one `receipts` list holds (furthest read first)"),
+        ServerSetting(nil, path: "users.inbox_watch_rooms", \.maxInboxWatchRooms, .integer(0...1_000),
+                      help: "most conversations one connection's live inbox follows"),
+
         // MARK: HTTP and REST
         ServerSetting("--max-body-size", "BYTES", path: "doors.http.max_body_bytes", aliases: ["limits.httpMaxBodyBytes"],
                       \.httpMaxBodyBytes, .integer(1024...(1 << 30)), help: "largest HTTP request body (413 above)"),

@@ -5,9 +5,11 @@ private typealias MessageType = NativeProtocol.MessageType
 
 /// One client → server message of the Scaledrone v3 protocol (docs/protocols.md, "Native"), validated.
 enum NativeCommand: Equatable, Sendable {
-    case handshake(channel: String, clientData: JSONValue?, callback: Int?)
+    /// `user_id` and `share_receipts` are Parley's (docs/protocols.md, "Users").
+    case handshake(channel: String, clientData: JSONValue?, callback: Int?, user: String? = nil, sharesReceipts: Bool = true)
     case authenticate(token: String, callback: Int?)
-    case subscribe(room: String, historyCount: Int, callback: Int?, since: Int64? = nil)
+    /// `receipts` and `unread` ask for the room's `read` events and `unread` counts.
+    case subscribe(room: String, historyCount: Int, callback: Int?, since: Int64? = nil, receipts: Bool = false, unread: Bool = false)
     case unsubscribe(room: String, callback: Int?)
     case publish(room: String, message: JSONValue, callback: Int?, messageID: String? = nil)
     /// Parley's extension: a page of stored history, `before` an offset (newest when nil).
@@ -15,6 +17,13 @@ enum NativeCommand: Equatable, Sendable {
     /// Parley's message actions: `reply` (or a `publish` with `reply_to`), `edit`, `delete`,
     /// `react`, `unreact`.
     case act(room: String, MessageActionRequest, callback: Int?)
+    /// Parley's users: the room is read up to `offset`.
+    case read(room: String, offset: Int64, callback: Int?)
+    /// Parley's users: the direct room of the user and `users`.
+    case dm(users: [String], callback: Int?)
+    /// Parley's users: a page of the user's conversations; `watch` starts (or with false
+    /// stops) live `conversation` updates.
+    case inbox(limit: Int, watch: Bool?, callback: Int?)
 
     /// Longest accepted `message_id`, in bytes.
     static let maxMessageIDLength = 128
@@ -31,9 +40,9 @@ enum NativeCommand: Equatable, Sendable {
 
     var callback: Int? {
         switch self {
-        case .handshake(_, _, let callback), .authenticate(_, let callback), .subscribe(_, _, let callback, _),
+        case .handshake(_, _, let callback, _, _), .authenticate(_, let callback), .subscribe(_, _, let callback, _, _, _),
              .unsubscribe(_, let callback), .publish(_, _, let callback, _), .history(_, _, _, let callback),
-             .act(_, _, let callback):
+             .act(_, _, let callback), .read(_, _, let callback), .dm(_, let callback), .inbox(_, _, let callback):
             callback
         }
     }
@@ -84,7 +93,17 @@ enum NativeCommand: Equatable, Sendable {
             guard RoomKey.isValidName(channel) else { return fail("invalid channel name") }
             var clientData = fields[Field.clientData]
             if clientData?.isNull == true { clientData = nil }
-            return .success(.handshake(channel: channel, clientData: clientData, callback: callback))
+            var user: String?
+            if let raw = fields[Field.userID], !raw.isNull {
+                guard let id = raw.stringValue else { return fail("user_id must be a string") }
+                user = id
+            }
+            var shares = true
+            if let raw = fields[Field.shareReceipts], !raw.isNull {
+                guard let flag = raw.boolValue else { return fail("share_receipts must be true or false") }
+                shares = flag
+            }
+            return .success(.handshake(channel: channel, clientData: clientData, callback: callback, user: user, sharesReceipts: shares))
         case MessageType.authenticate:
             guard let token = fields[Field.token]?.stringValue else { return fail("missing or non-string token") }
             return .success(.authenticate(token: token, callback: callback))
@@ -105,7 +124,14 @@ enum NativeCommand: Equatable, Sendable {
                 guard let n = raw.intValue, n >= 0 else { return fail("since must be a non-negative integer (an offset)") }
                 since = Int64(n)
             }
-            return .success(.subscribe(room: name, historyCount: count, callback: callback, since: since))
+            var flags = (receipts: false, unread: false)
+            for (key, path) in [(Field.receipts, \(receipts: Bool, unread: Bool).receipts), (Field.unread, \.unread)] {
+                guard let raw = fields[key], !raw.isNull else { continue }
+                guard let flag = raw.boolValue else { return fail("\(key) must be true or false") }
+                flags[keyPath: path] = flag
+            }
+            return .success(.subscribe(room: name, historyCount: count, callback: callback, since: since,
+                                       receipts: flags.receipts, unread: flags.unread))
         case MessageType.unsubscribe:
             switch room() {
             case .success(let name): return .success(.unsubscribe(room: name, callback: callback))
@@ -167,6 +193,37 @@ enum NativeCommand: Equatable, Sendable {
                 limit = n
             }
             return .success(.history(room: name, before: before, limit: limit, callback: callback))
+        case MessageType.read:
+            let name: String
+            switch room() {
+            case .success(let value): name = value
+            case .failure(let failure): return .failure(failure)
+            }
+            guard let n = fields[Field.offset]?.intValue, n >= 0 else { return fail("offset must be a non-negative integer") }
+            return .success(.read(room: name, offset: Int64(n), callback: callback))
+        case MessageType.dm:
+            guard let list = fields[Field.users]?.arrayValue else { return fail("users must be an array of user ids") }
+            guard !list.isEmpty, list.count < DirectRoom.maxUsers else {
+                return fail("users must name 1-\(DirectRoom.maxUsers - 1) other users")
+            }
+            var users: [String] = []
+            for item in list {
+                guard let id = item.stringValue else { return fail("users must be an array of user ids") }
+                users.append(id)
+            }
+            return .success(.dm(users: users, callback: callback))
+        case MessageType.inbox:
+            var limit = 20
+            if let raw = fields[Field.limit], !raw.isNull {
+                guard let n = raw.intValue, n >= 0 else { return fail("limit must be a non-negative integer") }
+                limit = n
+            }
+            var watch: Bool?
+            if let raw = fields[Field.watch], !raw.isNull {
+                guard let flag = raw.boolValue else { return fail("watch must be true or false") }
+                watch = flag
+            }
+            return .success(.inbox(limit: limit, watch: watch, callback: callback))
         default:
             return fail("unknown type \"\(type.prefix(40))\"")
         }

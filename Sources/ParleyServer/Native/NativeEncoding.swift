@@ -71,7 +71,10 @@ enum NativeEncoding {
         if message.isDeleted { w.key(Field.deleted); w.writeBool(true) }
         w.key(Field.id); w.writeString(message.id)
         w.key(Field.timestamp); w.writeInt(Int(message.timestampSeconds))
-        if let sender = message.sender { w.key(Field.clientID); w.writeString(sender.id) }
+        if let sender = message.sender {
+            w.key(Field.clientID); w.writeString(sender.id)
+            if let user = sender.userID { w.key(Field.user); w.writeString(user) }
+        }
         if message.offset > 0 { w.key(Field.offset); w.writeInt(Int(message.offset)) }
         if let index { w.key(Field.index); w.writeInt(index) }
         if let replyTo = message.replyTo { w.key(Field.replyTo); w.writeString(replyTo.id) }
@@ -153,6 +156,7 @@ enum NativeEncoding {
         w.key(Field.id); w.writeString(member.id)
         if let clientData = member.clientData { w.key(Field.memberClientData); w.write(clientData) }
         if let authData = member.authData { w.key(Field.memberAuthData); w.write(authData) }
+        if let user = member.userID { w.key(Field.user); w.writeString(user) }
         w.endObject()
     }
 

@@ -20,7 +20,15 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     /// Sent in the handshake reply; the member id in every room.
     let clientID: String
     /// The chat rules: the channel, the token, the member, the rooms, bans, rates.
-    private let chat: ChatSession
+    let chat: ChatSession
+    /// Rooms whose `read` events (`receipts`) or `unread` counts the client asked for.
+    var roomOptions: [RoomKey: (receipts: Bool, unread: Bool)] = [:]
+    /// The unread count of each room that has `unread`, kept live from the deliveries.
+    var unreadCounts: [RoomKey: (readOffset: Int64, count: UnreadCount)] = [:]
+    /// Whether any room asked for `unread` or `receipts` (checked on every delivery).
+    var followsUsers = false
+    /// The live inbox, once the client asked `inbox` with `watch`.
+    var inboxWatch: InboxWatch?
     /// Closes the connection when the token expires (unless a fresher one came).
     private var expiryTimer: LoopTimer?
     /// Callbacks of subscribes waiting for their snapshot, per room, in order.
@@ -111,8 +119,8 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     }
 
     private func handle(_ command: NativeCommand) {
-        if case .handshake(let channel, let clientData, let callback) = command {
-            handshake(channel, clientData: clientData, callback: callback)
+        if case .handshake(let channel, let clientData, let callback, let user, let shares) = command {
+            handshake(channel, clientData: clientData, user: user, sharesReceipts: shares, callback: callback)
             return
         }
         guard let member = chat.member, let channel = chat.channel else {
@@ -124,16 +132,20 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             break
         case .authenticate(let token, let callback):
             authenticate(token, callback: callback)
-        case .subscribe(let room, let historyCount, let callback, let since):
+        case .subscribe(let room, let historyCount, let callback, let since, let receipts, let unread):
             let key = RoomKey(channel: channel, room: room)
             pendingSubscribes[key, default: []].append(callback)
             if case .failure(let refusal) = chat.join(room, historyCount: historyCount, since: since) {
                 pendingSubscribes[key]?.removeLast()
                 if pendingSubscribes[key]?.isEmpty == true { pendingSubscribes[key] = nil }
-                sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
+                sendJSON(NativeEncoding.refusal(callback: callback, refusal))
+            } else {
+                setOptions(receipts: receipts, unread: unread, for: key)
             }
         case .unsubscribe(let room, let callback):
-            chat.leave(RoomKey(channel: channel, room: room))
+            let key = RoomKey(channel: channel, room: room)
+            chat.leave(key)
+            setOptions(receipts: false, unread: false, for: key)
             if let callback { sendJSON(NativeEncoding.reply(callback: callback)) }
         case .publish(let room, let message, let callback, let messageID):
             if let refusal = chat.admitPublish(to: room) {
@@ -154,6 +166,12 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             startPublish(publish, channel: channel, member: member)
         case .act(let room, let request, let callback):
             act(request, in: room, callback: callback)
+        case .read(let room, let offset, let callback):
+            markRead(room, upTo: offset, callback: callback)
+        case .dm(let users, let callback):
+            openDirect(with: users, callback: callback)
+        case .inbox(let limit, let watch, let callback):
+            inbox(limit: limit, watch: watch, callback: callback)
         case .history(let room, let before, let limit, let callback):
             let me = LoopBound(self, on: connection.loop)
             // Each request reads a page (up to --history-page-bytes) from the store.
@@ -171,7 +189,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
 
     /// The Scaledrone handshake: the channel must be open, the client data acceptable and the
     /// client not banned; the reply says whether the channel needs a token.
-    private func handshake(_ channel: String, clientData: JSONValue?, callback: Int?) {
+    private func handshake(_ channel: String, clientData: JSONValue?, user: String?, sharesReceipts: Bool, callback: Int?) {
         guard chat.member == nil else {
             sendJSON(NativeEncoding.reply(callback: callback, error: "already handshaken", clientID: clientID))
             return
@@ -179,7 +197,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         var refusal = chat.channelRefusal(channel)
         if let closed = refusal {
             context.logAuthFailure(door: .native, remote: connection.remoteAddress, channel: channel, reason: closed.message)
-        } else if case .failure(let problem) = chat.identify(as: clientID, clientData: clientData) {
+        } else if case .failure(let problem) = chat.identify(as: clientID, clientData: clientData, user: user) {
             refusal = problem
         } else {
             refusal = chat.enter(channel, as: clientID, name: clientData?["name"]?.stringValue, tokenNamesClient: true,
@@ -191,9 +209,12 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             if refusal.code == .banned { closeWith(.policyViolation, reason: "banned") }
             return
         }
+        chat.sharesReceipts = sharesReceipts
         let requiresAuth = chat.needsToken
+        let userID = chat.member?.userID
         sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID) { w in
             if requiresAuth { w.key(NativeProtocol.Field.requireAuth); w.writeBool(true) }
+            if let userID { w.key(NativeProtocol.Field.userID); w.writeString(userID) }
         })
     }
 
@@ -341,7 +362,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     // MARK: writing
 
     /// One JSON text frame for this connection alone (compressed when negotiated).
-    private func sendJSON(_ json: [UInt8]) {
+    func sendJSON(_ json: [UInt8]) {
         webSocket.sendText(String(decoding: json, as: UTF8.self))
     }
 
@@ -350,6 +371,10 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     func receive(_ event: RoomEvent, in room: RoomKey, frame: IOBuffer?) {
         // Between our unsubscribe and the hub's confirmation, the room is already gone for us.
         guard let frame, chat.isIn(room), webSocket.canSend else { return }
+        if followsUsers || event.isRead {
+            // Receipts only for rooms that asked; unread counts kept from the deliveries.
+            guard usersEvent(event, in: room, frame: frame) else { return }
+        }
         // The shared bytes as they are, or compressed for this connection when negotiated.
         webSocket.sendPreEncoded(frame)
         delivered.incrementFromOwner()
@@ -384,6 +409,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         }
         // `since`: everything missed, as ordinary pushes, before anything live.
         didReplay(snapshot.replay, in: snapshot.room, complete: snapshot.replayComplete)
+        subscribed(snapshot)
     }
 
     /// Bytes left to write before the next page of a long replay is read.
@@ -406,6 +432,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     func webSocketDidClose(_ socket: WebSocketServerConnection, close: WebSocketServerClose) {
         expiryTimer?.stop()
         expiryTimer = nil
+        stopWatchingInbox()
         context.loopHub(connection.loop).unregister(sessionID)
         chat.end()
         sessionGuard.end(closing: connection, reason: close.connection, code: close.code.map { Int($0.rawValue) },

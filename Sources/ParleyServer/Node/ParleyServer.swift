@@ -72,7 +72,8 @@ final class ServerCore: Sendable {
     init(configuration: ServerConfiguration, hub: Hub, group: EventLoopGroup, tls: TLSContext? = nil,
          logger: Logger = .disabled, logThrottle: LogThrottle = LogThrottle(), metrics: ServerMetrics? = nil,
          observedStore: ObservedMessageStore? = nil, files: ServerFiles, cluster: ClusterNode? = nil,
-         banStore: any BanStore = InMemoryBanStore(), bindsListeners: Bool = true) {
+         banStore: any BanStore = InMemoryBanStore(), readStore: any ReadStateStore = InMemoryReadStateStore(),
+         bindsListeners: Bool = true) {
         settings = SettingsSource(configuration)
         banKeeper = BanKeeper(store: banStore, list: bans, clock: hub.clock)
         self.bindsListeners = bindsListeners
@@ -104,7 +105,8 @@ final class ServerCore: Sendable {
         let inboxes = self.inboxes
         doorContext = DoorContext(hub: hub, settings: settings, directory: directory, bans: bans, limits: limits,
                                   metrics: metrics, logger: logger, logThrottle: logThrottle, inbox: { inboxes[$0.index] },
-                                  memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "", loopContexts: loopContexts)
+                                  memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "", loopContexts: loopContexts,
+                                  reads: readStore)
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
@@ -154,6 +156,8 @@ public final class ParleyServer: Sendable {
     public let store: SQLiteMessageStore?
     /// The bans file beside the store on a single node.
     private let banFile: SQLiteBanStore?
+    /// The read marks file beside the store on a single node.
+    private let readsFile: SQLiteReadStateStore?
     /// The server's logger.
     public let logger: Logger
     let group: EventLoopGroup
@@ -224,6 +228,7 @@ public final class ParleyServer: Sendable {
         let cluster: ClusterNode?
         let observed: ObservedMessageStore?
         var sqliteBans: SQLiteBanStore?
+        var sqliteReads: SQLiteReadStateStore?
         do {
             if configuration.isClusterMode {
                 let node = try ClusterNode(configuration: configuration, group: group,
@@ -250,6 +255,15 @@ public final class ParleyServer: Sendable {
                     sqlite.close()
                     throw StartupError(description: "cannot open the bans file: \(error.message)")
                 }
+                do {
+                    sqliteReads = try SQLiteReadStateStore(path: configuration.dataDirectory + "/reads.sqlite3",
+                                                           maxRoomsPerUser: configuration.maxConversationsPerUser,
+                                                           synchronousFull: configuration.syncFull)
+                } catch {
+                    sqlite.close()
+                    sqliteBans?.close()
+                    throw StartupError(description: "cannot open the read marks file: \(error.message)")
+                }
                 let opened = sqlite.openedAtSchemaVersion == 0 ? "store created"
                     : sqlite.openedAtSchemaVersion < SQLiteMessageStore.schemaVersion ? "store opened and migrated" : "store opened"
                 logger.info(opened,
@@ -268,8 +282,11 @@ public final class ParleyServer: Sendable {
         self.group = group
         let core = ServerCore(configuration: configuration, hub: hub, group: group, tls: tls, logger: logger,
                               logThrottle: throttle, metrics: metrics, observedStore: observed, files: files, cluster: cluster,
-                              banStore: cluster?.bans ?? sqliteBans ?? InMemoryBanStore(), bindsListeners: bindsListeners)
+                              banStore: cluster?.bans ?? sqliteBans ?? InMemoryBanStore(),
+                              readStore: cluster?.reads ?? sqliteReads ?? InMemoryReadStateStore(maxRoomsPerUser: configuration.maxConversationsPerUser),
+                              bindsListeners: bindsListeners)
         self.banFile = sqliteBans
+        self.readsFile = sqliteReads
         self.core = core
         listeners = Mutex([])
         do {
@@ -534,6 +551,7 @@ public final class ParleyServer: Sendable {
         core.banKeeper.stop()
         for door in core.doors.all { door.stop() }
         banFile?.close()
+        readsFile?.close()
         store?.close()
         logger.info("stopped", metadata: ["connections_cut": .int(left)])
     }

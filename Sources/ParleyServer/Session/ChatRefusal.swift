@@ -29,6 +29,8 @@ struct ChatRefusal: Error, Equatable, Sendable, CustomStringConvertible {
         static let authFailed = Code(rawValue: "auth_failed")
         /// The token does not allow this, or it expired.
         static let forbidden = Code(rawValue: "forbidden")
+        /// A direct room that cannot be (one user, too many, a bad id).
+        static let badDirectRoom = Code(rawValue: "bad_direct_room")
         /// The address or the name is banned.
         static let banned = Code(rawValue: "banned")
         /// The name or client data breaks the one name rule (``MemberName``) or its size limit.

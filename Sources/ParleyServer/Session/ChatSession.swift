@@ -39,6 +39,11 @@ final class ChatSession {
     private(set) var clientID: String?
     /// Who the session chats as, once identified.
     private(set) var member: Member?
+    /// The user id the client chose (native `user_id`, or a line or Socket.IO name that is a
+    /// valid user id): the member's user in an open channel. A token's `user` claim wins.
+    private var claimedUser: String?
+    /// False when the user keeps read receipts private (native `share_receipts: false`).
+    var sharesReceipts = true
     /// Rooms subscribed (or being subscribed) to, so ending leaves every one of them. Read on
     /// every delivery by the native door: held behind a pointer, whose `pointee` accesses
     /// carry no dynamic exclusivity checks (the session's thread only).
@@ -63,7 +68,7 @@ final class ChatSession {
         subscribed.deallocate()
     }
 
-    private var configuration: ServerConfiguration { context.configuration }
+    var configuration: ServerConfiguration { context.configuration }
 
     /// Speaks in `channel` from now on, with its access rules and its rates.
     private func use(_ channel: String) {
@@ -114,6 +119,7 @@ final class ChatSession {
         if let refusal = banned(name: name) { return refusal }
         if self.channel != channel { use(channel) }
         if tokenNamesClient { tokenClient = .exactly(id) }
+        refreshUser()
         clientID = id
         context.directory.register(ConnectedClient(id: id, door: door, remoteIP: clientIP, channel: channel, name: name,
                                                    connectedAtMillis: context.nowMillis, control: control))
@@ -140,7 +146,9 @@ final class ChatSession {
         }
         self.access = access
         self.token = token
-        if let member { self.member = Member(id: member.id, clientData: member.clientData, authData: access.claims?.data) }
+        if let member {
+            self.member = Member(id: member.id, clientData: member.clientData, authData: access.claims?.data, userID: userID)
+        }
         return nil
     }
 
@@ -152,6 +160,7 @@ final class ChatSession {
 
     /// The number of history messages `action` on `room` may bring, or why it is refused.
     func check(_ action: AuthAction, room: String) -> Result<Int, ChatRefusal> {
+        if let refusal = ChatRules.roomRefusal(room, user: member?.user) { return .failure(refusal) }
         guard let access else { return .success(Int.max) }
         if access.requiresAuth && !access.isAuthenticated {
             return .failure(ChatRefusal(.authRequired, "authentication required: this channel needs a token (send authenticate first)"))
@@ -168,24 +177,43 @@ final class ChatSession {
     func identify(as id: String, name: String) -> Result<Member, ChatRefusal> {
         if let problem = MemberName.problem(with: name) { return .failure(ChatRefusal(.badIdentity, problem.message)) }
         let clientData: JSONValue = .object(["name": .string(name), "color": .string(NameColor.color(for: name))])
+        claimedUser = UserID.problem(with: name) == nil ? name : nil
         return identify(as: id, name: name, clientData: clientData)
     }
 
     /// Becomes `id` with the client's own `clientData` (native handshake): bounded in bytes,
     /// and its `name`, if any, under the one name rule; then the bans.
-    func identify(as id: String, clientData: JSONValue?) -> Result<Member, ChatRefusal> {
+    func identify(as id: String, clientData: JSONValue?, user: String? = nil) -> Result<Member, ChatRefusal> {
         if let clientData, let problem = MemberName.problem(withClientData: clientData, maxBytes: configuration.maxClientDataBytes) {
             return .failure(ChatRefusal(.badIdentity, problem.message))
         }
+        if let user, let problem = UserID.problem(with: user) { return .failure(ChatRefusal(.badIdentity, "user_id: \(problem)")) }
+        claimedUser = user
         return identify(as: id, name: clientData?["name"]?.stringValue, clientData: clientData)
     }
 
     private func identify(as id: String, name: String?, clientData: JSONValue?) -> Result<Member, ChatRefusal> {
         if let refusal = banned(name: name) { return .failure(refusal) }
-        let member = Member(id: id, clientData: clientData, authData: access?.claims?.data)
+        let member = Member(id: id, clientData: clientData, authData: access?.claims?.data, userID: userID)
         self.member = member
         if let clientID, name != nil { context.directory.rename(clientID, to: name) }
         return .success(member)
+    }
+
+    /// The member's user (docs/protocols.md, "Users"): a verified token's `user` claim; in a
+    /// channel without auth, the id the client claimed; else nil (the connection is a user of
+    /// its own). Proves nothing in an open channel.
+    var userID: String? {
+        if let user = access?.claims?.user { return user }
+        if access?.requiresAuth == true { return nil }
+        return claimedUser
+    }
+
+    /// Rebuilds the member with the user the channel's rules give it (the channel is known
+    /// only once the session entered it).
+    private func refreshUser() {
+        guard let member, member.userID != userID else { return }
+        self.member = Member(id: member.id, clientData: member.clientData, authData: member.authData, userID: userID)
     }
 
     /// Is nobody any more (SocketChat's `exitUser`); rooms are left separately.
@@ -218,6 +246,7 @@ final class ChatSession {
             return .failure(ChatRefusal(.refused, error.message))
         }
         subscribed.pointee.insert(key)
+        noteConversation(key)
         return .success(key)
     }
 

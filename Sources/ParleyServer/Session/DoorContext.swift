@@ -24,6 +24,11 @@ struct DoorContext: Sendable {
     let memberIDTag: String
     /// Each loop's hub of sessions and rooms (the node's).
     let loopContexts: LoopLocal<LoopContext>
+    /// Users' read marks and conversations (SQLite, Redis in a cluster, memory in tests).
+    var reads: any ReadStateStore = InMemoryReadStateStore()
+
+    /// Reads inboxes, unread counts and newest messages from the stores.
+    var inboxReader: InboxReader { InboxReader(messages: hub.store, reads: reads) }
 
     /// `loop`'s sessions and rooms, where a session registers for its deliveries. On `loop` only.
     func loopHub(_ loop: EventLoop) -> LoopHub<IOBuffer> { loopContexts[loop].loopHub }

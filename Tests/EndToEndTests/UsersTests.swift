@@ -1,0 +1,162 @@
+import Foundation
+import ParleyCore
+import ParleyServer
+import ParleyTestSupport
+import Testing
+
+/// Users through the native door on a real server over SQLite (docs/protocols.md, "Users"):
+/// read marks, receipts and unread counts across devices, direct rooms only their users can
+/// use, and the inbox, live.
+@Suite(.serialized) struct UsersTests {
+    typealias Peer = MessageActionTests.Peer
+
+    /// A device of `user` (a handshake `user_id`, which in an open channel proves nothing).
+    static func device(_ server: ParleyServer, user: String?, name: String, shares: Bool = true) async throws -> Peer {
+        let client = try NativeClient(port: server.httpPort)
+        var handshake: JSONObject = ["type": "handshake", "channel": "demo", "callback": 0, "client_data": ["name": .string(name)]]
+        if let user { handshake["user_id"] = .string(user) }
+        if !shares { handshake["share_receipts"] = false }
+        try client.send(.object(handshake))
+        let reply = try await client.next()
+        try client.accept(handshakeReply: reply)
+        if let user { #expect(reply["user_id"]?.stringValue == user, "the handshake reply names the user") }
+        return Peer(client)
+    }
+
+    static func subscribe(_ peer: Peer, _ room: String, receipts: Bool = true, unread: Bool = true) async throws -> JSONValue {
+        try await peer.call(["type": "subscribe", "room": .string(room), "receipts": .bool(receipts), "unread": .bool(unread)])
+    }
+
+    static func publish(_ peer: Peer, _ text: String, to room: String) async throws -> Int {
+        let reply = try await peer.call(["type": "publish", "room": .string(room), "message": .string(text)])
+        guard let offset = reply["offset"]?.intValue else { throw TestSocket.Failure("publish refused: \(reply)") }
+        return offset
+    }
+
+    static func isUnread(_ room: String) -> (JSONValue) -> Bool {
+        { $0["type"]?.stringValue == "unread" && $0["room"]?.stringValue == room }
+    }
+
+    @Test func readMarksDriveUnreadCountsOnEveryDeviceAndReceiptsForTheRoom() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let phone = try await Self.device(server, user: "alice", name: "Alice")
+        let laptop = try await Self.device(server, user: "alice", name: "Alice")
+        let bob = try await Self.device(server, user: "bob", name: "Bob")
+        for peer in [phone, laptop, bob] {
+            let reply = try await Self.subscribe(peer, "general")
+            #expect(reply["error"] == nil)
+            let unread = try await peer.next(where: Self.isUnread("general"))
+            #expect(unread["unread"]?.intValue == 0 && unread["read_offset"]?.intValue == 0)
+        }
+        _ = try await Self.publish(bob, "hello", to: "general")
+        let second = try await Self.publish(bob, "@alice are you there?", to: "general")
+        _ = try await Self.publish(bob, "anyone?", to: "general")
+        // Each of Alice's devices counts live: 1, 2 (a mention), 3.
+        for device in [phone, laptop] {
+            var last = JSONValue.null
+            for _ in 0..<3 { last = try await device.next(where: Self.isUnread("general")) }
+            #expect(last["unread"]?.intValue == 3 && last["mentions"]?.intValue == 1, "\(last)")
+        }
+        // Bob's own messages are not unread for him.
+        #expect(bob.skipped.filter(Self.isUnread("general")).allSatisfy { $0["unread"]?.intValue == 0 })
+
+        // The phone reads up to the mention; the laptop's count follows, Bob sees the receipt.
+        let read = try await phone.call(["type": "read", "room": "general", "offset": .number(JSONNumber(second))])
+        #expect(read["offset"]?.intValue == second && read["error"] == nil)
+        let laptopCount = try await laptop.next(where: { Self.isUnread("general")($0) && $0["read_offset"]?.intValue == second })
+        #expect(laptopCount["unread"]?.intValue == 1 && laptopCount["mentions"]?.intValue == 0)
+        let receipt = try await bob.next(where: { $0["type"]?.stringValue == "read" })
+        #expect(receipt["user"]?.stringValue == "alice" && receipt["name"]?.stringValue == "Alice"
+                && receipt["offset"]?.intValue == second && receipt["room"]?.stringValue == "general")
+        // A mark never moves back, and never past the room's newest message.
+        let back = try await phone.call(["type": "read", "room": "general", "offset": 1])
+        #expect(back["offset"]?.intValue == second)
+        let ahead = try await phone.call(["type": "read", "room": "general", "offset": 1_000_000])
+        #expect(ahead["offset"]?.intValue == second + 1, "capped at the newest offset")
+
+        // A device that comes back later gets the count and the receipts on subscribe.
+        let tablet = try await Self.device(server, user: "alice", name: "Alice")
+        _ = try await Self.subscribe(tablet, "general")
+        let receipts = try await tablet.next(where: { $0["type"]?.stringValue == "receipts" })
+        #expect(receipts["readers"]?.arrayValue?.first?["user"]?.stringValue == "alice")
+        #expect(receipts["readers"]?.arrayValue?.first?["offset"]?.intValue == second + 1)
+        let fresh = try await tablet.next(where: Self.isUnread("general"))
+        #expect(fresh["unread"]?.intValue == 0 && fresh["read_offset"]?.intValue == second + 1)
+        // Messages carry their sender's user.
+        let pushed = try await tablet.call(["type": "history", "room": "general"])
+        #expect(pushed["messages"]?.arrayValue?.first?["user"]?.stringValue == "bob")
+    }
+
+    @Test func aPrivateUsersMarksCountForThemButReachNobodyElse() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let carol = try await Self.device(server, user: "carol", name: "Carol", shares: false)
+        let bob = try await Self.device(server, user: "bob", name: "Bob")
+        _ = try await Self.subscribe(carol, "quiet")
+        _ = try await Self.subscribe(bob, "quiet")
+        let offset = try await Self.publish(bob, "psst", to: "quiet")
+        _ = try await carol.call(["type": "read", "room": "quiet", "offset": .number(JSONNumber(offset))])
+        let own = try await carol.next(where: { Self.isUnread("quiet")($0) && $0["read_offset"]?.intValue == offset })
+        #expect(own["unread"]?.intValue == 0)
+        // Bob publishes again: had Carol's receipt reached him, it would have come first.
+        _ = try await Self.publish(bob, "again", to: "quiet")
+        #expect(!bob.skipped.contains { $0["type"]?.stringValue == "read" })
+        let late = try await Self.device(server, user: "bob", name: "Bob")
+        _ = try await Self.subscribe(late, "quiet")
+        let receipts = try await late.next(where: { $0["type"]?.stringValue == "receipts" })
+        #expect(receipts["readers"]?.arrayValue?.isEmpty == true)
+    }
+
+    @Test func aDirectRoomIsOnlyItsUsersAndJoinsBothInboxesLive() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let alice = try await Self.device(server, user: "alice", name: "Alice")
+        let bob = try await Self.device(server, user: "bob", name: "Bob")
+        let mallory = try await Self.device(server, user: "mallory", name: "Mallory")
+        // Bob watches his inbox before anything exists.
+        let empty = try await bob.call(["type": "inbox", "watch": true])
+        #expect(empty["conversations"]?.arrayValue?.isEmpty == true && empty["has_more"]?.boolValue == false)
+
+        let opened = try await alice.call(["type": "dm", "users": ["bob"]])
+        #expect(opened["room"]?.stringValue == "dm+alice+bob", "\(opened)")
+        let room = "dm+alice+bob"
+        // Bob's live inbox hears of it at once.
+        let added = try await bob.next(where: { $0["type"]?.stringValue == "conversation" })
+        #expect(added["conversation"]?["room"]?.stringValue == room)
+        #expect(added["conversation"]?["users"]?.arrayValue?.compactMap(\.stringValue) == ["alice", "bob"])
+
+        // Mallory can neither read nor write it, by any command.
+        for command: JSONObject in [["type": "subscribe", "room": .string(room)], ["type": "history", "room": .string(room)],
+                                     ["type": "publish", "room": .string(room), "message": "hi"],
+                                     ["type": "read", "room": .string(room), "offset": 1]] {
+            let refused = try await mallory.call(command)
+            #expect(refused["error"]?.stringValue?.contains("direct room") == true, "\(command): \(refused)")
+        }
+        #expect(try await mallory.call(["type": "subscribe", "room": "dm+bob+alice"])["error"] != nil, "only one spelling")
+        #expect(try await mallory.call(["type": "subscribe", "room": "~inbox+bob"])["error"] != nil, "notice rooms are the server's")
+        #expect(try await mallory.call(["type": "dm", "users": ["mallory"]])["code"]?.stringValue == "bad_direct_room")
+
+        _ = try await Self.subscribe(alice, room)
+        _ = try await Self.publish(alice, "hi Bob, @bob", to: room)
+        let update = try await bob.next(where: { $0["type"]?.stringValue == "conversation" && $0["conversation"]?["last"] != .null })
+        #expect(update["conversation"]?["unread"]?.intValue == 1 && update["conversation"]?["mentions"]?.intValue == 1)
+        #expect(update["conversation"]?["last"]?["message"]?.stringValue == "hi Bob, @bob")
+        #expect(update["conversation"]?["last"]?["name"]?.stringValue == "Alice")
+
+        // A general room Bob joins later comes first in his inbox once it is the newest.
+        _ = try await Self.subscribe(bob, "general")
+        _ = try await Self.publish(bob, "morning", to: "general")
+        let inbox = try await bob.call(["type": "inbox"])
+        let rooms = inbox["conversations"]?.arrayValue?.compactMap { $0["room"]?.stringValue }
+        #expect(rooms == ["general", room], "\(inbox)")
+        #expect(inbox["conversations"]?.arrayValue?.last?["unread"]?.intValue == 1)
+        // Bob reads the direct room: his inbox says so.
+        _ = try await bob.call(["type": "read", "room": .string(room), "offset": 1])
+        let read = try await bob.next(where: {
+            $0["type"]?.stringValue == "conversation" && $0["conversation"]?["room"]?.stringValue == room
+                && $0["conversation"]?["unread"]?.intValue == 0
+        })
+        #expect(read["conversation"]?["read_offset"]?.intValue == 1)
+    }
+}
