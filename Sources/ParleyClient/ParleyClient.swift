@@ -44,6 +44,14 @@ public actor ParleyClient {
     public private(set) var state: ConnectionState = .disconnected(.notStarted)
     /// This connection's id on the server (changes on every reconnect).
     public private(set) var clientID: String?
+    /// The user id asked for at handshake (open channels; a token's `user` claim wins).
+    public nonisolated let requestedUserID: String?
+    /// Whether this user's read receipts are shown to others.
+    public nonisolated let sharesReceipts: Bool
+    /// The user the server says this connection belongs to (nil: the connection is its own).
+    public private(set) var userID: String?
+    /// Live inbox updates, once ``watchInbox(limit:)`` was called.
+    private var inboxWatch: (limit: Int, continuation: AsyncStream<ChatConversation>.Continuation)?
     /// Every id this client has had, so its own messages stay "mine" across reconnects.
     private var ownIDs: Set<String> = []
 
@@ -70,10 +78,16 @@ public actor ParleyClient {
     ///   - publishTimeout: how long a publish waits for its receipt in all, reconnects
     ///     included, unless ``publish(_:to:timeout:)`` is given its own.
     ///   - uploader: how files are uploaded (e.g. which certificates to trust for https).
+    ///   - userID: the user this client is (docs/protocols.md, "Users"): in an open channel the
+    ///     server takes it as given (it proves nothing); with a token, its `user` claim decides.
+    ///   - sharesReceipts: false keeps this user's read receipts private.
     public init(url: URL, channel: String, clientData: JSONValue? = nil, token: String? = nil,
                 transport: (any ParleyTransport)? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy(),
                 resumeHistoryCount: Int = 100, requestTimeout: Duration = .seconds(10),
-                publishTimeout: Duration = .seconds(30), uploader: FileUploader = FileUploader()) {
+                publishTimeout: Duration = .seconds(30), uploader: FileUploader = FileUploader(),
+                userID: String? = nil, sharesReceipts: Bool = true) {
+        self.requestedUserID = userID
+        self.sharesReceipts = sharesReceipts
         self.url = url
         self.channel = channel
         self.clientData = clientData
@@ -167,6 +181,8 @@ public actor ParleyClient {
         }
         var handshake: JSONObject = [Field.type: .string(MessageType.handshake), Field.channel: .string(channel)]
         if let clientData { handshake.append(key: Field.clientData, value: clientData) }
+        if let requestedUserID { handshake.append(key: Field.userID, value: .string(requestedUserID)) }
+        if !sharesReceipts { handshake.append(key: Field.shareReceipts, value: false) }
         let reply = try await request(handshake)
         if let error = reply[Field.error]?.stringValue {
             opened.close(code: 1000, reason: "rejected")
@@ -177,6 +193,7 @@ public actor ParleyClient {
         }
         clientID = id
         ownIDs.insert(id)
+        userID = reply[Field.userID]?.stringValue
         if let token {
             let answer = try await request([Field.type: .string(MessageType.authenticate), Field.token: .string(token)])
             if let error = answer[Field.error]?.stringValue {
@@ -197,6 +214,11 @@ public actor ParleyClient {
                 rooms[name] = nil
             }
         }
+        if let watch = inboxWatch {
+            // A new connection follows the inbox again, and what changed meanwhile arrives.
+            let page = try await request(inboxCommand(limit: watch.limit, watch: true))
+            for conversation in conversations(page) { watch.continuation.yield(conversation) }
+        }
         guard current == generation, !stopped else { return false }
         setState(.connected)
         for index in outbox.indices { sendPublish(at: index) }
@@ -216,6 +238,8 @@ public actor ParleyClient {
         } else {
             command.append(key: Field.historyCount, value: .number(JSONNumber(record.historyCount)))
         }
+        if record.receipts { command.append(key: Field.receipts, value: true) }
+        if record.unread { command.append(key: Field.unread, value: true) }
         return command
     }
 
@@ -347,12 +371,18 @@ public actor ParleyClient {
 
     /// Subscribes to `room`; the returned ``Room`` streams its events. `historyCount` stored
     /// messages arrive first as ``RoomEvent/history(_:)``. Subscribing twice returns the same room.
-    public func subscribe(_ room: String, historyCount: Int = 0) async throws(ParleyClientError) -> Room {
+    ///
+    /// With `receipts` the room's read receipts arrive (``RoomEvent/receipts(_:)`` then
+    /// ``RoomEvent/read(_:)``); with `unread` this user's unread count (``RoomEvent/unread(_:)``).
+    public func subscribe(_ room: String, historyCount: Int = 0, receipts: Bool = false,
+                          unread: Bool = false) async throws(ParleyClientError) -> Room {
         if let existing = rooms[room] { return existing.handle }
         guard !stopped else { throw ParleyClientError(.notConnected, "call connect() first") }
         let (events, continuation) = AsyncStream.makeStream(of: RoomEvent.self)
         let handle = Room(name: room, events: events, client: self)
         let record = RoomRecord(name: room, historyCount: historyCount, handle: handle, continuation: continuation)
+        record.receipts = receipts
+        record.unread = unread
         rooms[room] = record
         guard state == .connected else { return handle }   // subscribed on (re)connect
         let reply: JSONValue
@@ -391,9 +421,19 @@ public actor ParleyClient {
     }
 
     private func dispatchPush(_ value: JSONValue) {
+        if value[Field.type]?.stringValue == MessageType.conversation {
+            if let conversation = value[Field.conversation].flatMap(makeConversation) { inboxWatch?.continuation.yield(conversation) }
+            return
+        }
         guard let type = value[Field.type]?.stringValue, let name = value[Field.room]?.stringValue,
               let record = rooms[name] else { return }
         switch type {
+        case MessageType.receipts:
+            record.yield(.receipts((value[Field.readers]?.arrayValue ?? []).compactMap(ReadReceiptInfo.init)))
+        case MessageType.read:
+            if let receipt = ReadReceiptInfo(value) { record.yield(.read(receipt)) }
+        case MessageType.unread:
+            record.yield(.unread(UnreadInfo(value)))
         case MessageType.publish, MessageType.historyMessage:
             guard let message = makeMessage(value, room: name, members: record.knownMembers) else { return }
             if case .object(let body) = message.body, body.count == 1, let typing = body["typing"]?.boolValue,
@@ -439,14 +479,89 @@ public actor ParleyClient {
             let mine = clientData?["name"]?.stringValue.map(names.contains) ?? false
             return ChatReaction(emoji: emoji, count: count, names: names, isMine: mine)
         }
-        return ChatMessage(id: id, room: room, body: body, clientID: sender,
-                           sender: sender.flatMap { members[$0] }, offset: value[Field.offset]?.intValue,
-                           timestamp: Date(timeIntervalSince1970: Double(value[Field.timestamp]?.intValue ?? 0)),
-                           isMine: sender.map(ownIDs.contains) ?? false,
-                           isDeleted: value[Field.deleted]?.boolValue ?? false,
-                           replyTo: value[Field.replyTo]?.stringValue,
-                           editedAt: value[Field.edited]?.intValue.map { Date(timeIntervalSince1970: Double($0)) },
-                           reactions: reactions)
+        var message = ChatMessage(id: id, room: room, body: body, clientID: sender,
+                                  sender: sender.flatMap { members[$0] }, offset: value[Field.offset]?.intValue,
+                                  timestamp: Date(timeIntervalSince1970: Double(value[Field.timestamp]?.intValue ?? 0)),
+                                  isMine: sender.map(ownIDs.contains) ?? false,
+                                  isDeleted: value[Field.deleted]?.boolValue ?? false,
+                                  replyTo: value[Field.replyTo]?.stringValue,
+                                  editedAt: value[Field.edited]?.intValue.map { Date(timeIntervalSince1970: Double($0)) },
+                                  reactions: reactions)
+        message.user = value[Field.user]?.stringValue
+        return message
+    }
+
+    func makeConversation(_ value: JSONValue) -> ChatConversation? {
+        guard let room = value[Field.room]?.stringValue else { return nil }
+        var last: ChatMessage?
+        if let message = value[Field.last], !message.isNull {
+            last = makeMessage(message, room: room, members: rooms[room]?.knownMembers ?? [:])
+            // A message of this user from another device is theirs too.
+            if let sent = last, !sent.isMine, let user = userID, sent.user == user {
+                last = ChatMessage(id: sent.id, room: room, body: sent.body, clientID: sent.clientID, sender: sent.sender, offset: sent.offset,
+                                   timestamp: sent.timestamp, isMine: true, isDeleted: sent.isDeleted, replyTo: sent.replyTo,
+                                   editedAt: sent.editedAt, reactions: sent.reactions)
+                last?.user = user
+            }
+        }
+        return ChatConversation(room: room, users: value[Field.users]?.arrayValue?.compactMap(\.stringValue), unread: UnreadInfo(value),
+                                activity: Date(timeIntervalSince1970: Double(value[Field.activity]?.intValue ?? 0)), last: last,
+                                lastSenderName: value[Field.last]?[Field.name]?.stringValue)
+    }
+
+    private func conversations(_ reply: JSONValue) -> [ChatConversation] {
+        (reply[Field.conversations]?.arrayValue ?? []).compactMap(makeConversation)
+    }
+
+    private func inboxCommand(limit: Int, watch: Bool?) -> JSONObject {
+        var command: JSONObject = [Field.type: .string(MessageType.inbox), Field.limit: .number(JSONNumber(limit))]
+        if let watch { command.append(key: Field.watch, value: .bool(watch)) }
+        return command
+    }
+
+    // MARK: users
+
+    /// Marks `room` read up to `offset` (a mark only moves forward; the server caps it at the
+    /// room's newest message). Returns the mark as stored. Other members see it when they ask
+    /// for receipts, unless this client keeps them private.
+    @discardableResult
+    public func markRead(_ room: String, upTo offset: Int) async throws(ParleyClientError) -> Int {
+        let reply = try await request([Field.type: .string(MessageType.read), Field.room: .string(room),
+                                       Field.offset: .number(JSONNumber(offset))])
+        if let error = reply[Field.error]?.stringValue { throw ParleyClientError(.server, error) }
+        return reply[Field.offset]?.intValue ?? 0
+    }
+
+    /// Opens the direct room of this user and `users` (made on first use by any of them) and
+    /// returns its name; subscribe to it like any room. Only its users may use it.
+    public func openDirectRoom(with users: [String]) async throws(ParleyClientError) -> String {
+        let reply = try await request([Field.type: .string(MessageType.dm), Field.users: .array(users.map { .string($0) })])
+        if let error = reply[Field.error]?.stringValue { throw ParleyClientError(.server, error) }
+        guard let room = reply[Field.room]?.stringValue else { throw ParleyClientError(.protocolViolation, "dm reply without room") }
+        return room
+    }
+
+    /// The newest `limit` conversations of this user (at most 50), newest activity first.
+    public func inbox(limit: Int = 20) async throws(ParleyClientError) -> InboxPage {
+        let reply = try await request(inboxCommand(limit: limit, watch: nil))
+        if let error = reply[Field.error]?.stringValue { throw ParleyClientError(.server, error) }
+        return InboxPage(conversations: conversations(reply), hasMore: reply[Field.hasMore]?.boolValue ?? false)
+    }
+
+    /// The inbox now, and a stream of every conversation that changes from then on (also
+    /// after reconnects, which send the page again). One watch per client: a second call
+    /// ends the first stream.
+    public func watchInbox(limit: Int = 20) async throws(ParleyClientError) -> (page: InboxPage, updates: AsyncStream<ChatConversation>) {
+        let (updates, continuation) = AsyncStream.makeStream(of: ChatConversation.self)
+        inboxWatch?.continuation.finish()
+        inboxWatch = (limit, continuation)
+        let reply = try await request(inboxCommand(limit: limit, watch: true))
+        if let error = reply[Field.error]?.stringValue {
+            inboxWatch = nil
+            continuation.finish()
+            throw ParleyClientError(.server, error)
+        }
+        return (InboxPage(conversations: conversations(reply), hasMore: reply[Field.hasMore]?.boolValue ?? false), updates)
     }
 
     func makeAction(_ value: JSONValue, type: String, members: [String: ChatMember]) -> ChatAction? {
@@ -659,6 +774,9 @@ private final class RoomRecord {
     let name: String
     let historyCount: Int
     let handle: Room
+    /// Asked for the room's receipts and this user's unread count.
+    var receipts = false
+    var unread = false
     private let continuation: AsyncStream<RoomEvent>.Continuation
     /// Highest offset delivered; messages at or below it are duplicates.
     var lastOffset = 0
@@ -746,6 +864,9 @@ private final class RoomRecord {
         }
         continuation.yield(.memberLeft(member))
     }
+
+    /// A users event (receipts, unread), passed on as it came.
+    func yield(_ event: RoomEvent) { continuation.yield(event) }
 
     func deleted(offset: Int) {
         continuation.yield(.messageDeleted(offset: offset))

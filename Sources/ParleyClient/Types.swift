@@ -43,6 +43,8 @@ public struct ChatMessage: Sendable, Hashable, Identifiable {
     public let body: JSONValue
     /// The sender's client id; nil for messages published over REST.
     public let clientID: String?
+    /// The sender's user, when it is not a user of its own connection (docs/protocols.md, "Users").
+    public internal(set) var user: String? = nil
     /// The sender as known from the room's member list (current or past), if known.
     public let sender: ChatMember?
     /// Position in the room's history (1, 2, ...); nil for messages that are not stored.
@@ -252,6 +254,12 @@ public enum RoomEvent: Sendable, Hashable {
     /// A moderator closed the room; this client is out of it and the event stream ends after
     /// this event. Subscribing again is refused while the room stays closed.
     case roomClosed(reason: String)
+    /// Who has read how far (on subscribe with `receipts`), furthest first.
+    case receipts([ReadReceiptInfo])
+    /// A user read the room up to an offset (with `receipts`).
+    case read(ReadReceiptInfo)
+    /// This user's unread count changed (with `unread`; on subscribe and on every change).
+    case unread(UnreadInfo)
 }
 
 /// The server's receipt for a publish.

@@ -23,6 +23,7 @@ import Testing
         "--history-page-bytes": ("2048", "2048"), "history.page_messages": ("5", "5"),
         "--edit-window": ("60", "60"), "actions.max_edits": ("5", "5"), "actions.max_reactions_per_message": ("5", "5"),
         "actions.max_reactions_per_member": ("5", "5"),
+        "--max-conversations": ("300", "300"), "users.receipts_listed": ("20", "20"), "users.inbox_watch_rooms": ("10", "10"),
         "--max-body-size": ("2048", "2048"), "--max-multi-publish-bytes": ("2048", "2048"), "--rest-rate": ("7", "7"),
         "doors.http.request_timeout_ms": ("5000", "5000"), "doors.http.idle_timeout_ms": ("5000", "5000"),
         "--allowed-origins": ("https://a.example.com", #"["https://a.example.com"]"#),

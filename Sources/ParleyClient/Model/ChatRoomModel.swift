@@ -33,6 +33,12 @@ public final class ChatRoomModel {
     public let channel: String
     /// Messages shown on join.
     public let historyCount: Int
+    /// The user this client is (docs/protocols.md, "Users"), or nil for a connection of its own.
+    public let userID: String?
+    /// Whether the model marks the room read as messages arrive (a screen that shows them).
+    public var marksReadAutomatically = true
+    @ObservationIgnored private var marking = false
+    @ObservationIgnored private var markedOffset = 0
     @ObservationIgnored private let token: String?
     @ObservationIgnored private let transport: (any ParleyTransport)?
     @ObservationIgnored private let reconnectPolicy: ReconnectPolicy
@@ -48,7 +54,8 @@ public final class ChatRoomModel {
     public init(url: URL, channel: String = "demo", room: String = "observable-room",
                 name: String? = nil, color: String? = nil, token: String? = nil, historyCount: Int = 20,
                 transport: (any ParleyTransport)? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy(),
-                uploader: FileUploader = FileUploader()) {
+                uploader: FileUploader = FileUploader(), userID: String? = nil) {
+        self.userID = userID
         self.url = url
         self.channel = channel
         self.roomName = room
@@ -67,6 +74,13 @@ public final class ChatRoomModel {
     public var members: [ChatMember] { state.members }
     /// `"alice is typing"`, `"alice, bob are typing"`, or empty.
     public var typingText: String { state.typingText }
+    /// This user's unread count in the room.
+    public var unread: UnreadInfo? { state.unread }
+    /// "Seen by Bob, Carol" under this client's newest message, or nil.
+    public var seenByLine: String? { state.seenByLine(me: userID) }
+
+    /// The user's inbox over this model's connection (nil before ``start()``).
+    public func makeInbox() -> InboxModel? { client.map(InboxModel.init(client:)) }
 
     /// Connects and joins the room. Throws when the first connect fails.
     public func start() async throws(ParleyClientError) {
@@ -74,7 +88,8 @@ public final class ChatRoomModel {
         lastError = nil
         let client = ParleyClient(url: url, channel: channel,
                                   clientData: ["name": .string(name), "color": .string(color)],
-                                  token: token, transport: transport, reconnectPolicy: reconnectPolicy, uploader: uploader)
+                                  token: token, transport: transport, reconnectPolicy: reconnectPolicy, uploader: uploader,
+                                  userID: userID)
         self.client = client
         let states = await client.stateUpdates()
         tasks.append(Task { [weak self] in
@@ -115,10 +130,11 @@ public final class ChatRoomModel {
     }
 
     private func join(_ name: String, on client: ParleyClient) async throws(ParleyClientError) {
-        let room = try await client.subscribe(name, historyCount: historyCount)
+        let room = try await client.subscribe(name, historyCount: historyCount, receipts: true, unread: true)
         self.room = room
         roomName = name
         state = ChatRoomState()
+        markedOffset = 0
         typingIntents?.finish()
         let (intents, sink) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(8))
         typingIntents = sink
@@ -130,6 +146,8 @@ public final class ChatRoomModel {
             for await event in events {
                 guard let self, self.room === room else { return }
                 self.state.apply(event)
+                if self.marksReadAutomatically, case .message = event { self.markRead() }
+                if self.marksReadAutomatically, case .unread(let count) = event, count.unread > 0 { self.markRead() }
             }
         })
     }
@@ -238,6 +256,21 @@ public final class ChatRoomModel {
     /// client), empty text stops it.
     public func inputChanged(_ text: String) {
         typingIntents?.yield(!text.isEmpty)
+    }
+
+    /// Marks the room read up to its newest message shown (one mark in flight at a time; the
+    /// newest wins).
+    public func markRead() {
+        guard let client, let offset = state.newestOffset, offset > markedOffset, !marking else { return }
+        marking = true
+        let room = roomName
+        Task { [weak self] in
+            let stored = try? await client.markRead(room, upTo: offset)
+            guard let self else { return }
+            self.marking = false
+            if let stored { self.markedOffset = max(self.markedOffset, stored) }
+            if let newest = self.state.newestOffset, newest > self.markedOffset, stored != nil, self.roomName == room { self.markRead() }
+        }
     }
 
     /// Adds a local notice line to the transcript (e.g. the answer to a command).

@@ -125,6 +125,10 @@ public struct ChatRoomState: Sendable, Hashable {
     public private(set) var members: [ChatMember] = []
     /// Who is typing now (this client included when it types), in the order they started.
     public private(set) var typing: [ChatMember] = []
+    /// Read receipts by user (when the room was joined with receipts).
+    public private(set) var receipts: [String: ReadReceiptInfo] = [:]
+    /// This user's unread count (when the room was joined with unread counts).
+    public private(set) var unread: UnreadInfo?
     /// Most lines kept; older ones are dropped.
     public var maxLines: Int
     private var lineIDs: Set<String> = []
@@ -189,8 +193,29 @@ public struct ChatRoomState: Sendable, Hashable {
             typing = []
             members = []
             notice(reason.isEmpty ? "the room was closed" : "the room was closed: \(reason)", now: now)
+        case .receipts(let list):
+            receipts = Dictionary(list.map { ($0.user, $0) }, uniquingKeysWith: { $0.offset >= $1.offset ? $0 : $1 })
+        case .read(let receipt):
+            if (receipts[receipt.user]?.offset ?? 0) < receipt.offset { receipts[receipt.user] = receipt }
+        case .unread(let count):
+            unread = count
         }
     }
+
+    /// The users other than `me` who have read the message at `offset`, by name.
+    public func seenBy(_ offset: Int, me: String?) -> [ReadReceiptInfo] {
+        ReadReceiptInfo.seenBy(offset, in: receipts.values.sorted { $0.name < $1.name }, excluding: me)
+    }
+
+    /// "Seen by Bob, Carol" under this client's newest message, or nil when nobody has seen it.
+    public func seenByLine(me: String?) -> String? {
+        guard let offset = lastOwnMessage?.offset else { return nil }
+        let names = seenBy(offset, me: me).map(\.name)
+        return names.isEmpty ? nil : "Seen by " + names.joined(separator: ", ")
+    }
+
+    /// The newest stored message's offset in the transcript (what "mark read" marks up to).
+    public var newestOffset: Int? { lines.last { $0.offset != nil }?.offset }
 
     /// What a deleted message's line shows instead of its text.
     public static let deletedText = "(message deleted)"

@@ -60,9 +60,10 @@ public struct ReadReceipt: Sendable, Hashable {
     /// False for a private mark: it reaches the rooms' nodes so the user's own sessions can
     /// update their unread counts, and no other client sees it.
     public let isShared: Bool
+    /// An empty `name` (a mark made for a user by someone else, or over REST) shows the user id.
     public init(user: String, name: String, offset: Int64, isShared: Bool = true) {
         self.user = user
-        self.name = name
+        self.name = name.isEmpty ? user : name
         self.offset = offset
         self.isShared = isShared
     }

@@ -28,6 +28,8 @@ enum RESTRoutes {
         router.add("GET", "/:channel/rooms", rooms)
         router.add("GET", "/:channel/:room/members", roomMembers)
         router.add("GET", "/:channel/room-members", roomMemberMap)
+        router.add("GET", "/:channel/users/:user/inbox", inbox)
+        router.add("POST", "/:channel/users/:user/read", markRead)
         return router
     }
 
@@ -235,7 +237,7 @@ enum RESTRoutes {
         w.endObject()
     }
 
-    private static func parseBody(_ bytes: [UInt8]) -> Result<JSONValue, HTTPResponseFailure> {
+    static func parseBody(_ bytes: [UInt8]) -> Result<JSONValue, HTTPResponseFailure> {
         guard !bytes.isEmpty else { return .failure(HTTPResponseFailure(.text(400, "the body must be JSON\n"))) }
         do {
             return .success(try JSONParser.parse(bytes))
@@ -244,7 +246,7 @@ enum RESTRoutes {
         }
     }
 
-    private static func failure(_ error: ParleyError) -> HTTPResponse {
+    static func failure(_ error: ParleyError) -> HTTPResponse {
         let status = (400...599).contains(error.code.rawValue) && error.code != .limitReached ? error.code.rawValue : 429
         return .text(status, error.message + "\n")
     }

@@ -1,0 +1,88 @@
+import Foundation
+import ParleyCore
+import ParleyHTTP
+
+/// Users over REST (docs/protocols.md, "REST" and "Users"): a user's inbox, and marking a
+/// room read for them. On a channel with a secret the caller is the server (Basic) or the
+/// user (a Bearer token whose `user` claim names them); on an open channel anyone may ask,
+/// because there a user id proves nothing.
+extension RESTRoutes {
+    /// Who a request may act for: `nil` when it may act for `user`, else the refusal.
+    static func userRefusal(_ request: RESTRequest, user: String, core: ServerCore) -> HTTPResponse? {
+        guard let channel = request.params["channel"], let header = request.head.headers["Authorization"],
+              let secret = core.configuration.settings(ofChannel: channel)?.secret else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }  // Basic: the server
+        let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
+        guard let claims = try? verifier.verify(parts[1].trimmingCharacters(in: .whitespaces), secret: secret, channel: channel,
+                                                client: .any) else { return RESTAuth.unauthorized("invalid token") }
+        guard claims.user == user else {
+            return .text(403, "permission denied: the token's user claim does not name user \"\(user)\"\n")
+        }
+        return nil
+    }
+
+    /// `GET /CHANNEL/users/USER/inbox?limit=N`: `{conversations: [...], has_more}`, newest
+    /// activity first, each conversation as the native door writes it.
+    @Sendable static func inbox(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
+        guard RoomKey.isValidName(channel) else { return .text(400, "invalid channel name\n") }
+        if let problem = UserID.problem(with: user) { return .text(400, "invalid user: \(problem)\n") }
+        if let refusal = userRefusal(request, user: user, core: core) { return refusal }
+        var limit = 20
+        if let raw = request.head.queryValues("limit").first {
+            guard let n = Int(raw), n >= 0 else { return .text(400, "limit must be a non-negative integer\n") }
+            limit = n
+        }
+        let reader = core.doorContext.inboxReader
+        let result = await withCheckedContinuation { continuation in
+            reader.inbox(of: user, name: user, in: channel, limit: limit) { continuation.resume(returning: $0) }
+        }
+        switch result {
+        case .failure(let error): return failure(error)
+        case .success(let page):
+            var w = JSONWriter()
+            w.beginObject()
+            w.key("conversations")
+            w.beginArray()
+            for conversation in page.conversations { NativeEncoding.writeConversation(conversation, into: &w) }
+            w.endArray()
+            w.key("has_more"); w.writeBool(page.hasMore)
+            w.endObject()
+            return .json(200, w.bytes)
+        }
+    }
+
+    /// `POST /CHANNEL/users/USER/read` with `{"room": R, "offset": N}`: the mark as stored,
+    /// `{room, offset}`. The room's sessions hear of it like a `read` from a connection.
+    @Sendable static func markRead(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
+        guard RoomKey.isValidName(channel) else { return .text(400, "invalid channel name\n") }
+        if let problem = UserID.problem(with: user) { return .text(400, "invalid user: \(problem)\n") }
+        if let refusal = userRefusal(request, user: user, core: core) { return refusal }
+        let body: JSONValue
+        switch parseBody(request.body) {
+        case .success(let value): body = value
+        case .failure(let failure): return failure.response
+        }
+        guard let room = body["room"]?.stringValue, RoomKey.isValidName(room) else { return .text(400, "room must be a room name\n") }
+        guard let offset = body["offset"]?.intValue, offset >= 0 else { return .text(400, "offset must be a non-negative integer\n") }
+        if let refusal = ChatRules.roomRefusal(room, user: user) { return .text(403, refusal.message + "\n") }
+        let key = RoomKey(channel: channel, room: room), hub = core.hub, reads = core.doorContext.reads
+        let last = await withCheckedContinuation { continuation in hub.lastOffset(of: key) { continuation.resume(returning: $0) } }
+        let newest: Int64
+        switch last {
+        case .failure(let error): return failure(error)
+        case .success(let value): newest = value
+        }
+        let mark = ReadMark(user: user, room: key, offset: min(Int64(offset), newest), name: "", updatedMillis: hub.clock.nowMillis())
+        do {
+            let update = try await reads.record(mark)
+            if update.added { hub.announceConversation(room, to: user, in: channel) }
+            if update.moved { hub.announce(ReadReceipt(update.mark), in: key) }
+            return .json(200, JSONValue.object(["room": .string(room), "offset": .number(JSONNumber(Int(update.mark.offset)))]).serialized())
+        } catch {
+            return failure(error)
+        }
+    }
+}
