@@ -160,3 +160,91 @@ import Testing
         #expect(read["conversation"]?["read_offset"]?.intValue == 1)
     }
 }
+
+/// Users where a token decides, users of the classic doors, and REST.
+@Suite(.serialized) struct UsersAuthAndRESTTests {
+    static func payload(client: String, user: String?) -> JSONValue {
+        guard case .object(var object) = AuthFixtures.payload(client: client) else { return .null }
+        if let user { object["user"] = .string(user) }
+        return .object(object)
+    }
+
+    @Test func aTokensUserClaimIsTheUserAndAHandshakeIDCountsForNothingWhereAuthIsRequired() async throws {
+        let server = try startAuthServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        // A claimed id without a token's claim: the connection is its own user.
+        let client = try NativeClient(port: server.httpPort)
+        try client.send(["type": "handshake", "channel": "acme", "callback": 0, "user_id": "bob"])
+        let reply = try await client.next()
+        client.clientID = reply["client_id"]?.stringValue ?? ""
+        #expect(reply["user_id"] == nil, "nobody is bob on a channel that needs a token")
+        _ = try await client.authenticate(AuthFixtures.jwt(Self.payload(client: client.clientID, user: "alice")))
+        let peer = MessageActionTests.Peer(client)
+        // The token made it alice: her direct room with bob is hers; carol's is not.
+        #expect(try await peer.call(["type": "dm", "users": ["bob"]])["room"]?.stringValue == "dm+alice+bob")
+        #expect(try await peer.call(["type": "subscribe", "room": "dm+bob+carol"])["error"] != nil)
+        #expect(try await peer.call(["type": "subscribe", "room": "dm+alice+bob"])["error"] == nil)
+        // A bad claim is a bad token.
+        let other = try NativeClient(port: server.httpPort)
+        try other.send(["type": "handshake", "channel": "acme", "callback": 0])
+        other.clientID = try await other.next()["client_id"]?.stringValue ?? ""
+        let refused = try await other.authenticate(AuthFixtures.jwt(Self.payload(client: other.clientID, user: "a b")))
+        #expect(refused["error"]?.stringValue?.contains("user") == true)
+    }
+
+    @Test func restReadsAUsersInboxAndMarksForThemWithTheRightCredentials() async throws {
+        let server = try startAuthServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let client = try NativeClient(port: server.httpPort)
+        try client.send(["type": "handshake", "channel": "acme", "callback": 0])
+        client.clientID = try await client.next()["client_id"]?.stringValue ?? ""
+        _ = try await client.authenticate(AuthFixtures.jwt(Self.payload(client: client.clientID, user: "alice")))
+        let alice = MessageActionTests.Peer(client)
+        _ = try await alice.call(["type": "subscribe", "room": "news"])
+        let basic = "Basic " + Data("acme:\(AuthFixtures.secret)".utf8).base64EncodedString()
+        for text in ["a", "b", "c"] {
+            let published = try await httpRequest(port: server.httpPort, "POST", "/acme/news/publish", json: "\"\(text)\"",
+                                            headers: [("Authorization", basic)])
+            #expect(published.status == 200)
+        }
+        let bearer = { (user: String) in "Bearer " + AuthFixtures.jwt(Self.payload(client: "*", user: user)) }
+        let inbox = try await httpRequest(port: server.httpPort, "GET", "/acme/users/alice/inbox", headers: [("Authorization", bearer("alice"))])
+        #expect(inbox.status == 200, "\(inbox.body)")
+        let conversations = try JSONParser.parse(inbox.body)["conversations"]?.arrayValue ?? []
+        #expect(conversations.first?["room"]?.stringValue == "news" && conversations.first?["unread"]?.intValue == 3)
+        #expect(try await httpRequest(port: server.httpPort, "GET", "/acme/users/alice/inbox", headers: [("Authorization", bearer("bob"))]).status == 403,
+                "another user's token")
+        #expect(try await httpRequest(port: server.httpPort, "GET", "/acme/users/alice/inbox").status == 401, "no credentials")
+        #expect(try await httpRequest(port: server.httpPort, "GET", "/acme/users/a%20b/inbox", headers: [("Authorization", basic)]).status == 400)
+        // The server (Basic) marks for her: her connection hears its own receipt.
+        let marked = try await httpRequest(port: server.httpPort, "POST", "/acme/users/alice/read", json: #"{"room":"news","offset":2}"#,
+                                     headers: [("Authorization", basic)])
+        #expect(marked.status == 200 && (try! JSONParser.parse(marked.body))["offset"]?.intValue == 2, "\(marked.body)")
+        let after = try await httpRequest(port: server.httpPort, "GET", "/acme/users/alice/inbox?limit=5", headers: [("Authorization", basic)])
+        #expect((try! JSONParser.parse(after.body))["conversations"]?.arrayValue?.first?["unread"]?.intValue == 1)
+        #expect(try await httpRequest(port: server.httpPort, "POST", "/acme/users/alice/read", json: #"{"room":"dm+bob+carol","offset":1}"#,
+                                headers: [("Authorization", basic)]).status == 403, "not one of hers")
+        #expect(try await httpRequest(port: server.httpPort, "POST", "/acme/users/alice/read", json: #"{"room":"news"}"#,
+                                headers: [("Authorization", basic)]).status == 400)
+    }
+
+    @Test func lineUsersAreUsersByNameAndHearNoneOfTheUsersEvents() async throws {
+        let server = try TestServer.start()
+        defer { server.stop() }
+        let lobby = server.server.configuration.lobby.room
+        let alice = try await UsersTests.device(server.server, user: "alice", name: "Alice")
+        _ = try await UsersTests.subscribe(alice, lobby)
+        let dave = try server.lineClient(name: "dave")
+        try dave.send("msg:hello @alice\n")
+        // The push, then the count it makes.
+        let pushed = try await alice.next(where: { $0["type"]?.stringValue == "publish" })
+        #expect(pushed["user"]?.stringValue == "dave", "a valid name is the line user's user id")
+        let count = try await alice.next(where: { UsersTests.isUnread(lobby)($0) && $0["unread"]?.intValue == 1 })
+        #expect(count["mentions"]?.intValue == 1)
+        _ = try await alice.call(["type": "read", "room": .string(lobby), "offset": 1])
+        _ = try await UsersTests.publish(alice, "from alice", to: lobby)
+        var lines: [String] = []
+        _ = try dave.readLine(until: { lines.append($0); return $0.contains("from alice") })
+        #expect(!lines.contains { $0.contains("read") || $0.contains("unread") }, "\(lines)")
+    }
+}
