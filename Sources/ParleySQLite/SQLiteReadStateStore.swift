@@ -67,10 +67,13 @@ public final class SQLiteReadStateStore: ReadStateStore {
         if !queued { completion(.failure(ParleyError(.unavailable, "the read-state store is overloaded; try again"))) }
     }
 
-    public func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
+    public func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
         let limit = maxRoomsPerUser
         submit(completion) { connection throws(ParleyError) -> ReadUpdate in
             let old = try Self.read(connection, user: mark.user, room: mark.room)
+            if old == nil, !evicting, try Self.count(connection, user: mark.user, channel: mark.room.channel) >= Int64(limit) {
+                return ReadUpdate(mark: mark, moved: false, added: false)
+            }
             let merged = old?.merged(with: mark) ?? mark
             let upsert = try connection.statement("""
                 INSERT INTO read_marks (channel, user, room, offset, name, shares, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -85,12 +88,7 @@ public final class SQLiteReadStateStore: ReadStateStore {
             upsert.bind(7, merged.updatedMillis)
             try upsert.run()
             if old == nil {
-                let count = try connection.statement("SELECT count(*) FROM read_marks WHERE channel = ?1 AND user = ?2")
-                count.bind(1, mark.room.channel)
-                count.bind(2, mark.user)
-                _ = try count.step()
-                let held = count.int64(0)
-                count.reset()
+                let held = try Self.count(connection, user: mark.user, channel: mark.room.channel)
                 if held > Int64(limit) {
                     let drop = try connection.statement("""
                         DELETE FROM read_marks WHERE channel = ?1 AND user = ?2 AND room IN (
@@ -146,6 +144,16 @@ public final class SQLiteReadStateStore: ReadStateStore {
             }
             return receipts
         }
+    }
+
+    private static func count(_ connection: SQLiteConnection, user: String, channel: String) throws(ParleyError) -> Int64 {
+        let count = try connection.statement("SELECT count(*) FROM read_marks WHERE channel = ?1 AND user = ?2")
+        count.bind(1, channel)
+        count.bind(2, user)
+        _ = try count.step()
+        let held = count.int64(0)
+        count.reset()
+        return held
     }
 
     private static func read(_ connection: SQLiteConnection, user: String, room: RoomKey) throws(ParleyError) -> ReadMark? {

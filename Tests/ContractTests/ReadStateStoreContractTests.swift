@@ -107,3 +107,20 @@ extension ReadStateStoreContractTests {
         #expect(try await store.readers(of: general, limit: 5) == [ReadReceipt(user: "bob", name: "Bob B.", offset: 3)])
     }
 }
+
+extension ReadStateStoreContractTests {
+    @Test(arguments: ReadStateStoreKind.allCases)
+    func aConversationOpenedForSomeoneElseNeverPushesTheirsOut(kind: ReadStateStoreKind) async throws {
+        let store = try kind.make(maxRoomsPerUser: 2)
+        _ = try await store.record(mark("alice", general, 1, at: 1))
+        _ = try await store.record(mark("alice", random, 1, at: 2))
+        let spam = try await store.record(mark("alice", RoomKey(channel: "ch", room: "dm+alice+mallory"), 0, at: 3, name: ""),
+                                          evicting: false)
+        #expect(!spam.added)
+        #expect(try await store.marks(of: "alice", in: "ch", limit: 10).map(\.room.room) == ["random", "general"])
+        // An existing one is still touched; with room to spare a new one is added.
+        #expect(try await store.record(mark("alice", general, 0, at: 4, name: ""), evicting: false).mark.offset == 1)
+        let roomy = try kind.make(maxRoomsPerUser: 3)
+        #expect(try await roomy.record(mark("bob", general, 0, at: 1, name: ""), evicting: false).added)
+    }
+}

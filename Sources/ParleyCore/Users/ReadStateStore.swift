@@ -10,7 +10,9 @@ import Synchronization
 ///   never moves back), and the latest name (an empty one keeps the stored name), receipt
 ///   setting and time; offset 0 only adds the room to the user's conversations.
 /// - A user has at most ``maxRoomsPerUser`` conversations per channel: recording one more
-///   drops the one the user touched least recently (its mark with it).
+///   drops the one the user touched least recently (its mark with it); recording one more
+///   with `evicting` false (someone else opened it for the user) records nothing then, so
+///   nobody can push a user's own conversations out of their inbox.
 /// - ``marks(of:in:limit:completion:)`` lists a user's marks, most recently touched first.
 /// - ``readers(of:limit:completion:)`` lists the receipts of a room's marks that share them
 ///   and have read something, furthest read first (ties: user id, descending), at most
@@ -18,15 +20,22 @@ import Synchronization
 public protocol ReadStateStore: AnyObject, Sendable {
     /// Most conversations kept per user and channel.
     var maxRoomsPerUser: Int { get }
-    func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void)
+    func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void)
     func mark(of user: String, in room: RoomKey, completion: @escaping @Sendable (Result<ReadMark?, ParleyError>) -> Void)
     func marks(of user: String, in channel: String, limit: Int, completion: @escaping @Sendable (Result<[ReadMark], ParleyError>) -> Void)
     func readers(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[ReadReceipt], ParleyError>) -> Void)
 }
 
 extension ReadStateStore {
-    public func record(_ mark: ReadMark) async throws(ParleyError) -> ReadUpdate {
-        try await withCheckedContinuation { continuation in record(mark) { continuation.resume(returning: $0) } }.get()
+    /// Records `mark`, dropping the least recent conversation when the user has too many.
+    public func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
+        record(mark, evicting: true, completion: completion)
+    }
+
+    public func record(_ mark: ReadMark, evicting: Bool = true) async throws(ParleyError) -> ReadUpdate {
+        try await withCheckedContinuation { continuation in
+            record(mark, evicting: evicting) { continuation.resume(returning: $0) }
+        }.get()
     }
 
     public func mark(of user: String, in room: RoomKey) async throws(ParleyError) -> ReadMark? {
@@ -68,11 +77,12 @@ public final class InMemoryReadStateStore: ReadStateStore {
         self.maxRoomsPerUser = maxRoomsPerUser
     }
 
-    public func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
+    public func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
         let key = UserKey(channel: mark.room.channel, user: mark.user)
         let update = state.withLock { state -> ReadUpdate in
             var marks = state[key] ?? [:]
             let old = marks[mark.room.room]
+            if old == nil, !evicting, marks.count >= maxRoomsPerUser { return ReadUpdate(mark: mark, moved: false, added: false) }
             let merged = old?.merged(with: mark) ?? mark
             marks[mark.room.room] = merged
             if old == nil, marks.count > maxRoomsPerUser,

@@ -28,7 +28,7 @@ public enum UnreadCounter {
     /// Most log entries read to count one room's unread messages.
     public static let maxCounted = 200
     /// Most bytes of log entries read to count one room's unread messages.
-    public static let maxBytes = 256 << 10
+    public static let maxBytes = 128 << 10
 
     /// Whether `message` is one `user` has to read: a stored message, not deleted, not an
     /// action, from someone else (the server's own messages count).
@@ -60,20 +60,35 @@ public enum Mentions {
         return holds(text, "@" + user) || (!name.isEmpty && holds(text, "@" + name))
     }
 
-    /// `text` holds `word` (starting with `@`) not followed by a letter, digit or `_`.
+    /// `text` holds `word` (starting with `@`) as a word of its own: not after a letter, digit
+    /// or `_` (an address is no mention), and not followed by one. ASCII letters compare
+    /// without case. Allocation-free: it runs per delivery for every session counting unread.
     static func holds(_ text: String, _ word: String) -> Bool {
-        let haystack = Array(text.lowercased().utf8), needle = Array(word.lowercased().utf8)
-        guard needle.count <= haystack.count else { return false }
-        var start = 0
-        while start + needle.count <= haystack.count {
-            if haystack[start] == needle[0], haystack[start..<(start + needle.count)].elementsEqual(needle) {
-                let before = start == 0 ? UInt8(ascii: " ") : haystack[start - 1]
-                let after = start + needle.count < haystack.count ? haystack[start + needle.count] : UInt8(ascii: " ")
-                if !isWordByte(before), !isWordByte(after) { return true }
+        var text = text, word = word
+        return text.withUTF8 { haystack in
+            word.withUTF8 { needle in
+                guard !needle.isEmpty, needle.count <= haystack.count else { return false }
+                var start = 0
+                let last = haystack.count - needle.count
+                while start <= last {
+                    if haystack[start] == needle[0] {
+                        var index = 1
+                        while index < needle.count && lower(haystack[start + index]) == lower(needle[index]) { index += 1 }
+                        if index == needle.count {
+                            let before = start == 0 ? UInt8(ascii: " ") : lower(haystack[start - 1])
+                            let after = start + needle.count < haystack.count ? lower(haystack[start + needle.count]) : UInt8(ascii: " ")
+                            if !isWordByte(before), !isWordByte(after) { return true }
+                        }
+                    }
+                    start += 1
+                }
+                return false
             }
-            start += 1
         }
-        return false
+    }
+
+    @inline(__always) static func lower(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
     }
 
     @inline(__always) static func isWordByte(_ byte: UInt8) -> Bool {

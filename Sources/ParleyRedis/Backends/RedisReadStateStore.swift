@@ -30,11 +30,15 @@ public final class RedisReadStateStore: ReadStateStore {
         return (base + "r", base + "t")
     }
 
-    /// KEYS: marks, times. ARGV: room, offset, name, shares (0/1), now, bound.
-    /// Returns {offset, updated, added (0/1), old offset, {evicted rooms}}.
+    /// KEYS: marks, times. ARGV: room, offset, name, shares (0/1), now, bound, evicting (0/1).
+    /// Returns {offset, updated, added (0/1), old offset, {evicted rooms}, name}; offset -1
+    /// when nothing was recorded (a full list and no eviction).
     static let recordScript = RedisScript("""
         local offset, updated = tonumber(ARGV[2]), tonumber(ARGV[5])
         local old = redis.call('HGET', KEYS[1], ARGV[1])
+        if not old and ARGV[7] == '0' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) then
+            return {-1, 0, 0, 0, {}, ARGV[3]}
+        end
         local added, oldOffset, name = 1, 0, ARGV[3]
         if old then
             added = 0
@@ -62,12 +66,12 @@ public final class RedisReadStateStore: ReadStateStore {
         return {offset, updated, added, oldOffset, evicted, name}
         """)
 
-    public func record(_ mark: ReadMark, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
+    public func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
         let keys = userKeys(mark.user, in: mark.room.channel)
         let (redis, keyspace, timeout) = (self.redis, self.keyspace, timeoutMillis)
         redis.evaluate(Self.recordScript, keys: [.string(keys.marks), .string(keys.times)], arguments: [
             .string(mark.room.room), .integer(mark.offset), .string(mark.name), .string(mark.sharesReceipts ? "1" : "0"),
-            .integer(mark.updatedMillis), .integer(Int64(maxRoomsPerUser)),
+            .integer(mark.updatedMillis), .integer(Int64(maxRoomsPerUser)), .string(evicting ? "1" : "0"),
         ], timeoutMillis: timeout) { result in
             let reply: RedisValue
             switch result {
@@ -78,6 +82,7 @@ public final class RedisReadStateStore: ReadStateStore {
                   let added = parts[2].int, let oldOffset = parts[3].int else {
                 return completion(.failure(ParleyError(.internalError, "Redis answered a read mark with \(reply)")))
             }
+            if offset < 0 { return completion(.success(ReadUpdate(mark: mark, moved: false, added: false))) }
             var stored = mark
             stored.offset = offset
             stored.updatedMillis = updated

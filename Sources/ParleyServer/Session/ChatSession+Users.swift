@@ -34,7 +34,8 @@ extension ChatSession {
     /// conversation that is new to its user; `completion` gets the first failure, if any.
     private func record(_ marks: [ReadMark], in key: RoomKey, completion: @escaping @Sendable (ParleyError?) -> Void) {
         let (reads, hub, channel) = (context.reads, context.hub, key.channel)
-        gather(marks, { mark, done in reads.record(mark, completion: done) }) { result in
+        // Marks made for the other users of a direct room never push their own conversations out.
+        gather(marks, { mark, done in reads.record(mark, evicting: !mark.name.isEmpty, completion: done) }) { result in
             switch result {
             case .success(let updates):
                 for update in updates where update.added { hub.announceConversation(key.room, to: update.mark.user, in: channel) }
