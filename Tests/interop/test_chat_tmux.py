@@ -337,3 +337,49 @@ def test_replies_edits_deletes_and_reactions(server, tmux):
         if bob.poll() is None:
             bob.kill()
             bob.wait(timeout=TIMEOUT)
+
+
+def test_direct_messages_inbox_and_seen_by(server, tmux):
+    """`--user` makes a user: /dm starts a direct room, /inbox lists conversations with their
+    unread counts, /seen says who has read your last message (README, parley chat)."""
+    tmux.start("alice", chat(server, "alice", extra="--user alice --room observable-inbox"))
+    tmux.wait_for("alice", lambda s: "1 online" in status_line(s), "alice online")
+    bob = subprocess.Popen([BIN, "chat", "--url", server, "--name", "bob", "--user", "bob", "--room", "observable-inbox"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = PipeReader(bob)
+
+    def say(text):
+        bob.stdin.write((text + "\n").encode())
+        bob.stdin.flush()
+
+    def alice(text):
+        tmux.literal("alice", text)
+        tmux.keys("alice", "Enter")
+
+    try:
+        tmux.wait_for("alice", lambda s: "2 online" in status_line(s), "bob online")
+        alice("anyone around?")
+        out.wait_for("alice: anyone around?\n")
+        def ask_until(command, text):
+            """Runs `command` in alice's screen until its answer shows `text` (the state it
+            reads arrives on its own time)."""
+            deadline = time.time() + TIMEOUT
+            while text not in tmux.screen("alice"):
+                assert time.time() < deadline, "%r never showed %r: %s" % (command, text, tmux.screen("alice"))
+                alice(command)
+                time.sleep(0.3)
+
+        # Bob's client shows it and marks it read: alice learns he saw it.
+        ask_until("/seen", "Seen by bob")
+        say("/dm alice")
+        say("psst, alice")
+        # Alice is still in the room: her inbox has the direct room, unread, newest first.
+        ask_until("/inbox", "@bob (1 unread): bob: psst, alice")
+        alice("/dm bob")
+        tmux.wait_text("alice", "bob: psst, alice")
+        bob.stdin.close()
+        assert bob.wait(timeout=TIMEOUT) == 0
+    finally:
+        if bob.poll() is None:
+            bob.kill()
+            bob.wait(timeout=TIMEOUT)

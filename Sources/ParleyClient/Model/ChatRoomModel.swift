@@ -79,6 +79,19 @@ public final class ChatRoomModel {
     /// "Seen by Bob, Carol" under this client's newest message, or nil.
     public var seenByLine: String? { state.seenByLine(me: userID) }
 
+    /// A page of the user's conversations, newest first.
+    public func inbox(limit: Int = 20) async throws(ParleyClientError) -> InboxPage {
+        guard let client else { throw ParleyClientError(.notConnected, "call start() first") }
+        return try await recording { () throws(ParleyClientError) in try await client.inbox(limit: limit) }
+    }
+
+    /// Opens the direct room with `users` and switches to it.
+    public func openDirectRoom(with users: [String]) async throws(ParleyClientError) {
+        guard let client else { throw ParleyClientError(.notConnected, "call start() first") }
+        let room = try await recording { () throws(ParleyClientError) in try await client.openDirectRoom(with: users) }
+        try await switchRoom(to: room)
+    }
+
     /// The user's inbox over this model's connection (nil before ``start()``).
     public func makeInbox() -> InboxModel? { client.map(InboxModel.init(client:)) }
 

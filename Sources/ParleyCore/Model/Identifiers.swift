@@ -16,8 +16,9 @@ public struct RoomKey: Hashable, Sendable, CustomStringConvertible {
         self.init(channel: channel, room: room)
     }
 
-    /// Rooms named `observable-*` publish their membership to their members.
-    public var isObservable: Bool { room.hasPrefix("observable-") }
+    /// Rooms named `observable-*` publish their membership to their members, and so do
+    /// direct rooms (``DirectRoom``: its users see each other there).
+    public var isObservable: Bool { room.hasPrefix("observable-") || room.hasPrefix(DirectRoom.prefix) }
 
     public var description: String { "\(channel)/\(room)" }
 

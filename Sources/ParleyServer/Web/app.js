@@ -25,6 +25,7 @@
     known: "parley.known-members",
     myIds: "parley.my-client-ids",
     rooms: "parley.recent-rooms",
+    userId: "parley.user-id",
   };
 
   // Tutorial-style random identities ("hiddensun", "#3FA2C1").
@@ -118,12 +119,29 @@
     typingSentAt: 0,
     typingIdleTimer: null,
     unread: 0,
+    // Users (docs/protocols.md, "Users"): a stable id of this browser's own choosing. In an
+    // open channel it proves nothing; it only lets this browser find its read marks again.
+    userId: null,
+    memberUsers: new Map(),   // client id -> user id (current room)
+    receipts: new Map(),      // user id -> {name, offset} (current room)
+    conversations: new Map(), // room -> conversation (the inbox)
+    readSent: 0,              // the offset last marked read (current room)
+    readTimer: null,
     fatal: null,              // an error that stops reconnecting (e.g. auth required)
     uploads: [],              // files being uploaded or ready to send: {key, name, size, xhr, attachment, node}
     uploadCounter: 0,
   };
   if (state.identity && (typeof state.identity !== "object" || typeof state.identity.name !== "string")) state.identity = null;
   const roomKey = () => state.channel + "/" + state.room;
+  state.userId = (function () {
+    const kept = load(STORAGE.userId, null);
+    if (typeof kept === "string" && /^[A-Za-z0-9._@-]{1,64}$/.test(kept)) return kept;
+    const bytes = new Uint8Array(8);
+    crypto.getRandomValues(bytes);
+    const id = "u-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    save(STORAGE.userId, id);
+    return id;
+  })();
 
   // ---------------------------------------------------------------- DOM
   const ui = {
@@ -133,6 +151,7 @@
     members: $("members"), onlineCount: $("online-count"), membersNote: $("members-note"),
     membersToggle: $("members-toggle"), scrim: $("scrim"), sidebarClose: $("sidebar-close"), membersToggleCount: $("members-toggle-count"), sidebar: $("sidebar"),
     roomForm: $("room-form"), roomInput: $("room-input"), recentRooms: $("recent-rooms"),
+    conversations: $("conversations"), conversationsNote: $("conversations-note"),
     identityButton: $("identity-button"), identityAvatar: $("identity-avatar"), identityName: $("identity-name"),
     dialog: $("identity-dialog"), identityForm: $("identity-form"), nameInput: $("name-input"),
     colorInput: $("color-input"), shuffle: $("shuffle"), previewAvatar: $("preview-avatar"),
@@ -316,14 +335,19 @@
     state.subscribed = false;
     state.resumeRoom = null;
     state.members.clear();
-    state.observable = state.room.startsWith("observable-");
+    state.observable = state.room.startsWith("observable-") || state.room.startsWith("dm+");
     for (const timer of state.typingPeople.values()) clearTimeout(timer);
     state.typingPeople.clear();
     renderTyping();
     renderMembers();
     ui.historyTop.textContent = "";
-    ui.roomName.textContent = (state.channel === DEFAULT_CHANNEL ? "" : state.channel + " / ") + "#" + state.room;
-    ui.composer.placeholder = "Message #" + state.room;
+    state.memberUsers.clear();
+    state.receipts.clear();
+    state.readSent = 0;
+    renderSeenBy();
+    ui.roomName.textContent = (state.channel === DEFAULT_CHANNEL ? "" : state.channel + " / ") + roomTitle(state.room);
+    ui.composer.placeholder = "Message " + roomTitle(state.room);
+    renderConversations();
     state.unread = 0;
     updateTitle();
     addRecentRoom(state.channel, state.room);
@@ -356,7 +380,7 @@
     ws.onopen = () => {
       if (ws !== state.ws) return;
       state.opened = true;
-      send({ type: "handshake", channel: state.channel, version: 2,
+      send({ type: "handshake", channel: state.channel, version: 2, user_id: state.userId,
         client_data: { name: state.identity.name, color: state.identity.color } }, onHandshake);
     };
     ws.onmessage = (event) => {
@@ -463,11 +487,12 @@
     state.attempt = 0;
     if (!ui.error.hidden && /connect|reach/i.test(ui.errorText.textContent)) clearError();
     subscribe(resumed);
+    watchInbox();
   }
 
   function subscribe(resume) {
     const room = state.room, key = roomKey();
-    const command = { type: "subscribe", room: room, history_count: HISTORY_COUNT };
+    const command = { type: "subscribe", room: room, history_count: HISTORY_COUNT, receipts: true, unread: true };
     // Parley's resume extension: replay what was missed after this offset. Servers without
     // it send the latest history instead; messages already shown are skipped by id/offset.
     if (resume && state.lastOffset[key]) command.since = state.lastOffset[key];
@@ -487,6 +512,7 @@
       ui.membersNote.hidden = state.observable;
       if (resume) addNotice("Reconnected");
       setTimeout(maybeLoadMore, 300);
+      scheduleRead();
     });
   }
 
@@ -499,6 +525,7 @@
       return;
     }
     if (data.error && !data.type) { showError(plainError(data.error, "Server error")); return; }
+    if (data.type === "conversation") { onConversation(data.conversation); return; }
     if (data.room !== undefined && data.room !== state.room) return;
     switch (data.type) {
       case "publish": onPublish(data, true); break;
@@ -508,6 +535,9 @@
       case "observable_member_leave": onLeave(data.data); break;
       case "message_deleted": onDeleted(data.offset); break;
       case "edit": case "delete": case "react": case "unreact": onAction(data); break;
+      case "receipts": onReceipts(data.readers); break;
+      case "read": onRead(data); break;
+      case "unread": onUnread(data); break;
       default: break;
     }
   }
@@ -557,6 +587,8 @@
       state.unread += 1;
       updateTitle();
     }
+    if (added && live) scheduleRead();
+    if (added) renderSeenBy();
   }
 
   function onMembers(list) {
@@ -564,6 +596,7 @@
     for (const m of Array.isArray(list) ? list : []) {
       if (!m || typeof m.id !== "string") continue;
       state.members.set(m.id, m.clientData);
+      if (typeof m.user === "string") state.memberUsers.set(m.id, m.user);
       remember(m.id, m.clientData);
     }
     state.observable = true;
@@ -574,6 +607,7 @@
     if (!member || typeof member.id !== "string") return;
     const fresh = !state.members.has(member.id);
     state.members.set(member.id, member.clientData);
+    if (typeof member.user === "string") state.memberUsers.set(member.id, member.user);
     remember(member.id, member.clientData);
     renderMembers();
     if (fresh && member.id !== state.clientId) addNotice(displayName(member.id, member.clientData) + " joined");
@@ -1009,6 +1043,14 @@
       paintAvatar(avatar, name, data && data.color);
       li.append(avatar, el("span", "member-name", name));
       if (id === state.clientId) li.appendChild(el("span", "you", "(you)"));
+      const user = state.memberUsers.get(id);
+      if (user && user !== state.userId && id !== state.clientId) {
+        const dm = el("button", "dm-button link-button", "Message");
+        dm.type = "button";
+        dm.setAttribute("aria-label", "Send " + name + " a direct message");
+        dm.addEventListener("click", () => startDirect(user));
+        li.appendChild(dm);
+      }
       ui.members.appendChild(li);
     }
     const count = state.members.size;
@@ -1411,8 +1453,127 @@
     document.title = state.unread > 0 ? "(" + state.unread + ") " + base : base;
   }
   document.addEventListener("visibilitychange", () => {
-    if (!document.hidden) { state.unread = 0; updateTitle(); }
+    if (!document.hidden) { state.unread = 0; updateTitle(); scheduleRead(); }
   });
+
+  // ---------------------------------------------------------------- users: read marks, receipts, the inbox
+  /** A direct room's title: the other users ("@u-1f…"), else "#room". */
+  function roomTitle(room) {
+    const users = directUsers(room);
+    if (!users) return "#" + room;
+    const others = users.filter((u) => u !== state.userId);
+    return "@" + (others.length ? others.map(userName).join(", ") : room);
+  }
+  function directUsers(room) {
+    if (!room.startsWith("dm+")) return null;
+    const users = room.slice(3).split("+");
+    return users.length >= 2 ? users : null;
+  }
+  /** A user's name as this page knows it (a member's, a receipt's), else the id. */
+  function userName(user) {
+    for (const [id, u] of state.memberUsers) if (u === user) return displayName(id, knownMember(id));
+    const receipt = state.receipts.get(user);
+    if (receipt && receipt.name) return receipt.name;
+    for (const c of state.conversations.values()) if (c.last && c.last.user === user && c.last.name) return c.last.name;
+    return user;
+  }
+
+  /** Marks the room read up to the newest message shown, when the page is seen at the
+   *  bottom of the conversation; at most one mark every half second. */
+  function scheduleRead() {
+    if (state.readTimer) return;
+    state.readTimer = setTimeout(() => {
+      state.readTimer = null;
+      const newest = state.lastOffset[roomKey()] || 0;
+      if (document.hidden || !state.subscribed || !nearBottom() || newest <= state.readSent) return;
+      state.readSent = newest;
+      send({ type: "read", room: state.room, offset: newest }, () => {});
+    }, 500);
+  }
+
+  function onReceipts(list) {
+    state.receipts.clear();
+    for (const r of Array.isArray(list) ? list : []) {
+      if (r && typeof r.user === "string" && Number.isInteger(r.offset)) state.receipts.set(r.user, { name: String(r.name || r.user), offset: r.offset });
+    }
+    renderSeenBy();
+  }
+  function onRead(data) {
+    if (typeof data.user !== "string" || !Number.isInteger(data.offset)) return;
+    const old = state.receipts.get(data.user);
+    if (!old || old.offset < data.offset) state.receipts.set(data.user, { name: String(data.name || data.user), offset: data.offset });
+    renderSeenBy();
+  }
+  function onUnread(data) {
+    const c = state.conversations.get(state.room);
+    if (c) { c.unread = Number(data.unread) || 0; c.mentions = Number(data.mentions) || 0; renderConversations(); }
+  }
+
+  /** "Seen by Bob, Carol" under this user's newest message, when anyone else read it. */
+  function renderSeenBy() {
+    for (const old of Array.from(ui.messages.querySelectorAll(".seen-by"))) old.remove();
+    const own = Array.from(ui.messages.querySelectorAll(".message.own[data-offset]")).pop();
+    if (!own) return;
+    const offset = Number(own.dataset.offset);
+    const names = Array.from(state.receipts.entries())
+      .filter(([user, r]) => user !== state.userId && r.offset >= offset).map(([, r]) => r.name).sort();
+    if (!names.length) return;
+    const line = el("div", "seen-by", "Seen by " + names.join(", "));
+    own.after(line);
+  }
+
+  function watchInbox() {
+    send({ type: "inbox", limit: 50, watch: true }, (reply) => {
+      if (!Array.isArray(reply.conversations)) return;
+      state.conversations.clear();
+      for (const c of reply.conversations) onConversation(c, true);
+      renderConversations();
+    });
+  }
+  function onConversation(c, quiet) {
+    if (!c || typeof c.room !== "string") return;
+    state.conversations.set(c.room, c);
+    if (!quiet) renderConversations();
+  }
+  function renderConversations() {
+    if (!ui.conversations) return;
+    ui.conversations.replaceChildren();
+    const list = Array.from(state.conversations.values()).sort((a, b) => (b.activity || 0) - (a.activity || 0) || a.room.localeCompare(b.room));
+    ui.conversationsNote.hidden = list.length > 0;
+    for (const c of list) {
+      const li = el("li", "conversation");
+      li.dataset.room = c.room;
+      const a = el("a");
+      a.href = hashFor(state.channel, c.room);
+      if (c.room === state.room) a.setAttribute("aria-current", "page");
+      const title = el("span", "conversation-title", roomTitle(c.room));
+      a.appendChild(title);
+      const unread = c.room === state.room && !document.hidden ? 0 : Number(c.unread) || 0;
+      if (unread > 0) {
+        const badge = el("span", "badge" + (Number(c.mentions) > 0 ? " mention" : ""), unread > 99 || c.unread_capped ? "99+" : String(unread));
+        badge.setAttribute("aria-label", unread + " unread" + (Number(c.mentions) > 0 ? ", " + c.mentions + " mentioning you" : ""));
+        a.appendChild(badge);
+      }
+      if (c.last && c.last.message !== undefined && !c.last.deleted) {
+        const text = typeof c.last.message === "string" ? c.last.message
+          : (c.last.message && typeof c.last.message.text === "string" ? c.last.message.text || "📎 file" : "");
+        const who = c.last.user === state.userId ? "You" : String(c.last.name || "");
+        a.appendChild(el("span", "conversation-last", (who ? who + ": " : "") + text.slice(0, 80)));
+      }
+      li.appendChild(a);
+      ui.conversations.appendChild(li);
+    }
+  }
+  ui.conversations && ui.conversations.addEventListener("click", (event) => { if (event.target.closest("a")) setDrawer(false, false); });
+
+  /** Opens (or finds) the direct room with `user` and goes there. */
+  function startDirect(user) {
+    send({ type: "dm", users: [user] }, (reply) => {
+      if (reply.error || typeof reply.room !== "string") { showError(plainError(reply.error, "Couldn't start a direct message")); return; }
+      setDrawer(false, false);
+      location.hash = hashFor(state.channel, reply.room);
+    });
+  }
 
   // ---------------------------------------------------------------- start
   const start = parseHash();

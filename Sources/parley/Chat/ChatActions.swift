@@ -5,7 +5,8 @@ import ParleyCore
 /// message of someone else, edit or delete your own newest message. The server checks every
 /// rule (author, edit window, reaction limits); a refusal comes back as its message.
 @MainActor enum ChatActions {
-    static let help = "/reply TEXT, /react EMOJI, /unreact EMOJI (the last message of someone else), /edit TEXT, /delete (your last message)"
+    static let help = "/reply TEXT, /react EMOJI, /unreact EMOJI (the last message of someone else), /edit TEXT, /delete (your last message), "
+        + "/inbox (your conversations, unread first), /dm USER (a direct message), /seen (who has seen your last message)"
 
     /// Runs `line` when it is an action command and returns what to tell the user (empty:
     /// nothing); nil when `line` is no action command.
@@ -32,6 +33,16 @@ import ParleyCore
             case "/delete":
                 guard let target = mine else { return "you have no message to delete" }
                 try await model.delete(target.id)
+            case "/inbox":
+                let page = try await model.inbox()
+                guard !page.conversations.isEmpty else { return "no conversations yet" }
+                return page.conversations.map(inboxLine(me: model.userID)).joined(separator: "\n")
+            case "/dm":
+                let users = argument.split(separator: " ").map(String.init)
+                guard !users.isEmpty else { return "usage: /dm USER [USER…]" }
+                try await model.openDirectRoom(with: users)
+            case "/seen":
+                return model.seenByLine ?? "nobody has seen your last message yet"
             default:
                 return nil
             }
@@ -39,6 +50,21 @@ import ParleyCore
             return "\(command.dropFirst()) refused: \(error.message)"
         }
         return ""
+    }
+
+    /// One conversation as `/inbox` lists it: `@bob (2 unread, 1 mention): bob: hi` or
+    /// `#team: alice: morning`.
+    static func inboxLine(me: String?) -> (ChatConversation) -> String {
+        { conversation in
+            let title = conversation.isDirect ? "@" + conversation.title(me: me) : "#" + conversation.room
+            var counts: [String] = []
+            if let badge = conversation.unread.badge { counts.append("\(badge) unread") }
+            if conversation.unread.mentions > 0 { counts.append("\(conversation.unread.mentions) mention\(conversation.unread.mentions == 1 ? "" : "s")") }
+            let head = counts.isEmpty ? title : "\(title) (\(counts.joined(separator: ", ")))"
+            guard let last = conversation.last else { return head }
+            let text = last.text ?? last.caption ?? "…"
+            return "\(head): \(conversation.lastSenderName ?? "server"): \(TerminalText.sanitized(text).split(whereSeparator: \.isNewline).joined(separator: " "))"
+        }
     }
 
     /// What changed between two states of one transcript line, as text for line mode:

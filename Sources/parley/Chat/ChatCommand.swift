@@ -43,7 +43,7 @@ enum ChatCommand {
         }
         return ChatRoomModel(url: URL(string: options.url)!, channel: options.channel, room: options.room,
                              name: options.name, color: options.color, token: options.token, historyCount: options.history,
-                             transport: transport, uploader: uploader)
+                             transport: transport, uploader: uploader, userID: options.user)
     }
 }
 
@@ -122,7 +122,7 @@ func standardInputChunks() -> AsyncStream<[UInt8]> {
             return
         }
         if let answer = await ChatActions.run(line, with: model) {
-            if !answer.isEmpty { FileHandle.standardError.write(Data("* \(TerminalText.sanitized(answer))\n".utf8)) }
+            for part in answer.split(separator: "\n") { FileHandle.standardError.write(Data("* \(TerminalText.sanitized(String(part)))\n".utf8)) }
             return
         }
         do {

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyClient
+import ParleyCore
 
 /// `parley chat` flags.
 struct ChatOptions {
@@ -9,6 +10,8 @@ struct ChatOptions {
     var name: String?
     var color: String?
     var token: String?
+    /// The user id (open channels: proves nothing; a token's `user` claim decides otherwise).
+    var user: String?
     var history = 20
     var plain = false
     /// PEM certificates to trust for wss:// (a self-signed server), instead of the system's.
@@ -28,11 +31,14 @@ struct ChatOptions {
       --name NAME      your name (default: a random one such as "hiddensun")
       --color #RRGGBB  your color (default: random)
       --token JWT      token for channels with authentication
+      --user ID        your user id, so your read marks, unread counts and direct messages
+                       follow you (open channels take it as given: it proves nothing)
       --history N      recent messages shown on join (default 20)
       --plain          line mode even on a terminal
       --ca FILE        trust this PEM certificate for wss:// (self-signed servers)
 
-    commands (full-screen): /members, /room NAME, /name NAME, /upload PATH [caption], /quit (or Ctrl-C)
+    commands (full-screen): /members, /room NAME, /name NAME, /upload PATH [caption],
+    /inbox, /dm USER, /seen, /quit (or Ctrl-C)
     line mode: a line "/upload PATH [caption]" sends a file (progress on stderr); files others
     send are printed as "NAME: [image cat.jpg 1.2 MB] URL"
     """
@@ -61,6 +67,10 @@ struct ChatOptions {
                 guard RandomIdentity.isHexColor(color) else { throw ChatOptionError(message: "--color must be #RRGGBB") }
                 options.color = color
             case "--token": options.token = try value(flag)
+            case "--user":
+                let user = try value(flag)
+                if let problem = UserID.problem(with: user) { throw ChatOptionError(message: "--user: \(problem)") }
+                options.user = user
             case "--history":
                 guard let n = Int(try value(flag)), n >= 0 else { throw ChatOptionError(message: "--history must be a number ≥ 0") }
                 options.history = n

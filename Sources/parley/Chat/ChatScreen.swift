@@ -84,7 +84,7 @@ import Glibc
             return
         }
         if let answer = await ChatActions.run(trimmed, with: model) {
-            if !answer.isEmpty { model.note(answer) }
+            for part in answer.split(separator: "\n") { model.note(String(part)) }
             return
         }
         let parts = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
@@ -133,7 +133,8 @@ import Glibc
         var out = "\u{1B}[?25l\u{1B}[H"
         // Status bar.
         let online = model.members.count
-        let status = " #\(model.roomName) │ \(online) online │ \(model.connection.label) │ \(model.name) "
+        let unread = model.unread?.badge.map { " │ \($0) unread" } ?? ""
+        let status = " #\(model.roomName) │ \(online) online\(unread) │ \(model.connection.label) │ \(model.name) "
         out += "\u{1B}[7m" + fit(status, columns) + "\u{1B}[0m"
         // Transcript.
         let paneHeight = max(1, rows - 3)
