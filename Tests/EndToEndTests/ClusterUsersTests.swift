@@ -21,6 +21,10 @@ import ParleyTestSupport
             #expect(try await UsersTests.subscribe(peer, "team")["error"] == nil)
             _ = try await peer.next(where: UsersTests.isUnread("team"))
         }
+        // One user, two devices on two nodes: one user in the room's user view.
+        let users = try await bob.call(["type": "room_users", "room": "team"])
+        #expect(users["users"]?.arrayValue?.map { [$0["user"]?.stringValue ?? "", String($0["devices"]?.intValue ?? 0)] }
+                == [["alice", "2"], ["bob", "1"]], "\(users)")
         let aliceInbox = try await alicePhone.call(["type": "inbox", "watch": true])
         #expect(aliceInbox["conversations"]?.arrayValue?.map { $0["room"]?.stringValue } == ["team"])
 

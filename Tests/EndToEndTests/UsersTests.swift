@@ -88,6 +88,27 @@ import Testing
         #expect(pushed["messages"]?.arrayValue?.first?["user"]?.stringValue == "bob")
     }
 
+    @Test func aRoomsUserViewFoldsDevicesIntoUsers() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let phone = try await Self.device(server, user: "alice", name: "Alice")
+        let laptop = try await Self.device(server, user: "alice", name: "Alice")
+        let bob = try await Self.device(server, user: "bob", name: "Bob")
+        let guest = try await Self.device(server, user: nil, name: "Guest")
+        for peer in [phone, laptop, bob, guest] { _ = try await Self.subscribe(peer, "lounge", receipts: false, unread: false) }
+        let reply = try await bob.call(["type": "room_users", "room": "lounge"])
+        let users = reply["users"]?.arrayValue ?? []
+        #expect(users.map { $0["user"]?.stringValue } == ["alice", "bob", guest.clientID], "\(reply)")
+        #expect(users.map { $0["devices"]?.intValue } == [2, 1, 1] && reply["count"]?.intValue == 4)
+        let rest = try await httpRequest(port: server.httpPort, "GET", "/demo/lounge/users")
+        #expect(rest.status == 200)
+        let listed = try JSONParser.parse(rest.body)
+        #expect(listed["users"]?.arrayValue?.first?["devices"]?.intValue == 2 && listed["members"]?.intValue == 4, "\(rest.body)")
+        // A direct room's users view is its users' alone, like the room.
+        let mallory = try await Self.device(server, user: "mallory", name: "Mallory")
+        #expect(try await mallory.call(["type": "room_users", "room": "dm+alice+bob"])["error"] != nil)
+    }
+
     @Test func aPrivateUsersMarksCountForThemButReachNobodyElse() async throws {
         let server = try startTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }

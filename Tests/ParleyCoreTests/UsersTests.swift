@@ -60,3 +60,13 @@ import Testing
         #expect(alice.user == "alice" && Member(id: "x").user == "x")
     }
 }
+
+extension UsersTests {
+    @Test func membersFoldIntoUsersInTheOrderEachFirstJoined() {
+        let members = [Member(id: "c1", clientData: ["name": "Alice"], userID: "alice"), Member(id: "c2", clientData: ["name": "Bob"]),
+                       Member(id: "c3", clientData: ["name": "Alice (phone)"], userID: "alice"), Member(id: "c4", userID: "bob")]
+        #expect(RoomUser.fold(members) == [RoomUser(user: "alice", name: "Alice", devices: 2), RoomUser(user: "c2", name: "Bob", devices: 1),
+                                           RoomUser(user: "bob", name: "c4", devices: 1)])
+        #expect(RoomUser.fold([]).isEmpty)
+    }
+}

@@ -81,6 +81,7 @@ public enum NativeProtocol {
         public static let activity = "activity"
         /// Inbox: keep sending `conversation` updates.
         public static let watch = "watch"
+        public static let devices = "devices"
     }
 
     /// Values of the `type` field.
@@ -103,6 +104,8 @@ public enum NativeProtocol {
         public static let read = "read"
         public static let dm = "dm"
         public static let inbox = "inbox"
+        /// A room's members folded into their users (the user presence view).
+        public static let roomUsers = "room_users"
         public static let receipts = "receipts"
         public static let unread = "unread"
         public static let conversation = "conversation"

@@ -24,6 +24,8 @@ enum NativeCommand: Equatable, Sendable {
     /// Parley's users: a page of the user's conversations; `watch` starts (or with false
     /// stops) live `conversation` updates.
     case inbox(limit: Int, watch: Bool?, callback: Int?)
+    /// Parley's users: the room's members folded into their users.
+    case roomUsers(room: String, callback: Int?)
 
     /// Longest accepted `message_id`, in bytes.
     static let maxMessageIDLength = 128
@@ -42,7 +44,8 @@ enum NativeCommand: Equatable, Sendable {
         switch self {
         case .handshake(_, _, let callback, _, _), .authenticate(_, let callback), .subscribe(_, _, let callback, _, _, _),
              .unsubscribe(_, let callback), .publish(_, _, let callback, _), .history(_, _, _, let callback),
-             .act(_, _, let callback), .read(_, _, let callback), .dm(_, let callback), .inbox(_, _, let callback):
+             .act(_, _, let callback), .read(_, _, let callback), .dm(_, let callback), .inbox(_, _, let callback),
+             .roomUsers(_, let callback):
             callback
         }
     }
@@ -201,6 +204,11 @@ enum NativeCommand: Equatable, Sendable {
             }
             guard let n = fields[Field.offset]?.intValue, n >= 0 else { return fail("offset must be a non-negative integer") }
             return .success(.read(room: name, offset: Int64(n), callback: callback))
+        case MessageType.roomUsers:
+            switch room() {
+            case .success(let name): return .success(.roomUsers(room: name, callback: callback))
+            case .failure(let failure): return .failure(failure)
+            }
         case MessageType.dm:
             guard let list = fields[Field.users]?.arrayValue else { return fail("users must be an array of user ids") }
             guard !list.isEmpty, list.count < DirectRoom.maxUsers else {

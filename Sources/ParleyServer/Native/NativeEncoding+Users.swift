@@ -44,6 +44,24 @@ extension NativeEncoding {
         return w.bytes
     }
 
+    /// `{callback, users: [{user, name, devices}], members}`: the room's users, in the order
+    /// each first joined, and how many members (connections) the room has.
+    static func roomUsers(callback: Int?, _ users: [RoomUser], members: Int) -> [UInt8] {
+        reply(callback: callback) { w in
+            w.key(Field.users)
+            w.beginArray()
+            for user in users {
+                w.beginObject()
+                w.key(Field.user); w.writeString(user.user)
+                w.key(Field.name); w.writeString(user.name)
+                w.key(Field.devices); w.writeInt(user.devices)
+                w.endObject()
+            }
+            w.endArray()
+            w.key(Field.count); w.writeInt(members)
+        }
+    }
+
     /// `{callback, room}`: the direct room opened.
     static func directRoom(callback: Int?, _ room: String) -> [UInt8] {
         reply(callback: callback) { w in w.key(Field.room); w.writeString(room) }

@@ -112,6 +112,19 @@ extension NativeSession {
         if let refusal { sendJSON(NativeEncoding.refusal(callback: callback, refusal)) }
     }
 
+    func roomUsers(_ room: String, callback: Int?) {
+        let me = LoopBound(self, on: connection.loop)
+        let refusal = chat.roomUsers(room) { result in
+            me.execute { session in
+                switch result {
+                case .success(let found): session.sendJSON(NativeEncoding.roomUsers(callback: callback, found.users, members: found.members))
+                case .failure(let error): session.sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
+                }
+            }
+        }
+        if let refusal { sendJSON(NativeEncoding.refusal(callback: callback, refusal)) }
+    }
+
     /// Follows `conversations` (and any that join later) until the connection ends.
     func watchInbox(_ conversations: [Conversation]) {
         guard connection.state == .open, let member = chat.member, let channel = chat.channel else { return }

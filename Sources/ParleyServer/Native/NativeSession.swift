@@ -172,6 +172,8 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             openDirect(with: users, callback: callback)
         case .inbox(let limit, let watch, let callback):
             inbox(limit: limit, watch: watch, callback: callback)
+        case .roomUsers(let room, let callback):
+            roomUsers(room, callback: callback)
         case .history(let room, let before, let limit, let callback):
             let me = LoopBound(self, on: connection.loop)
             // Each request reads a page (up to --history-page-bytes) from the store.

@@ -22,6 +22,36 @@ extension RESTRoutes {
         return nil
     }
 
+    /// `GET /CHANNEL/ROOM/users`: `{"users": [{user, name, devices}], "members": N}`, the
+    /// room's members on every node folded into their users.
+    @Sendable static func roomUsers(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let key = RoomKey(channel: request.params["channel"] ?? "", room: request.params["room"] ?? "")
+        guard RoomKey.isValidName(key.channel), RoomKey.isValidName(key.room) else { return .text(400, "invalid channel or room name\n") }
+        let hub = core.hub
+        let result = await withCheckedContinuation { continuation in
+            hub.users(of: key, limit: Hub.maxMembersPerRoomQuery) { continuation.resume(returning: $0) }
+        }
+        switch result {
+        case .failure(let error): return failure(error)
+        case .success(let found):
+            var w = JSONWriter()
+            w.beginObject()
+            w.key("users")
+            w.beginArray()
+            for user in found.users {
+                w.beginObject()
+                w.key("user"); w.writeString(user.user)
+                w.key("name"); w.writeString(user.name)
+                w.key("devices"); w.writeInt(user.devices)
+                w.endObject()
+            }
+            w.endArray()
+            w.key("members"); w.writeInt(found.members)
+            w.endObject()
+            return .json(200, w.bytes)
+        }
+    }
+
     /// `GET /CHANNEL/users/USER/inbox?limit=N`: `{conversations: [...], has_more}`, newest
     /// activity first, each conversation as the native door writes it.
     @Sendable static func inbox(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {

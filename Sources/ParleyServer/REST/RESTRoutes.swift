@@ -29,6 +29,7 @@ enum RESTRoutes {
         router.add("GET", "/:channel/:room/members", roomMembers)
         router.add("GET", "/:channel/room-members", roomMemberMap)
         router.add("GET", "/:channel/users/:user/inbox", inbox)
+        router.add("GET", "/:channel/:room/users", roomUsers)
         router.add("POST", "/:channel/users/:user/read", markRead)
         return router
     }

@@ -138,6 +138,21 @@ extension ChatSession {
         return nil
     }
 
+    /// The users of `room` (its members on every node, folded by user; the first
+    /// `--max-members-listed` members), within the history rate: the token must let the
+    /// session subscribe to it.
+    func roomUsers(_ room: String, completion: @escaping @Sendable (Result<(users: [RoomUser], members: Int), ParleyError>) -> Void)
+        -> ChatRefusal? {
+        guard member != nil, let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
+        if case .failure(let refusal) = check(.subscribe, room: room) { return refusal }
+        guard sessionGuard.admitHistoryRequest() else {
+            return ChatRefusal(.historyRateLimited,
+                               "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly")
+        }
+        context.hub.users(of: key, limit: configuration.maxMembersListed, completion: completion)
+        return nil
+    }
+
     /// One conversation of the member's user, read again (after a read, or when it joined).
     func conversation(_ key: RoomKey, completion: @escaping @Sendable (Result<Conversation?, ParleyError>) -> Void) {
         guard let member else { return }
