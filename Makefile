@@ -14,6 +14,8 @@ APT_PACKAGES += redis-server redis-tools
 APT_PACKAGES += openssl
 # Attachments: libvips decodes, rotates, strips and thumbnails images (HEIC via libheif).
 APT_PACKAGES += libvips-dev
+# Push notifications: outgoing HTTP/2 (APNs, FCM, Web Push) through libcurl with nghttp2.
+APT_PACKAGES += libcurl4-openssl-dev
 INTEROP_VENV = .venv-interop
 # python-socketio 4.x (Engine.IO 3) cannot share a venv with 5.x.
 INTEROP_EIO3_VENV = .venv-interop-eio3

@@ -21,6 +21,9 @@ let package = Package(
                        providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         .systemLibrary(name: "CVips", pkgConfig: "vips",
                        providers: [.apt(["libvips-dev"]), .brew(["vips"])]),
+        // Outgoing HTTP/2 for push (APNs, FCM, Web Push), off the event loops.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
 
         .target(name: "ParleyIO", dependencies: ["CLibUV", "COpenSSL"]),
         .target(name: "ParleyHTTP"),
@@ -36,7 +39,7 @@ let package = Package(
         .target(name: "ParleyFiles", dependencies: ["ParleyCore", "CVips", "COpenSSL"]),
         .target(name: "ParleyServer",
                 dependencies: ["ParleyIO", "ParleyHTTP", "ParleyWebSocket", "ParleyCore", "ParleySQLite", "ParleyRedis", "ParleyFiles", "ParleyLog",
-                               "COpenSSL", "CZlib"],
+                               "COpenSSL", "CZlib", "CCurl"],
                 // The browser client and the admin dashboard in Web/ are embedded in the binary
                 // at build time; BuildInfo.swift (the git commit) is written before each build.
                 exclude: ["Web"],

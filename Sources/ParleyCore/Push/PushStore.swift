@@ -1,0 +1,146 @@
+import Synchronization
+
+/// One user's pending notification for one room: the messages that came since it was queued
+/// (coalesced), due at a time (docs/push.md).
+public struct PushJob: Sendable, Equatable {
+    /// Given by the store.
+    public var id: Int64
+    public let channel: String
+    public let user: String
+    public let room: String
+    /// Messages it stands for.
+    public var count: Int
+    /// The newest of them.
+    public var lastOffset: Int64
+    public var dueMillis: Int64
+    public var attempts: Int
+
+    public init(id: Int64 = 0, channel: String, user: String, room: String, count: Int, lastOffset: Int64, dueMillis: Int64, attempts: Int = 0) {
+        self.id = id
+        self.channel = channel
+        self.user = user
+        self.room = room
+        self.count = count
+        self.lastOffset = lastOffset
+        self.dueMillis = dueMillis
+        self.attempts = attempts
+    }
+}
+
+/// Devices, mutes and the push queue (docs/push.md): SQLite on one node (`push.sqlite3`),
+/// memory in tests. Blocking: called on the push worker's thread only.
+///
+/// Contract (Tests/ContractTests/PushStoreContractTests.swift):
+/// - a device is one per platform and token: registering it again replaces it (for whichever
+///   user); a user keeps at most ``PushDevice/maxPerUser`` per channel, the oldest goes;
+/// - a mute per user, channel and room (nil: every room) holds until its time; a time in the
+///   past lifts it;
+/// - ``enqueue(_:maxQueued:)`` adds to the pending job of the same user and room (count added,
+///   the newest offset kept, the earlier due time kept), else queues a new one unless
+///   `maxQueued` wait (false then);
+/// - ``due(nowMillis:limit:)`` lists the jobs due, earliest first; a job stays queued until
+///   ``complete(_:)``, so a restart loses none.
+public protocol PushStore: AnyObject, Sendable {
+    func register(_ device: PushDevice) throws(ParleyError)
+    func unregister(platform: PushDevice.Platform, token: String) throws(ParleyError) -> Bool
+    func devices(of user: String, in channel: String) throws(ParleyError) -> [PushDevice]
+    /// Which of `users` have a device in `channel`.
+    func usersWithDevices(_ users: [String], in channel: String) throws(ParleyError) -> Set<String>
+    func setMute(_ mute: PushMute, user: String, channel: String) throws(ParleyError)
+    func mutes(of user: String, in channel: String, nowMillis: Int64) throws(ParleyError) -> [PushMute]
+    func enqueue(_ job: PushJob, maxQueued: Int) throws(ParleyError) -> Bool
+    func due(nowMillis: Int64, limit: Int) throws(ParleyError) -> [PushJob]
+    func complete(_ id: Int64) throws(ParleyError)
+    func reschedule(_ id: Int64, dueMillis: Int64, attempts: Int) throws(ParleyError)
+    func queued() throws(ParleyError) -> Int
+}
+
+/// The push store in memory: tests, and a server without a data directory.
+public final class InMemoryPushStore: PushStore {
+    private struct State {
+        var devices: [PushDevice] = []
+        var mutes: [String: PushMute] = [:]  // channel \0 user \0 room
+        var jobs: [Int64: PushJob] = [:]
+        var nextID: Int64 = 1
+    }
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public func register(_ device: PushDevice) {
+        state.withLock { state in
+            state.devices.removeAll { $0.platform == device.platform && $0.token == device.token }
+            state.devices.append(device)
+            let mine = state.devices.filter { $0.channel == device.channel && $0.user == device.user }
+            if mine.count > PushDevice.maxPerUser, let oldest = mine.min(by: { $0.registeredMillis < $1.registeredMillis }) {
+                state.devices.removeAll { $0 == oldest }
+            }
+        }
+    }
+
+    public func unregister(platform: PushDevice.Platform, token: String) -> Bool {
+        state.withLock { state in
+            let before = state.devices.count
+            state.devices.removeAll { $0.platform == platform && $0.token == token }
+            return state.devices.count != before
+        }
+    }
+
+    public func devices(of user: String, in channel: String) -> [PushDevice] {
+        state.withLock { $0.devices.filter { $0.channel == channel && $0.user == user } }
+    }
+
+    public func usersWithDevices(_ users: [String], in channel: String) -> Set<String> {
+        let wanted = Set(users)
+        return state.withLock { Set($0.devices.filter { $0.channel == channel && wanted.contains($0.user) }.map(\.user)) }
+    }
+
+    private static func key(_ channel: String, _ user: String, _ room: String?) -> String { channel + "\0" + user + "\0" + (room ?? "") }
+
+    public func setMute(_ mute: PushMute, user: String, channel: String) {
+        state.withLock { $0.mutes[Self.key(channel, user, mute.room)] = mute }
+    }
+
+    public func mutes(of user: String, in channel: String, nowMillis: Int64) -> [PushMute] {
+        let prefix = channel + "\0" + user + "\0"
+        return state.withLock { state in
+            state.mutes.filter { $0.key.hasPrefix(prefix) && $0.value.untilMillis > nowMillis }.map(\.value)
+                .sorted { ($0.room ?? "") < ($1.room ?? "") }
+        }
+    }
+
+    public func enqueue(_ job: PushJob, maxQueued: Int) -> Bool {
+        state.withLock { state in
+            if let id = state.jobs.values.first(where: { $0.channel == job.channel && $0.user == job.user && $0.room == job.room })?.id {
+                state.jobs[id]!.count += job.count
+                state.jobs[id]!.lastOffset = max(state.jobs[id]!.lastOffset, job.lastOffset)
+                state.jobs[id]!.dueMillis = min(state.jobs[id]!.dueMillis, job.dueMillis)
+                return true
+            }
+            guard state.jobs.count < maxQueued else { return false }
+            var job = job
+            job.id = state.nextID
+            state.nextID += 1
+            state.jobs[job.id] = job
+            return true
+        }
+    }
+
+    public func due(nowMillis: Int64, limit: Int) -> [PushJob] {
+        state.withLock { state in
+            Array(state.jobs.values.filter { $0.dueMillis <= nowMillis }
+                .sorted { $0.dueMillis != $1.dueMillis ? $0.dueMillis < $1.dueMillis : $0.id < $1.id }.prefix(limit))
+        }
+    }
+
+    public func complete(_ id: Int64) { _ = state.withLock { $0.jobs.removeValue(forKey: id) } }
+
+    public func reschedule(_ id: Int64, dueMillis: Int64, attempts: Int) {
+        state.withLock { state in
+            state.jobs[id]?.dueMillis = dueMillis
+            state.jobs[id]?.attempts = attempts
+        }
+    }
+
+    public func queued() -> Int { state.withLock { $0.jobs.count } }
+}

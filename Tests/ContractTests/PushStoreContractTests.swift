@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+import ParleyCore
+import ParleySQLite
+
+/// Every push store, run through one contract (``PushStore``).
+enum PushStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
+    case memory, sqlite
+    var description: String { rawValue }
+
+    func make(path: String? = nil) throws -> any PushStore {
+        switch self {
+        case .memory: InMemoryPushStore()
+        case .sqlite: try SQLitePushStore(path: path ?? NSTemporaryDirectory() + "parley-push-\(UUID().uuidString).sqlite3")
+        }
+    }
+}
+
+@Suite struct PushStoreContractTests {
+    static let keys = (p256dh: [UInt8](repeating: 4, count: 65), auth: [UInt8](repeating: 7, count: 16))
+
+    static func web(_ user: String, _ n: Int, at time: Int64 = 0) -> PushDevice {
+        PushDevice(channel: "ch", user: user, platform: .webpush, token: "https://push.example/\(user)/\(n)",
+                   p256dh: keys.p256dh, auth: keys.auth, registeredMillis: time)
+    }
+
+    @Test(arguments: PushStoreKind.allCases)
+    func aDeviceIsOnePerTokenAndAUserKeepsTheNewestTen(kind: PushStoreKind) throws {
+        let store = try kind.make()
+        try store.register(Self.web("alice", 1))
+        #expect(try store.devices(of: "alice", in: "ch") == [Self.web("alice", 1)])
+        // The same token for another user moves it.
+        let moved = PushDevice(channel: "ch", user: "bob", platform: .webpush, token: Self.web("alice", 1).token,
+                               p256dh: Self.keys.p256dh, auth: Self.keys.auth, registeredMillis: 5)
+        try store.register(moved)
+        #expect(try store.devices(of: "alice", in: "ch").isEmpty)
+        #expect(try store.devices(of: "bob", in: "ch") == [moved])
+        for n in 0..<12 { try store.register(Self.web("carol", n, at: Int64(100 + n))) }
+        let carol = try store.devices(of: "carol", in: "ch")
+        #expect(carol.count == PushDevice.maxPerUser && !carol.contains(Self.web("carol", 0, at: 100)), "the oldest go")
+        #expect(try store.usersWithDevices(["alice", "bob", "carol", "dave"], in: "ch") == ["bob", "carol"])
+        #expect(try store.usersWithDevices(["bob"], in: "other").isEmpty)
+        #expect(try store.unregister(platform: .webpush, token: moved.token))
+        #expect(try !store.unregister(platform: .webpush, token: moved.token))
+        #expect(try store.devices(of: "bob", in: "ch").isEmpty)
+    }
+
+    @Test(arguments: PushStoreKind.allCases)
+    func mutesHoldUntilTheirTime(kind: PushStoreKind) throws {
+        let store = try kind.make()
+        try store.setMute(PushMute(room: "general", untilMillis: 1_000), user: "alice", channel: "ch")
+        try store.setMute(PushMute(room: nil, untilMillis: 500), user: "alice", channel: "ch")
+        #expect(try store.mutes(of: "alice", in: "ch", nowMillis: 100) == [PushMute(room: nil, untilMillis: 500),
+                                                                          PushMute(room: "general", untilMillis: 1_000)])
+        #expect(try store.mutes(of: "alice", in: "ch", nowMillis: 600) == [PushMute(room: "general", untilMillis: 1_000)])
+        try store.setMute(PushMute(room: "general", untilMillis: 0), user: "alice", channel: "ch")
+        #expect(try store.mutes(of: "alice", in: "ch", nowMillis: 100) == [PushMute(room: nil, untilMillis: 500)], "lifted")
+        #expect(try store.mutes(of: "bob", in: "ch", nowMillis: 100).isEmpty)
+    }
+
+    @Test(arguments: PushStoreKind.allCases)
+    func jobsCoalescePerUserAndRoomAndStayUntilCompleted(kind: PushStoreKind) throws {
+        let path = NSTemporaryDirectory() + "parley-push-\(UUID().uuidString).sqlite3"
+        var store = try kind.make(path: path)
+        #expect(try store.enqueue(PushJob(channel: "ch", user: "alice", room: "r", count: 1, lastOffset: 3, dueMillis: 100), maxQueued: 2))
+        #expect(try store.enqueue(PushJob(channel: "ch", user: "alice", room: "r", count: 1, lastOffset: 4, dueMillis: 150), maxQueued: 2))
+        #expect(try store.enqueue(PushJob(channel: "ch", user: "bob", room: "r", count: 1, lastOffset: 4, dueMillis: 120), maxQueued: 2))
+        #expect(try !store.enqueue(PushJob(channel: "ch", user: "carol", room: "r", count: 1, lastOffset: 4, dueMillis: 120), maxQueued: 2),
+                "the queue is full")
+        #expect(try store.queued() == 2)
+        #expect(try store.due(nowMillis: 99, limit: 10).isEmpty)
+        if kind == .sqlite { store = try kind.make(path: path) }  // a restart keeps the queue
+        let due = try store.due(nowMillis: 200, limit: 10)
+        #expect(due.map(\.user) == ["alice", "bob"])
+        #expect(due.first?.count == 2 && due.first?.lastOffset == 4 && due.first?.dueMillis == 100, "coalesced")
+        try store.reschedule(due[0].id, dueMillis: 500, attempts: 1)
+        #expect(try store.due(nowMillis: 200, limit: 10).map(\.user) == ["bob"])
+        try store.complete(due[1].id)
+        let later = try store.due(nowMillis: 600, limit: 10)
+        #expect(later.map(\.user) == ["alice"] && later.first?.attempts == 1)
+        try store.complete(later[0].id)
+        #expect(try store.queued() == 0)
+    }
+}
