@@ -146,6 +146,18 @@ public final class SQLiteReadStateStore: ReadStateStore {
         }
     }
 
+    public func users(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[String], ParleyError>) -> Void) {
+        submit(completion) { connection throws(ParleyError) -> [String] in
+            let select = try connection.statement("SELECT user FROM read_marks WHERE channel = ?1 AND room = ?2 LIMIT ?3")
+            select.bind(1, room.channel)
+            select.bind(2, room.room)
+            select.bind(3, Int64(max(0, limit)))
+            var users: [String] = []
+            while try select.step() { if let user = select.string(0) { users.append(user) } }
+            return users
+        }
+    }
+
     private static func count(_ connection: SQLiteConnection, user: String, channel: String) throws(ParleyError) -> Int64 {
         let count = try connection.statement("SELECT count(*) FROM read_marks WHERE channel = ?1 AND user = ?2")
         count.bind(1, channel)

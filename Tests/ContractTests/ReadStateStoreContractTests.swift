@@ -124,3 +124,18 @@ extension ReadStateStoreContractTests {
         #expect(try await roomy.record(mark("bob", general, 0, at: 1, name: ""), evicting: false).added)
     }
 }
+
+extension ReadStateStoreContractTests {
+    @Test(arguments: ReadStateStoreKind.allCases)
+    func aRoomsUsersAreEveryoneWhoHasItPrivateOrNot(kind: ReadStateStoreKind) async throws {
+        let store = try kind.make(maxRoomsPerUser: 1)
+        _ = try await store.record(mark("alice", general, 3, at: 1))
+        _ = try await store.record(mark("bob", general, 0, at: 2, shares: false))
+        _ = try await store.record(mark("carol", random, 1, at: 3))
+        #expect(try await store.users(of: general, limit: 10).sorted() == ["alice", "bob"])
+        #expect(try await store.users(of: general, limit: 1).count == 1)
+        // Alice's only conversation becomes another room: she is no user of general any more.
+        _ = try await store.record(mark("alice", random, 0, at: 4))
+        #expect(try await store.users(of: general, limit: 10) == ["bob"])
+    }
+}

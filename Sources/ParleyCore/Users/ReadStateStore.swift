@@ -24,6 +24,9 @@ public protocol ReadStateStore: AnyObject, Sendable {
     func mark(of user: String, in room: RoomKey, completion: @escaping @Sendable (Result<ReadMark?, ParleyError>) -> Void)
     func marks(of user: String, in channel: String, limit: Int, completion: @escaping @Sendable (Result<[ReadMark], ParleyError>) -> Void)
     func readers(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[ReadReceipt], ParleyError>) -> Void)
+    /// The users who have `room` among their conversations (private ones too), at most `limit`,
+    /// in no set order: whom a push for the room may reach.
+    func users(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[String], ParleyError>) -> Void)
 }
 
 extension ReadStateStore {
@@ -46,6 +49,10 @@ extension ReadStateStore {
         try await withCheckedContinuation { continuation in
             marks(of: user, in: channel, limit: limit) { continuation.resume(returning: $0) }
         }.get()
+    }
+
+    public func users(of room: RoomKey, limit: Int) async throws(ParleyError) -> [String] {
+        try await withCheckedContinuation { continuation in users(of: room, limit: limit) { continuation.resume(returning: $0) } }.get()
     }
 
     public func readers(of room: RoomKey, limit: Int) async throws(ParleyError) -> [ReadReceipt] {
@@ -112,6 +119,13 @@ public final class InMemoryReadStateStore: ReadStateStore {
         let readers = marks.filter { $0.sharesReceipts && $0.offset > 0 }
             .sorted { $0.offset != $1.offset ? $0.offset > $1.offset : $0.user > $1.user }
         completion(.success(readers.prefix(max(0, limit)).map(ReadReceipt.init)))
+    }
+
+    public func users(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[String], ParleyError>) -> Void) {
+        let users = state.withLock { state in
+            state.compactMap { key, marks in key.channel == room.channel && marks[room.room] != nil ? key.user : nil }
+        }
+        completion(.success(Array(users.sorted().prefix(max(0, limit)))))
     }
 
     /// Ordered by (time touched, room name), as every backend orders them (Redis: a sorted

@@ -8,6 +8,7 @@ import ParleyCore
 /// | `P:user:{c/u}:t` | sorted set | room → time touched (for the order and the bound) |
 /// | `P:{c/r}:rd` | sorted set | user → offset, of the marks that share receipts |
 /// | `P:{c/r}:rn` | hash | user → name shown in receipts |
+/// | `P:{c/r}:ru` | set | every user who has the room among their conversations |
 ///
 /// A user's keys share one hash tag and change in one script (atomic: the offset never moves
 /// back, the bound holds); the room's receipt keys carry the room's tag and follow with
@@ -90,17 +91,19 @@ public final class RedisReadStateStore: ReadStateStore {
             let room = keyspace.room(mark.room)
             // One batch per room (one slot each in a Redis Cluster).
             var batches: [[RedisCommand]] = []
+            let member = RedisCommand("SADD", .string(room.base + "ru"), .string(mark.user))
             if stored.sharesReceipts && offset > 0 {
                 batches.append([RedisCommand("ZADD", .string(room.base + "rd"), "GT", .integer(offset), .string(mark.user)),
-                                RedisCommand("HSET", .string(room.base + "rn"), .string(mark.user), .string(stored.name))])
+                                RedisCommand("HSET", .string(room.base + "rn"), .string(mark.user), .string(stored.name)), member])
             } else {
-                batches.append([RedisCommand("ZREM", .string(room.base + "rd"), .string(mark.user))])
+                batches.append([RedisCommand("ZREM", .string(room.base + "rd"), .string(mark.user)), member])
             }
             for evicted in parts[4].array ?? [] {
                 guard let name = evicted.string else { continue }
                 let gone = keyspace.room(RoomKey(channel: mark.room.channel, room: name))
                 batches.append([RedisCommand("ZREM", .string(gone.base + "rd"), .string(mark.user)),
-                                RedisCommand("HDEL", .string(gone.base + "rn"), .string(mark.user))])
+                                RedisCommand("HDEL", .string(gone.base + "rn"), .string(mark.user)),
+                                RedisCommand("SREM", .string(gone.base + "ru"), .string(mark.user))])
             }
             let update = ReadUpdate(mark: stored, moved: offset > oldOffset, added: added == 1)
             gather(batches, { (batch: [RedisCommand], done: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) in
@@ -182,6 +185,17 @@ public final class RedisReadStateStore: ReadStateStore {
                                     offset: reader.offset)
                     }))
                 }
+            }
+        }
+    }
+
+    public func users(of room: RoomKey, limit: Int, completion: @escaping @Sendable (Result<[String], ParleyError>) -> Void) {
+        guard limit > 0 else { return completion(.success([])) }
+        // SRANDMEMBER with a positive count: up to `limit` distinct members, without reading all.
+        redis.send(RedisCommand("SRANDMEMBER", .string(keyspace.room(room).base + "ru"), .integer(Int64(limit)))) { result in
+            switch result {
+            case .failure(let error): completion(.failure(RedisRouting.error(error, "listing a room's users")))
+            case .success(let reply): completion(.success((reply.array ?? []).compactMap(\.string).sorted()))
             }
         }
     }
