@@ -53,7 +53,7 @@ for target in $TARGETS; do
     line) build line Fuzz/FuzzLine.swift Sources/ParleyServer/Line/LineDecoder.swift Sources/ParleyServer/Line/LineCommand.swift ;;
     json) build json Fuzz/FuzzJSON.swift -lParleyCore ;;
     native) build native Fuzz/FuzzNative.swift Sources/ParleyServer/Native/NativeCommand.swift \
-      Sources/ParleyServer/Session/MessageActionRequest.swift -lParleyCore ;;
+      Sources/ParleyServer/Session/MessageActionRequest.swift Sources/ParleyServer/Session/PushDeviceRequest.swift -lParleyCore ;;
     socketio) build socketio Fuzz/FuzzSocketIO.swift Sources/ParleyServer/SocketIO/EngineIO/EngineIOPacket.swift \
       Sources/ParleyServer/SocketIO/EngineIO/EngineIOPayload.swift Sources/ParleyServer/SocketIO/EngineIO/EngineIOOutbox.swift \
       Sources/ParleyServer/SocketIO/Protocol/SocketIOPacket.swift Sources/ParleyServer/SocketIO/Protocol/SocketIOBinaryAssembler.swift \

@@ -11,6 +11,7 @@ commands:
   serve     run the chat server (parley serve --help for its options)
   backup    copy a data directory while the server runs (parley backup --help)
   token     mint a development token (parley token --help)
+  vapid-keys  make a VAPID key pair for Web Push (parley vapid-keys --help)
   chat      terminal chat client (parley chat --help for its options)
   bench     load generators: parley bench fanout|idle|publish-durable|upload (parley bench --help)
   version   show the version, git commit and C library versions (also --version)
@@ -104,6 +105,9 @@ case "backup":
 case "token":
     if arguments.contains("--help") { say(TokenCommand.usage); exit(0) }
     do { say(try TokenCommand.run(arguments: arguments)) } catch { fail("parley token: \(error.description)") }
+case "vapid-keys":
+    if arguments.contains("--help") { say(VapidKeysCommand.usage); exit(0) }
+    do { say(try VapidKeysCommand.run()) } catch { fail("parley vapid-keys: \(error.description)") }
 case "chat":
     ChatCommand.run(arguments)
 case "bench":

@@ -40,3 +40,32 @@ import ParleyCore
         #expect(try key.signES256([1, 2, 3]) != key.signES256([1, 2, 3]))
     }
 }
+
+@Suite struct PushSettingsTests {
+    @Test func onlyTheAllowedPushServicesCanBeNamed() throws {
+        var configuration = ServerConfiguration()
+        configuration.webPushEndpoints = ["https://fcm.googleapis.com/", "https://*.notify.windows.com/", "http://127.0.0.1:9999/"]
+        let settings = try PushSettings(configuration)
+        #expect(settings.vapid == nil, "no keys: push is off")
+        #expect(settings.allows(endpoint: "https://fcm.googleapis.com/fcm/send/abc"))
+        #expect(settings.allows(endpoint: "https://db5p.notify.windows.com/w/?token=x"))
+        #expect(settings.allows(endpoint: "http://127.0.0.1:9999/push/1"))
+        for bad in ["https://fcm.googleapis.com.evil.example/x", "https://evil.example/https://fcm.googleapis.com/",
+                    "https://notify.windows.com.evil/x", "https://x@evil.notify.windows.com/", "http://169.254.169.254/latest",
+                    "http://127.0.0.1:99990/x", "https://fcm.googleapis.com"] {
+            #expect(!settings.allows(endpoint: bad), "\(bad)")
+        }
+    }
+
+    @Test func bothVAPIDKeysOrNeither() throws {
+        var configuration = ServerConfiguration()
+        configuration.vapidPublicKey = "x"
+        #expect(throws: StartupError.self) { try PushSettings(configuration) }
+        let key = try P256Key.generate()
+        configuration.vapidPublicKey = Base64URL.encode(key.publicKey)
+        configuration.vapidPrivateKey = Base64URL.encode(key.privateKey)
+        #expect(try PushSettings(configuration).vapid?.publicKey == key.publicKey)
+        configuration.vapidPrivateKey = Base64URL.encode(try P256Key.generate().privateKey)
+        #expect(throws: StartupError.self, "a private key of another pair") { try PushSettings(configuration) }
+    }
+}

@@ -68,6 +68,14 @@ public final class Hub: Sendable {
     /// Typists whose typing signal went out through this node: this node announces their
     /// flag's expiry (every node would otherwise announce it once).
     let localTypists = Mutex<[RoomKey: TypingTracker]>([:])
+    /// Told of every message stored through this node's publishes (push notifications).
+    let storedObserver = Mutex<(@Sendable (Message) -> Void)?>(nil)
+
+    /// `observer` is told of every message (and action) this node publishes, once stored, on
+    /// the store's thread: it must return at once. One observer; a second call replaces it.
+    public func observeStored(_ observer: @escaping @Sendable (Message) -> Void) {
+        storedObserver.withLock { $0 = observer }
+    }
 
     /// A single-node hub in memory (keeping `historyCapacity` messages per room).
     public convenience init(configuration: HubConfiguration = .init(), clock: any WallClock = SystemWallClock()) {
@@ -179,9 +187,11 @@ public final class Hub: Sendable {
         if let sender { stopLocalTyping(sender, in: key) }
         backlog?.add()
         do {
+            let observer = storedObserver.withLock { $0 }
             try broker.publish(message, clientMessageID: messageID) { result in
                 whenStored?(result)
                 backlog?.done()
+                if let observer, case .success(let stored) = result { observer(stored) }
             }
         } catch {
             backlog?.done()

@@ -82,6 +82,17 @@ public enum NativeProtocol {
         /// Inbox: keep sending `conversation` updates.
         public static let watch = "watch"
         public static let devices = "devices"
+        // push (docs/push.md)
+        public static let platform = "platform"
+        public static let subscription = "subscription"
+        public static let endpoint = "endpoint"
+        public static let keys = "keys"
+        public static let p256dh = "p256dh"
+        public static let auth = "auth"
+        public static let topic = "topic"
+        public static let environment = "environment"
+        public static let until = "until"
+        public static let vapidPublicKey = "vapid_public_key"
     }
 
     /// Values of the `type` field.
@@ -106,6 +117,10 @@ public enum NativeProtocol {
         public static let inbox = "inbox"
         /// A room's members folded into their users (the user presence view).
         public static let roomUsers = "room_users"
+        // push
+        public static let registerDevice = "register_device"
+        public static let unregisterDevice = "unregister_device"
+        public static let mute = "mute"
         public static let receipts = "receipts"
         public static let unread = "unread"
         public static let conversation = "conversation"

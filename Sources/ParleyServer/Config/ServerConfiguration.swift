@@ -51,6 +51,33 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var maxReceiptsListed = 50
     /// Most conversations one connection's live inbox (`inbox` with `watch`) follows.
     public var maxInboxWatchRooms = 50
+
+    // Push notifications (docs/push.md)
+    /// VAPID keys (base64url: the uncompressed public point, the private scalar): Web Push is on with both.
+    public var vapidPublicKey: String?
+    public var vapidPrivateKey: String?
+    public var vapidSubject = "mailto:admin@localhost"
+    /// URL prefixes a Web Push subscription's endpoint must start with: the browsers' push services.
+    public var webPushEndpoints = ["https://fcm.googleapis.com/", "https://updates.push.services.mozilla.com/",
+                                   "https://web.push.apple.com/", "https://*.notify.windows.com/"]
+    public var pushCAFile: String?
+    public var pushCoalesceMillis = 2_000
+    public var pushMaxQueued = 100_000
+    public var pushPerUserPerMinute = 10
+    public var pushMaxRoomUsers = 1_000
+    public var pushPreview = true
+    public var pushMentionsOverrideMutes = true
+
+    /// The allowed Web Push endpoint prefixes: http(s) URLs ending in `/`; `*.` may start the host.
+    static func webPushEndpoints(_ list: [String], _ flag: String) throws(UsageError) -> [String] {
+        for prefix in list {
+            guard prefix.hasPrefix("https://") || prefix.hasPrefix("http://"), prefix.hasSuffix("/"),
+                  !prefix.dropFirst(8).dropLast().contains("/") || prefix.split(separator: "/").count >= 3 else {
+                throw UsageError(description: "\(flag): \"\(prefix)\" is not an http(s) URL prefix ending in /")
+            }
+        }
+        return list
+    }
     /// Most bytes of messages in one page of history (a `history` reply, a subscribe's
     /// `history_count`, an admin listing); a page always holds one message and says
     /// `has_more` when it ends early.

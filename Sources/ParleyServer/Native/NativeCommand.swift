@@ -26,6 +26,11 @@ enum NativeCommand: Equatable, Sendable {
     case inbox(limit: Int, watch: Bool?, callback: Int?)
     /// Parley's users: the room's members folded into their users.
     case roomUsers(room: String, callback: Int?)
+    /// Push: this user's device (docs/push.md); `channel`, `user` and the time are filled in later.
+    case registerDevice(PushDeviceRequest, callback: Int?)
+    case unregisterDevice(platform: PushDevice.Platform, token: String, callback: Int?)
+    /// Push: mute `room` (nil: every room) until a time (Unix seconds; 0 lifts it).
+    case mute(room: String?, untilSeconds: Int64, callback: Int?)
 
     /// Longest accepted `message_id`, in bytes.
     static let maxMessageIDLength = 128
@@ -45,7 +50,8 @@ enum NativeCommand: Equatable, Sendable {
         case .handshake(_, _, let callback, _, _), .authenticate(_, let callback), .subscribe(_, _, let callback, _, _, _),
              .unsubscribe(_, let callback), .publish(_, _, let callback, _), .history(_, _, _, let callback),
              .act(_, _, let callback), .read(_, _, let callback), .dm(_, let callback), .inbox(_, _, let callback),
-             .roomUsers(_, let callback):
+             .roomUsers(_, let callback), .registerDevice(_, let callback), .unregisterDevice(_, _, let callback),
+             .mute(_, _, let callback):
             callback
         }
     }
@@ -204,6 +210,23 @@ enum NativeCommand: Equatable, Sendable {
             }
             guard let n = fields[Field.offset]?.intValue, n >= 0 else { return fail("offset must be a non-negative integer") }
             return .success(.read(room: name, offset: Int64(n), callback: callback))
+        case MessageType.registerDevice, MessageType.unregisterDevice:
+            switch PushDeviceRequest.parse(fields) {
+            case .failure(let problem): return fail(problem.message)
+            case .success(let request):
+                if type == MessageType.unregisterDevice {
+                    return .success(.unregisterDevice(platform: request.platform, token: request.token, callback: callback))
+                }
+                return .success(.registerDevice(request, callback: callback))
+            }
+        case MessageType.mute:
+            var room: String?
+            if let raw = fields[Field.room], !raw.isNull {
+                guard let name = raw.stringValue, RoomKey.isValidName(name) else { return fail("room must be a room name (or absent: every room)") }
+                room = name
+            }
+            guard let until = fields[Field.until]?.intValue, until >= 0 else { return fail("until must be Unix seconds (0 lifts the mute)") }
+            return .success(.mute(room: room, untilSeconds: Int64(until), callback: callback))
         case MessageType.roomUsers:
             switch room() {
             case .success(let name): return .success(.roomUsers(room: name, callback: callback))

@@ -112,6 +112,19 @@ extension NativeSession {
         if let refusal { sendJSON(NativeEncoding.refusal(callback: callback, refusal)) }
     }
 
+    /// A push command: refused now (the reply says why), or answered `{callback}` (or with
+    /// the error) once the push store has it.
+    func answerPush(_ callback: Int?, _ start: (@escaping @Sendable (ParleyError?) -> Void) -> ChatRefusal?) {
+        let me = LoopBound(self, on: connection.loop)
+        let refusal = start { error in
+            me.execute { session in
+                if let error { session.sendJSON(NativeEncoding.reply(callback: callback, error: error.message)) }
+                else if let callback { session.sendJSON(NativeEncoding.reply(callback: callback)) }
+            }
+        }
+        if let refusal { sendJSON(NativeEncoding.refusal(callback: callback, refusal)) }
+    }
+
     func roomUsers(_ room: String, callback: Int?) {
         let me = LoopBound(self, on: connection.loop)
         let refusal = chat.roomUsers(room) { result in

@@ -174,6 +174,12 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             inbox(limit: limit, watch: watch, callback: callback)
         case .roomUsers(let room, let callback):
             roomUsers(room, callback: callback)
+        case .registerDevice(let request, let callback):
+            answerPush(callback) { chat.registerDevice(request, completion: $0) }
+        case .unregisterDevice(let platform, let token, let callback):
+            answerPush(callback) { chat.unregisterDevice(platform, token: token, completion: $0) }
+        case .mute(let room, let until, let callback):
+            answerPush(callback) { chat.mute(room, untilSeconds: until, completion: $0) }
         case .history(let room, let before, let limit, let callback):
             let me = LoopBound(self, on: connection.loop)
             // Each request reads a page (up to --history-page-bytes) from the store.
@@ -214,9 +220,11 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         chat.sharesReceipts = sharesReceipts
         let requiresAuth = chat.needsToken
         let userID = chat.member?.userID
+        let vapid = context.push.service?.settings.vapid.map { Base64URL.encode($0.publicKey) }
         sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID) { w in
             if requiresAuth { w.key(NativeProtocol.Field.requireAuth); w.writeBool(true) }
             if let userID { w.key(NativeProtocol.Field.userID); w.writeString(userID) }
+            if let vapid { w.key(NativeProtocol.Field.vapidPublicKey); w.writeString(vapid) }
         })
     }
 

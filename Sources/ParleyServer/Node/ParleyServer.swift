@@ -65,6 +65,9 @@ final class ServerCore: Sendable {
     /// False for a server started without listeners (``ParleyServer/init(configuration:logger:clock:bindsListeners:store:)``):
     /// its doors are reached only through ``ParleyServer/acceptInMemory(door:remoteIP:loop:)``.
     let bindsListeners: Bool
+    /// Push notifications, when VAPID keys are configured (set once, right after start).
+    let push = PushSlot()
+    var pushService: PushService? { push.service }
     /// What each door with a listener does with an accepted connection, kept so a connection
     /// handed in memory takes the same way in (``admit(_:door:accept:)``).
     let acceptors = Mutex<[DoorKind: DoorAcceptor]>([:])
@@ -106,7 +109,7 @@ final class ServerCore: Sendable {
         doorContext = DoorContext(hub: hub, settings: settings, directory: directory, bans: bans, limits: limits,
                                   metrics: metrics, logger: logger, logThrottle: logThrottle, inbox: { inboxes[$0.index] },
                                   memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "", loopContexts: loopContexts,
-                                  reads: readStore)
+                                  reads: readStore, push: push)
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
@@ -229,6 +232,17 @@ public final class ParleyServer: Sendable {
         let observed: ObservedMessageStore?
         var sqliteBans: SQLiteBanStore?
         var sqliteReads: SQLiteReadStateStore?
+        let pushSettings: PushSettings
+        do {
+            pushSettings = try PushSettings(configuration)
+        } catch {
+            logger.error("push cannot be set up", metadata: ["error": .string(error.description)])
+            throw error
+        }
+        if pushSettings.vapid != nil, configuration.isClusterMode {
+            throw StartupError(description: "push notifications are not available in cluster mode yet (docs/push.md): leave the VAPID keys out")
+        }
+        var pushStore: (any PushStore)?
         do {
             if configuration.isClusterMode {
                 let node = try ClusterNode(configuration: configuration, group: group,
@@ -264,6 +278,15 @@ public final class ParleyServer: Sendable {
                     sqliteBans?.close()
                     throw StartupError(description: "cannot open the read marks file: \(error.message)")
                 }
+                if pushSettings.vapid != nil {
+                    do {
+                        pushStore = try SQLitePushStore(path: configuration.dataDirectory + "/push.sqlite3", synchronousFull: configuration.syncFull)
+                    } catch {
+                        sqlite.close()
+                        sqliteBans?.close()
+                        throw StartupError(description: "cannot open the push file: \(error.message)")
+                    }
+                }
                 let opened = sqlite.openedAtSchemaVersion == 0 ? "store created"
                     : sqlite.openedAtSchemaVersion < SQLiteMessageStore.schemaVersion ? "store opened and migrated" : "store opened"
                 logger.info(opened,
@@ -287,6 +310,12 @@ public final class ParleyServer: Sendable {
                               bindsListeners: bindsListeners)
         self.banFile = sqliteBans
         self.readsFile = sqliteReads
+        if let pushStore {
+            let push = PushService(store: pushStore, settings: pushSettings, hub: hub, reads: core.doorContext.reads, logger: logger)
+            core.push.set(push)
+            core.addMetricsProvider { text in push.counters.write(into: &text, queued: (try? pushStore.queued()) ?? 0) }
+            logger.info("push on", metadata: ["providers": .string("webpush"), "path": .string(configuration.dataDirectory + "/push.sqlite3")])
+        }
         self.core = core
         listeners = Mutex([])
         do {
@@ -550,6 +579,7 @@ public final class ParleyServer: Sendable {
         core.files.shutdown()
         core.banKeeper.stop()
         for door in core.doors.all { door.stop() }
+        core.pushService?.stop()
         banFile?.close()
         readsFile?.close()
         store?.close()

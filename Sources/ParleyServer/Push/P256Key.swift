@@ -96,6 +96,15 @@ final class P256Key: @unchecked Sendable {
         return out
     }
 
+    /// Whether the public key is the private key's (OpenSSL takes the two parts as given):
+    /// the secret agreed with a fresh key is the same from both sides.
+    var isConsistentPair: Bool {
+        guard let other = try? P256Key.generate(), let publicOnly = try? P256Key(publicKey: publicKey),
+              let mine = try? sharedSecret(with: P256Key(publicKey: other.publicKey)),
+              let theirs = try? other.sharedSecret(with: publicOnly) else { return false }
+        return mine == theirs
+    }
+
     /// ECDH: the shared x coordinate with `peer`'s public key (32 bytes).
     func sharedSecret(with peer: P256Key) throws(Failure) -> [UInt8] {
         guard let ctx = EVP_PKEY_CTX_new(pkey, nil) else { throw Failure("derive context") }

@@ -22,6 +22,49 @@ extension RESTRoutes {
         return nil
     }
 
+    /// `GET /CHANNEL/push/vapid`: `{"public_key"}`, what a browser subscribes with; 404 when
+    /// push is off.
+    @Sendable static func vapidKey(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        guard let key = core.pushService?.settings.vapid else { return .text(404, "push notifications are off on this server\n") }
+        return .json(200, JSONValue.object(["public_key": .string(Base64URL.encode(key.publicKey))]).serialized())
+    }
+
+    /// `POST /CHANNEL/users/USER/devices`, body as native `register_device` (or with
+    /// `"unregister": true`): 200 `{}` once stored.
+    @Sendable static func registerDevice(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
+        guard RoomKey.isValidName(channel) else { return .text(400, "invalid channel name\n") }
+        if let problem = UserID.problem(with: user) { return .text(400, "invalid user: \(problem)\n") }
+        if let refusal = userRefusal(request, user: user, core: core) { return refusal }
+        guard let push = core.pushService else { return .text(404, "push notifications are off on this server\n") }
+        let body: JSONValue
+        switch parseBody(request.body) {
+        case .success(let value): body = value
+        case .failure(let failure): return failure.response
+        }
+        let parsed: PushDeviceRequest
+        switch PushDeviceRequest.parse(body) {
+        case .success(let value): parsed = value
+        case .failure(let problem): return .text(400, problem.message + "\n")
+        }
+        let unregister = body["unregister"]?.boolValue == true
+        let device = parsed.device(channel: channel, user: user, nowMillis: core.hub.clock.nowMillis())
+        if !unregister {
+            if let problem = device.problem { return .text(400, problem + "\n") }
+            guard device.platform == .webpush else { return .text(501, "\(device.platform.rawValue) devices are not supported yet\n") }
+            guard push.settings.allows(endpoint: device.token) else { return .text(403, "this server does not send to that push service\n") }
+        }
+        let result = await withCheckedContinuation { continuation in
+            push.perform({ () throws(ParleyError) in
+                if unregister { _ = try push.store.unregister(platform: device.platform, token: device.token) } else { try push.store.register(device) }
+            }) { continuation.resume(returning: $0) }
+        }
+        switch result {
+        case .success: return .json(200, Array("{}".utf8))
+        case .failure(let error): return failure(error)
+        }
+    }
+
     /// `GET /CHANNEL/ROOM/users`: `{"users": [{user, name, devices}], "members": N}`, the
     /// room's members on every node folded into their users.
     @Sendable static func roomUsers(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {

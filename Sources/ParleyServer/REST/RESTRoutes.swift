@@ -30,6 +30,8 @@ enum RESTRoutes {
         router.add("GET", "/:channel/room-members", roomMemberMap)
         router.add("GET", "/:channel/users/:user/inbox", inbox)
         router.add("GET", "/:channel/:room/users", roomUsers)
+        router.add("GET", "/:channel/push/vapid", vapidKey)
+        router.add("POST", "/:channel/users/:user/devices", registerDevice)
         router.add("POST", "/:channel/users/:user/read", markRead)
         return router
     }

@@ -27,6 +27,9 @@ struct DoorContext: Sendable {
     /// Users' read marks and conversations (SQLite, Redis in a cluster, memory in tests).
     var reads: any ReadStateStore = InMemoryReadStateStore()
 
+    /// Push notifications, once the server set them up (nil: off).
+    var push = PushSlot()
+
     /// Reads inboxes, unread counts and newest messages from the stores.
     var inboxReader: InboxReader { InboxReader(messages: hub.store, reads: reads) }
 

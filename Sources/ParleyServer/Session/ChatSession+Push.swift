@@ -1,0 +1,64 @@
+import ParleyCore
+
+/// Push commands for every door that offers them (docs/push.md): a user's devices and mutes.
+extension ChatSession {
+    private func pushCheck() -> Result<(PushService, String, String), ChatRefusal> {
+        guard let member, let channel else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
+        guard let push = context.push.service else {
+            return .failure(ChatRefusal(.refused, "push notifications are off on this server (no VAPID keys; docs/push.md)"))
+        }
+        guard member.userID != nil else {
+            return .failure(ChatRefusal(.notIdentified, "a device belongs to a user: handshake with user_id, or a token with a user claim"))
+        }
+        if let refusal = admitRate() { return .failure(refusal) }
+        return .success((push, channel, member.user))
+    }
+
+    /// Registers a device of the member's user; `completion` runs on the push queue.
+    func registerDevice(_ request: PushDeviceRequest, completion: @escaping @Sendable (ParleyError?) -> Void) -> ChatRefusal? {
+        let push: PushService, channel: String, user: String
+        switch pushCheck() {
+        case .failure(let refusal): return refusal
+        case .success(let found): (push, channel, user) = found
+        }
+        let device = request.device(channel: channel, user: user, nowMillis: context.nowMillis)
+        if let problem = device.problem { return ChatRefusal(.refused, problem) }
+        switch device.platform {
+        case .apns, .fcm:
+            return ChatRefusal(.refused, "\(device.platform.rawValue) devices are not supported yet; Web Push is (docs/push.md)")
+        case .webpush:
+            guard push.settings.allows(endpoint: device.token) else {
+                return ChatRefusal(.refused, "this server does not send to that push service (see --webpush-endpoints)")
+            }
+        }
+        push.perform({ () throws(ParleyError) in try push.store.register(device) }) { completion($0.failure) }
+        return nil
+    }
+
+    func unregisterDevice(_ platform: PushDevice.Platform, token: String, completion: @escaping @Sendable (ParleyError?) -> Void) -> ChatRefusal? {
+        let push: PushService
+        switch pushCheck() {
+        case .failure(let refusal): return refusal
+        case .success(let found): push = found.0
+        }
+        push.perform({ () throws(ParleyError) in _ = try push.store.unregister(platform: platform, token: token) }) { completion($0.failure) }
+        return nil
+    }
+
+    /// Mutes `room` (nil: every room) for the member's user until `untilSeconds` (0 lifts it).
+    func mute(_ room: String?, untilSeconds: Int64, completion: @escaping @Sendable (ParleyError?) -> Void) -> ChatRefusal? {
+        let push: PushService, channel: String, user: String
+        switch pushCheck() {
+        case .failure(let refusal): return refusal
+        case .success(let found): (push, channel, user) = found
+        }
+        let mute = PushMute(room: room, untilMillis: untilSeconds * 1000)
+        push.perform({ () throws(ParleyError) in try push.store.setMute(mute, user: user, channel: channel) }) { completion($0.failure) }
+        return nil
+    }
+}
+
+extension Result {
+    /// The failure, or nil.
+    var failure: Failure? { if case .failure(let error) = self { error } else { nil } }
+}
