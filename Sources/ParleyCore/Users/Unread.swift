@@ -7,6 +7,9 @@ public struct UnreadCount: Sendable, Equatable {
     /// True when counting stopped early (``UnreadCounter/maxCounted``): there are at least
     /// this many.
     public var capped: Bool
+    /// The newest log offset this count has seen (0: none): a message delivered live with a
+    /// larger offset is not in it yet.
+    public var through: Int64 = 0
 
     public init(unread: Int = 0, mentions: Int = 0, capped: Bool = false) {
         self.unread = unread
@@ -16,6 +19,7 @@ public struct UnreadCount: Sendable, Equatable {
 
     /// One more message `message` arrived after the mark: counted as ``UnreadCounter`` counts.
     public mutating func add(_ message: Message, for user: String, name: String) {
+        through = max(through, message.offset)
         guard UnreadCounter.counts(message, for: user) else { return }
         unread += 1
         if Mentions.mention(in: message.body, of: user, name: name) { mentions += 1 }
@@ -43,6 +47,7 @@ public enum UnreadCounter {
         var count = UnreadCount()
         for entry in entries { count.add(entry, for: user, name: name) }
         if let last = entries.last?.offset, last < lastOffset { count.capped = true }
+        count.through = max(count.through, entries.last?.offset ?? 0)
         return count
     }
 }

@@ -61,6 +61,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var webPushEndpoints = ["https://fcm.googleapis.com/", "https://updates.push.services.mozilla.com/",
                                    "https://web.push.apple.com/", "https://*.notify.windows.com/"]
     public var pushCAFile: String?
+    /// APNs token authentication: the team's `.p8` key, its id and the team id (all three, or none).
+    public var apnsKeyFile: String?
+    public var apnsKeyID: String?
+    public var apnsTeamID: String?
+    public var apnsEndpoint = "https://api.push.apple.com"
+    public var apnsSandboxEndpoint = "https://api.sandbox.push.apple.com"
     public var pushCoalesceMillis = 2_000
     public var pushMaxQueued = 100_000
     public var pushPerUserPerMinute = 10

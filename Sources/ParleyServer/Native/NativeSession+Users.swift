@@ -6,7 +6,10 @@ import ParleyIO
 extension NativeSession {
     func setOptions(receipts: Bool, unread: Bool, for key: RoomKey) {
         if receipts || unread { roomOptions[key] = (receipts, unread) } else { roomOptions[key] = nil }
-        if !unread { unreadCounts[key] = nil }
+        if !unread {
+            unreadCounts[key] = nil
+            unreadPending[key] = nil
+        }
         followsUsers = !roomOptions.isEmpty
     }
 
@@ -21,7 +24,9 @@ extension NativeSession {
             if own, options?.unread == true { countUnread(in: room, lastOffset: nil) }
             return options?.receipts == true && (receipt.isShared || own)
         case .message(let message):
-            guard options?.unread == true, var state = unreadCounts[room], message.offset > state.readOffset,
+            guard options?.unread == true, message.offset > 0 else { return true }
+            if unreadPending[room] != nil, unreadPending[room]!.count < Self.maxUnreadPending { unreadPending[room]!.append(message) }
+            guard var state = unreadCounts[room], message.offset > state.readOffset,
                   let member = chat.member, UnreadCounter.counts(message, for: member.user) else { return true }
             state.count.add(message, for: member.user, name: member.displayName)
             unreadCounts[room] = state
@@ -52,6 +57,7 @@ extension NativeSession {
     /// Reads the room's unread count from the stores and sends it (`unread`).
     func countUnread(in room: RoomKey, lastOffset: Int64?) {
         let me = LoopBound(self, on: connection.loop)
+        if unreadPending[room] == nil { unreadPending[room] = [] }
         guard let lastOffset else {
             context.hub.lastOffset(of: room) { result in
                 guard case .success(let last) = result else { return }
@@ -62,7 +68,13 @@ extension NativeSession {
         chat.unread(in: room, lastOffset: lastOffset) { result in
             guard case .success(let (offset, count)) = result else { return }
             me.execute { session in
-                guard session.roomOptions[room]?.unread == true else { return }
+                guard session.roomOptions[room]?.unread == true, let member = session.chat.member else { return }
+                // What was delivered while the store was read, and the count has not seen.
+                var count = count
+                for message in session.unreadPending.removeValue(forKey: room) ?? []
+                where message.offset > max(count.through, offset) {
+                    count.add(message, for: member.user, name: member.displayName)
+                }
                 session.unreadCounts[room] = (offset, count)
                 session.sendJSON(NativeEncoding.unread(room: room, readOffset: offset, count))
             }

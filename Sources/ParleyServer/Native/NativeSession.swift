@@ -25,6 +25,10 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     var roomOptions: [RoomKey: (receipts: Bool, unread: Bool)] = [:]
     /// The unread count of each room that has `unread`, kept live from the deliveries.
     var unreadCounts: [RoomKey: (readOffset: Int64, count: UnreadCount)] = [:]
+    /// Messages delivered while a room's count is being read from the store: the count may
+    /// not have seen them (at most ``NativeSession/maxUnreadPending`` kept).
+    var unreadPending: [RoomKey: [Message]] = [:]
+    static let maxUnreadPending = 1_000
     /// Whether any room asked for `unread` or `receipts` (checked on every delivery).
     var followsUsers = false
     /// The live inbox, once the client asked `inbox` with `watch`.

@@ -239,8 +239,8 @@ public final class ParleyServer: Sendable {
             logger.error("push cannot be set up", metadata: ["error": .string(error.description)])
             throw error
         }
-        if pushSettings.vapid != nil, configuration.isClusterMode {
-            throw StartupError(description: "push notifications are not available in cluster mode yet (docs/push.md): leave the VAPID keys out")
+        if pushSettings.isOn, configuration.isClusterMode {
+            throw StartupError(description: "push notifications are not available in cluster mode yet (docs/push.md): leave the VAPID and APNs keys out")
         }
         var pushStore: (any PushStore)?
         do {
@@ -278,7 +278,7 @@ public final class ParleyServer: Sendable {
                     sqliteBans?.close()
                     throw StartupError(description: "cannot open the read marks file: \(error.message)")
                 }
-                if pushSettings.vapid != nil {
+                if pushSettings.isOn {
                     do {
                         pushStore = try SQLitePushStore(path: configuration.dataDirectory + "/push.sqlite3", synchronousFull: configuration.syncFull)
                     } catch {
@@ -314,7 +314,9 @@ public final class ParleyServer: Sendable {
             let push = PushService(store: pushStore, settings: pushSettings, hub: hub, reads: core.doorContext.reads, logger: logger)
             core.push.set(push)
             core.addMetricsProvider { text in push.counters.write(into: &text, queued: (try? pushStore.queued()) ?? 0) }
-            logger.info("push on", metadata: ["providers": .string("webpush"), "path": .string(configuration.dataDirectory + "/push.sqlite3")])
+            let providers = [pushSettings.vapid.map { _ in "webpush" }, pushSettings.apns.map { _ in "apns" }].compactMap { $0 }
+            logger.info("push on", metadata: ["providers": .string(providers.joined(separator: ",")),
+                                              "path": .string(configuration.dataDirectory + "/push.sqlite3")])
         }
         self.core = core
         listeners = Mutex([])

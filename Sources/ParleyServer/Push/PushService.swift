@@ -7,6 +7,9 @@ import Synchronization
 /// The settings push runs with (docs/push.md).
 struct PushSettings: Sendable {
     var vapid: P256Key?
+    var apns: APNsProvider?
+    /// Whether any provider is configured (push is on).
+    var isOn: Bool { vapid != nil || apns != nil }
     var vapidSubject: String
     var webPushEndpoints: [String]
     var caFile: String?
@@ -35,6 +38,21 @@ struct PushSettings: Sendable {
             vapid = key
         default:
             throw StartupError(description: "set both --vapid-public-key and --vapid-private-key, or neither")
+        }
+        switch (configuration.apnsKeyFile, configuration.apnsKeyID, configuration.apnsTeamID) {
+        case (nil, nil, nil):
+            apns = nil
+        case (let file?, let keyID?, let teamID?):
+            let pem: String
+            do { pem = try String(contentsOfFile: file, encoding: .utf8) } catch {
+                throw StartupError(description: "cannot read the APNs key \(file): \(error.localizedDescription)")
+            }
+            let key: P256Key
+            do { key = try P256Key(pem: pem) } catch { throw StartupError(description: "the APNs key \(file) is not a P-256 .p8 key: \(error)") }
+            apns = APNsProvider(APNsProvider.Settings(key: key, keyID: keyID, teamID: teamID, endpoint: configuration.apnsEndpoint,
+                                                      sandboxEndpoint: configuration.apnsSandboxEndpoint))
+        default:
+            throw StartupError(description: "APNs needs --apns-key-file, --apns-key-id and --apns-team-id together")
         }
         vapidSubject = configuration.vapidSubject
         webPushEndpoints = configuration.webPushEndpoints
@@ -245,7 +263,7 @@ final class PushService: Sendable {
             let backoff = Int64(2_000) << Int64(min(job.attempts, 8))
             try store.reschedule(job.id, dueMillis: now + max(backoff, retryAfter), attempts: job.attempts + 1)
         } else {
-            if retryAfter != nil { counters.add(.failed, .webpush) }
+            if retryAfter != nil { logger.info("push: gave up after retries", metadata: ["attempts": .int(job.attempts + 1)]) }
             try store.complete(job.id)
         }
     }
@@ -262,7 +280,10 @@ final class PushService: Sendable {
     private func send(_ content: PushRules.Content, to device: PushDevice, now: Int64) -> Outcome {
         switch device.platform {
         case .webpush: return sendWebPush(content, to: device, now: now)
-        case .apns, .fcm: return .failed("\(device.platform.rawValue) is not supported yet")
+        case .apns:
+            guard let apns = settings.apns else { return .failed("APNs is not configured") }
+            return apns.send(content, to: device, nowSeconds: now / 1000, caFile: settings.caFile)
+        case .fcm: return .failed("fcm is not supported yet")
         }
     }
 

@@ -51,8 +51,13 @@ extension RESTRoutes {
         let device = parsed.device(channel: channel, user: user, nowMillis: core.hub.clock.nowMillis())
         if !unregister {
             if let problem = device.problem { return .text(400, problem + "\n") }
-            guard device.platform == .webpush else { return .text(501, "\(device.platform.rawValue) devices are not supported yet\n") }
-            guard push.settings.allows(endpoint: device.token) else { return .text(403, "this server does not send to that push service\n") }
+            switch device.platform {
+            case .fcm: return .text(501, "fcm devices are not supported yet\n")
+            case .apns: if push.settings.apns == nil { return .text(501, "APNs is not configured on this server\n") }
+            case .webpush:
+                if push.settings.vapid == nil { return .text(501, "Web Push is not configured on this server\n") }
+                guard push.settings.allows(endpoint: device.token) else { return .text(403, "this server does not send to that push service\n") }
+            }
         }
         let result = await withCheckedContinuation { continuation in
             push.perform({ () throws(ParleyError) in

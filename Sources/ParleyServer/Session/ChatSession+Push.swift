@@ -5,7 +5,7 @@ extension ChatSession {
     private func pushCheck() -> Result<(PushService, String, String), ChatRefusal> {
         guard let member, let channel else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
         guard let push = context.push.service else {
-            return .failure(ChatRefusal(.refused, "push notifications are off on this server (no VAPID keys; docs/push.md)"))
+            return .failure(ChatRefusal(.refused, "push notifications are off on this server (no VAPID or APNs keys; docs/push.md)"))
         }
         guard member.userID != nil else {
             return .failure(ChatRefusal(.notIdentified, "a device belongs to a user: handshake with user_id, or a token with a user claim"))
@@ -24,9 +24,12 @@ extension ChatSession {
         let device = request.device(channel: channel, user: user, nowMillis: context.nowMillis)
         if let problem = device.problem { return ChatRefusal(.refused, problem) }
         switch device.platform {
-        case .apns, .fcm:
-            return ChatRefusal(.refused, "\(device.platform.rawValue) devices are not supported yet; Web Push is (docs/push.md)")
+        case .fcm:
+            return ChatRefusal(.refused, "fcm devices are not supported yet; APNs and Web Push are (docs/push.md)")
+        case .apns:
+            guard push.settings.apns != nil else { return ChatRefusal(.refused, "APNs is not configured on this server (docs/push.md)") }
         case .webpush:
+            guard push.settings.vapid != nil else { return ChatRefusal(.refused, "Web Push is not configured on this server (no VAPID keys)") }
             guard push.settings.allows(endpoint: device.token) else {
                 return ChatRefusal(.refused, "this server does not send to that push service (see --webpush-endpoints)")
             }
