@@ -50,6 +50,9 @@ public actor ParleyClient {
     public nonisolated let sharesReceipts: Bool
     /// The user the server says this connection belongs to (nil: the connection is its own).
     public private(set) var userID: String?
+    /// The server's VAPID public key (base64url), when it sends Web Push: what a browser's
+    /// `pushManager.subscribe` takes as `applicationServerKey`.
+    public private(set) var vapidPublicKey: String?
     /// Live inbox updates, once ``watchInbox(limit:)`` was called.
     private var inboxWatch: (limit: Int, continuation: AsyncStream<ChatConversation>.Continuation)?
     /// Every id this client has had, so its own messages stay "mine" across reconnects.
@@ -194,6 +197,7 @@ public actor ParleyClient {
         clientID = id
         ownIDs.insert(id)
         userID = reply[Field.userID]?.stringValue
+        vapidPublicKey = reply[Field.vapidPublicKey]?.stringValue
         if let token {
             let answer = try await request([Field.type: .string(MessageType.authenticate), Field.token: .string(token)])
             if let error = answer[Field.error]?.stringValue {
@@ -328,6 +332,9 @@ public actor ParleyClient {
     // MARK: requests
 
     /// Sends `command` with a fresh callback and waits for the reply (or a timeout / drop).
+    /// One request and its reply, for the SDK's other files (push).
+    func send(_ command: JSONObject) async throws(ParleyClientError) -> JSONValue { try await request(command) }
+
     private func request(_ command: JSONObject) async throws(ParleyClientError) -> JSONValue {
         guard let connection else { throw ParleyClientError(.notConnected, "not connected") }
         let callback = nextCallback

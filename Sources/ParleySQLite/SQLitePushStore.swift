@@ -172,7 +172,7 @@ public final class SQLitePushStore: PushStore {
     public func enqueue(_ job: PushJob, maxQueued: Int) throws(ParleyError) -> Bool {
         try run { connection throws(ParleyError) -> Bool in
             let update = try connection.statement("""
-                UPDATE jobs SET count = count + ?4, last_offset = max(last_offset, ?5), due_ms = min(due_ms, ?6)
+                UPDATE jobs SET count = count + ?4, last_offset = max(last_offset, ?5)
                 WHERE channel = ?1 AND user = ?2 AND room = ?3 RETURNING id
                 """)
             update.bind(1, job.channel)
@@ -180,7 +180,6 @@ public final class SQLitePushStore: PushStore {
             update.bind(3, job.room)
             update.bind(4, Int64(job.count))
             update.bind(5, job.lastOffset)
-            update.bind(6, job.dueMillis)
             if try update.step() {
                 try update.run()
                 return true
@@ -213,15 +212,27 @@ public final class SQLitePushStore: PushStore {
                                     room: select.string(3) ?? "", count: Int(select.int64(4)), lastOffset: select.int64(5),
                                     dueMillis: select.int64(6), attempts: Int(select.int64(7))))
             }
+            let lease = try connection.statement("UPDATE jobs SET due_ms = ?2 WHERE id = ?1")
+            for job in jobs {
+                lease.bind(1, job.id)
+                lease.bind(2, nowMillis + PushJob.leaseMillis)
+                try lease.run()
+            }
             return jobs
         }
     }
 
-    public func complete(_ id: Int64) throws(ParleyError) {
+    public func complete(_ sent: PushJob) throws(ParleyError) {
         try run { connection throws(ParleyError) in
-            let delete = try connection.statement("DELETE FROM jobs WHERE id = ?1")
-            delete.bind(1, id)
+            let delete = try connection.statement("DELETE FROM jobs WHERE id = ?1 AND last_offset <= ?2")
+            delete.bind(1, sent.id)
+            delete.bind(2, sent.lastOffset)
             try delete.run()
+            // Messages that came while it was sent stay, due at once.
+            let rest = try connection.statement("UPDATE jobs SET count = max(1, count - ?2), due_ms = 0, attempts = 0 WHERE id = ?1")
+            rest.bind(1, sent.id)
+            rest.bind(2, Int64(sent.count))
+            try rest.run()
         }
     }
 

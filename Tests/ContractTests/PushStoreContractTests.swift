@@ -1,17 +1,21 @@
 import Foundation
 import Testing
 import ParleyCore
+import ParleyRedis
 import ParleySQLite
 
 /// Every push store, run through one contract (``PushStore``).
 enum PushStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
-    case memory, sqlite
+    case memory, sqlite, redis, redisCluster
     var description: String { rawValue }
 
-    func make(path: String? = nil) throws -> any PushStore {
+    func make(path: String? = nil, keyspace: RedisKeyspace? = nil) throws -> any PushStore {
         switch self {
-        case .memory: InMemoryPushStore()
-        case .sqlite: try SQLitePushStore(path: path ?? NSTemporaryDirectory() + "parley-push-\(UUID().uuidString).sqlite3")
+        case .memory: return InMemoryPushStore()
+        case .sqlite: return try SQLitePushStore(path: path ?? NSTemporaryDirectory() + "parley-push-\(UUID().uuidString).sqlite3")
+        case .redis, .redisCluster:
+            let deployment = try RedisDeployment.shared(self == .redis ? .single : .cluster)
+            return RedisPushStore(redis: deployment.client, keyspace: keyspace ?? RedisDeployment.freshKeyspace())
         }
     }
 }
@@ -60,8 +64,8 @@ enum PushStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
 
     @Test(arguments: PushStoreKind.allCases)
     func jobsCoalescePerUserAndRoomAndStayUntilCompleted(kind: PushStoreKind) throws {
-        let path = NSTemporaryDirectory() + "parley-push-\(UUID().uuidString).sqlite3"
-        var store = try kind.make(path: path)
+        let path = NSTemporaryDirectory() + "parley-push-\(UUID().uuidString).sqlite3", keyspace = RedisDeployment.freshKeyspace()
+        var store = try kind.make(path: path, keyspace: keyspace)
         #expect(try store.enqueue(PushJob(channel: "ch", user: "alice", room: "r", count: 1, lastOffset: 3, dueMillis: 100), maxQueued: 2))
         #expect(try store.enqueue(PushJob(channel: "ch", user: "alice", room: "r", count: 1, lastOffset: 4, dueMillis: 150), maxQueued: 2))
         #expect(try store.enqueue(PushJob(channel: "ch", user: "bob", room: "r", count: 1, lastOffset: 4, dueMillis: 120), maxQueued: 2))
@@ -69,16 +73,30 @@ enum PushStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
                 "the queue is full")
         #expect(try store.queued() == 2)
         #expect(try store.due(nowMillis: 99, limit: 10).isEmpty)
-        if kind == .sqlite { store = try kind.make(path: path) }  // a restart keeps the queue
+        if kind != .memory { store = try kind.make(path: path, keyspace: keyspace) }  // a restart keeps the queue
         let due = try store.due(nowMillis: 200, limit: 10)
         #expect(due.map(\.user) == ["alice", "bob"])
-        #expect(due.first?.count == 2 && due.first?.lastOffset == 4 && due.first?.dueMillis == 100, "coalesced")
+        #expect(due.first?.count == 2 && due.first?.lastOffset == 4 && due.first?.dueMillis == 100, "coalesced, due when the first was")
+        #expect(try store.due(nowMillis: 200, limit: 10).isEmpty, "taken: hidden from every other taker")
         try store.reschedule(due[0].id, dueMillis: 500, attempts: 1)
-        #expect(try store.due(nowMillis: 200, limit: 10).map(\.user) == ["bob"])
-        try store.complete(due[1].id)
         let later = try store.due(nowMillis: 600, limit: 10)
-        #expect(later.map(\.user) == ["alice"] && later.first?.attempts == 1)
-        try store.complete(later[0].id)
+        #expect(later.map(\.user) == ["alice"] && later.first?.attempts == 1, "bob is still taken")
+        try store.complete(later[0])
+        // A taker that never finished (a crash): its job is due again after the lease.
+        let again = try store.due(nowMillis: 200 + PushJob.leaseMillis, limit: 10)
+        #expect(again.map(\.user) == ["bob"])
+        try store.complete(again[0])
         #expect(try store.queued() == 0)
+        // A message that comes while a push is being sent is not lost with it.
+        #expect(try store.enqueue(PushJob(channel: "ch", user: "dave", room: "r", count: 1, lastOffset: 5, dueMillis: 800), maxQueued: 9))
+        let sending = try store.due(nowMillis: 800, limit: 10)
+        #expect(try store.enqueue(PushJob(channel: "ch", user: "dave", room: "r", count: 1, lastOffset: 6, dueMillis: 900), maxQueued: 9))
+        try store.complete(sending[0])
+        let rest = try store.due(nowMillis: 801, limit: 10)
+        #expect(rest.map(\.lastOffset) == [6] && rest.first?.count == 1, "the newer message, due at once")
+        try store.complete(rest[0])
+        // A new message after completion starts a new job.
+        #expect(try store.enqueue(PushJob(channel: "ch", user: "alice", room: "r", count: 1, lastOffset: 9, dueMillis: 700), maxQueued: 2))
+        #expect(try store.due(nowMillis: 700, limit: 10).map(\.lastOffset) == [9])
     }
 }

@@ -105,3 +105,56 @@ private func client(_ port: Int, user: String, name: String) -> ParleyClient {
         await bob.stop()
     }
 }
+
+/// The SDK's push registration against a real server with Web Push on.
+@Suite(.serialized) struct PushClientTests {
+    /// A key pair from `parley vapid-keys` (its public half, its private half).
+    static func vapidKeys() throws -> (String, String) {
+        let lines = try VapidKeysCommand.run().split(separator: "\n")
+        func value(_ name: String) -> String { lines.first { $0.hasPrefix(name + "=") }.map { String($0.dropFirst(name.count + 1)) } ?? "" }
+        return (value("PARLEY_VAPID_PUBLIC_KEY"), value("PARLEY_VAPID_PRIVATE_KEY"))
+    }
+
+    @Test func devicesAreRegisteredForTheUserAndCheckedByTheServer() async throws {
+        let (publicKey, privateKey) = try Self.vapidKeys()
+        let server = try startClientTestServer { configuration in
+            configuration.vapidPublicKey = publicKey
+            configuration.vapidPrivateKey = privateKey
+            configuration.webPushEndpoints = ["https://push.example/"]
+        }
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let bob = client(server.httpPort, user: "bob", name: "Bob")
+        try await bob.connect()
+        #expect(await bob.vapidPublicKey == publicKey)
+        let browser = PushRegistration.webPush(endpoint: "https://push.example/send/1", p256dh: try Self.vapidKeys().0,
+                                               auth: Base64URL.encode([UInt8](repeating: 9, count: 16)))
+        try await bob.registerDevice(browser)
+        try await bob.mute("team", until: Date().addingTimeInterval(3600))
+        try await bob.unregisterDevice(browser)
+        // Another push service, or APNs on a server without its key: refused, saying why.
+        do {
+            try await bob.registerDevice(.webPush(endpoint: "https://elsewhere.example/x", p256dh: "BAAA", auth: "AAAA"))
+            Issue.record("a push service the server does not send to")
+        } catch {
+            #expect(error.code == .server)
+        }
+        do {
+            try await bob.registerDevice(.apns(deviceToken: Data([0xA1, 0xB2] + [UInt8](repeating: 0, count: 30)), topic: "com.example.chat", sandbox: true))
+            Issue.record("APNs without a key")
+        } catch {
+            #expect(error.message.contains("APNs is not configured"), "\(error.message)")
+        }
+        #expect(PushRegistration.hex(Data([0x00, 0xAB, 0x0F])) == "00ab0f")
+        // A connection without a user has no devices.
+        let guest = ParleyClient(url: nativeURL(port: server.httpPort), channel: "demo")
+        try await guest.connect()
+        do {
+            try await guest.registerDevice(browser)
+            Issue.record("a device without a user")
+        } catch {
+            #expect(error.message.contains("user"))
+        }
+        await bob.disconnect()
+        await guest.disconnect()
+    }
+}

@@ -238,3 +238,44 @@ def test_a_restart_loses_no_due_push(push_service):
     finally:
         close_all(clients)
         server.kill()
+
+
+def test_two_nodes_send_one_push(push_service):
+    """Two cluster nodes on one Redis share devices and the queue: messages published through
+    both nodes for an away user become one coalesced push, sent by one node."""
+    from cluster_support import RedisProcess, start_nodes
+    import uuid
+
+    keys = vapid_keys()
+    config = os.path.join(tempfile.mkdtemp(prefix="parley-push-config-"), "parley.json")
+    with open(config, "w") as f:
+        json.dump({"push": {"coalesce_ms": 1000}}, f)
+    redis = RedisProcess()
+    nodes = []
+    clients = []
+    try:
+        nodes = start_nodes(["a", "b"], redis=redis, prefix="push-" + uuid.uuid4().hex[:8],
+                            extra=["--config", config, "--vapid-public-key", keys[0], "--vapid-private-key", keys[1],
+                                   "--webpush-endpoints", "http://127.0.0.1:%d/" % push_service.port])
+        a, b = nodes
+        sub = Subscription(push_service, "bob")
+        device(a.process, "bob", sub).close()
+        on_a, on_b = device(a.process, "alice"), device(b.process, "alice")
+        clients += [on_a, on_b]
+        time.sleep(0.5)
+        for i in range(3):
+            on_b.request({"type": "publish", "room": "team", "message": "from b %d" % i})
+            on_a.request({"type": "publish", "room": "team", "message": "from a %d" % i})
+        eventually("bob's push", lambda: push_service.requests("bob"), timeout=10)
+        time.sleep(1.5)
+        pushes = push_service.requests("bob")
+        assert len(pushes) == 1, "one push for the burst, from one node: %d" % len(pushes)
+        push = sub.open(pushes[0])
+        assert push["body"] == "6 new messages · Alice: from a 2" and push["badge"] == 6, push
+        sent = [metric(n.process, "parley_push_total", provider="webpush", outcome="sent") for n in nodes]
+        assert sorted(sent) == [0, 1], sent
+    finally:
+        close_all(clients)
+        for node in nodes:
+            node.stop()
+        redis.stop()

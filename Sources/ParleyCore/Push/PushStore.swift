@@ -15,6 +15,10 @@ public struct PushJob: Sendable, Equatable {
     public var dueMillis: Int64
     public var attempts: Int
 
+    /// How long a job ``PushStore/due(nowMillis:limit:)`` handed out is hidden from every
+    /// other taker (another node's worker): it is sent, or due again after this.
+    public static let leaseMillis: Int64 = 30_000
+
     public init(id: Int64 = 0, channel: String, user: String, room: String, count: Int, lastOffset: Int64, dueMillis: Int64, attempts: Int = 0) {
         self.id = id
         self.channel = channel
@@ -35,11 +39,14 @@ public struct PushJob: Sendable, Equatable {
 ///   user); a user keeps at most ``PushDevice/maxPerUser`` per channel, the oldest goes;
 /// - a mute per user, channel and room (nil: every room) holds until its time; a time in the
 ///   past lifts it;
-/// - ``enqueue(_:maxQueued:)`` adds to the pending job of the same user and room (count added,
-///   the newest offset kept, the earlier due time kept), else queues a new one unless
-///   `maxQueued` wait (false then);
-/// - ``due(nowMillis:limit:)`` lists the jobs due, earliest first; a job stays queued until
-///   ``complete(_:)``, so a restart loses none.
+/// - ``enqueue(_:maxQueued:)`` adds to the job of the same user and room (count added, the
+///   newest offset kept, its due time left as it is: a pending job's is the earlier, a taken
+///   one's is its lease), else queues a new one unless `maxQueued` wait (false then);
+/// - ``complete(_:)`` removes a job that was sent, unless messages came meanwhile (its offset
+///   passed the sent one's): then those stay queued, due at once;
+/// - ``due(nowMillis:limit:)`` takes the jobs due, earliest first: each is hidden for
+///   ``PushJob/leaseMillis`` (so two nodes never send one push), and stays queued until
+///   ``complete(_:)`` (so a restart or a crash loses none: it is due again after the lease).
 public protocol PushStore: AnyObject, Sendable {
     func register(_ device: PushDevice) throws(ParleyError)
     func unregister(platform: PushDevice.Platform, token: String) throws(ParleyError) -> Bool
@@ -50,7 +57,7 @@ public protocol PushStore: AnyObject, Sendable {
     func mutes(of user: String, in channel: String, nowMillis: Int64) throws(ParleyError) -> [PushMute]
     func enqueue(_ job: PushJob, maxQueued: Int) throws(ParleyError) -> Bool
     func due(nowMillis: Int64, limit: Int) throws(ParleyError) -> [PushJob]
-    func complete(_ id: Int64) throws(ParleyError)
+    func complete(_ sent: PushJob) throws(ParleyError)
     func reschedule(_ id: Int64, dueMillis: Int64, attempts: Int) throws(ParleyError)
     func queued() throws(ParleyError) -> Int
 }
@@ -114,7 +121,6 @@ public final class InMemoryPushStore: PushStore {
             if let id = state.jobs.values.first(where: { $0.channel == job.channel && $0.user == job.user && $0.room == job.room })?.id {
                 state.jobs[id]!.count += job.count
                 state.jobs[id]!.lastOffset = max(state.jobs[id]!.lastOffset, job.lastOffset)
-                state.jobs[id]!.dueMillis = min(state.jobs[id]!.dueMillis, job.dueMillis)
                 return true
             }
             guard state.jobs.count < maxQueued else { return false }
@@ -128,12 +134,25 @@ public final class InMemoryPushStore: PushStore {
 
     public func due(nowMillis: Int64, limit: Int) -> [PushJob] {
         state.withLock { state in
-            Array(state.jobs.values.filter { $0.dueMillis <= nowMillis }
+            let due = Array(state.jobs.values.filter { $0.dueMillis <= nowMillis }
                 .sorted { $0.dueMillis != $1.dueMillis ? $0.dueMillis < $1.dueMillis : $0.id < $1.id }.prefix(limit))
+            for job in due { state.jobs[job.id]?.dueMillis = nowMillis + PushJob.leaseMillis }
+            return due
         }
     }
 
-    public func complete(_ id: Int64) { _ = state.withLock { $0.jobs.removeValue(forKey: id) } }
+    public func complete(_ sent: PushJob) {
+        state.withLock { state in
+            guard let job = state.jobs[sent.id] else { return }
+            if job.lastOffset > sent.lastOffset {
+                state.jobs[sent.id]!.count = max(1, job.count - sent.count)
+                state.jobs[sent.id]!.dueMillis = 0
+                state.jobs[sent.id]!.attempts = 0
+            } else {
+                state.jobs[sent.id] = nil
+            }
+        }
+    }
 
     public func reschedule(_ id: Int64, dueMillis: Int64, attempts: Int) {
         state.withLock { state in

@@ -22,6 +22,8 @@ final class ClusterNode: Sendable {
     let connections: RedisConnectionRoster
     /// Budgets every node shares (the day's upload bytes per address and in all).
     let budgets: RedisBudgetStore
+    /// Devices, mutes and the push queue, one for the cluster.
+    let pushStore: RedisPushStore
     /// Users' read marks and conversations, one set for the cluster.
     let reads: RedisReadStateStore
 
@@ -81,6 +83,7 @@ final class ClusterNode: Sendable {
         socketChatRoster = RedisSocketChatRosterStore(redis: redis, keyspace: keyspace)
         connections = RedisConnectionRoster(redis: redis, keyspace: keyspace)
         budgets = RedisBudgetStore(redis: redis, keyspace: keyspace)
+        pushStore = RedisPushStore(redis: redis, keyspace: keyspace)
         reads = RedisReadStateStore(redis: redis, keyspace: keyspace, maxRoomsPerUser: configuration.maxConversationsPerUser)
         var presenceOptions = RedisPresenceOptions(nodeID: nodeID)
         presenceOptions.leaseMillis = lease

@@ -239,15 +239,13 @@ public final class ParleyServer: Sendable {
             logger.error("push cannot be set up", metadata: ["error": .string(error.description)])
             throw error
         }
-        if pushSettings.isOn, configuration.isClusterMode {
-            throw StartupError(description: "push notifications are not available in cluster mode yet (docs/push.md): leave the VAPID and APNs keys out")
-        }
         var pushStore: (any PushStore)?
         do {
             if configuration.isClusterMode {
                 let node = try ClusterNode(configuration: configuration, group: group,
                                            idempotencyWindowMillis: hubConfiguration.idempotencyWindowMillis)
                 cluster = node
+                if pushSettings.isOn { pushStore = node.pushStore }
                 files.useClusterBudgets(node.budgets)
                 store = nil
                 observed = nil
@@ -316,7 +314,7 @@ public final class ParleyServer: Sendable {
             core.addMetricsProvider { text in push.counters.write(into: &text, queued: (try? pushStore.queued()) ?? 0) }
             let providers = [pushSettings.vapid.map { _ in "webpush" }, pushSettings.apns.map { _ in "apns" }].compactMap { $0 }
             logger.info("push on", metadata: ["providers": .string(providers.joined(separator: ",")),
-                                              "path": .string(configuration.dataDirectory + "/push.sqlite3")])
+                                              "queue": .string(cluster == nil ? configuration.dataDirectory + "/push.sqlite3" : "redis")])
         }
         self.core = core
         listeners = Mutex([])

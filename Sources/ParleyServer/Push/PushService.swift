@@ -229,17 +229,17 @@ final class PushService: Sendable {
         let room = RoomKey(channel: job.channel, room: job.room)
         // Read on another device meanwhile, or back in the room: nothing to tell.
         if let mark = try wait({ reads.mark(of: job.user, in: room, completion: $0) }), mark.offset >= job.lastOffset {
-            return try store.complete(job.id)
+            return try store.complete(job)
         }
         if try wait({ hub.users(of: room, limit: Hub.maxMembersPerRoomQuery, completion: $0) }).users.contains(where: { $0.user == job.user }) {
-            return try store.complete(job.id)
+            return try store.complete(job)
         }
         guard budgets.take(1, key: job.channel + "/" + job.user, allowance: settings.perUserPerMinute, periodMillis: 60_000, nowMillis: now) else {
             // Over the user's rate: it waits and gathers what comes meanwhile.
             return try store.reschedule(job.id, dueMillis: now + 60_000 / Int64(settings.perUserPerMinute), attempts: job.attempts)
         }
         let page = try wait { hub.store.messages(in: room, before: job.lastOffset + 1, limit: 1, maxBytes: 64 << 10, completion: $0) }
-        guard let last = page.messages.last, !last.isDeleted else { return try store.complete(job.id) }
+        guard let last = page.messages.last, !last.isDeleted else { return try store.complete(job) }
         let reader = InboxReader(messages: hub.store, reads: reads)
         let inbox = try wait { reader.inbox(of: job.user, name: "", in: job.channel, limit: InboxReader.maxPage, completion: $0) }
         let badge = inbox.conversations.reduce(0) { $0 + $1.unread.unread }
@@ -264,7 +264,7 @@ final class PushService: Sendable {
             try store.reschedule(job.id, dueMillis: now + max(backoff, retryAfter), attempts: job.attempts + 1)
         } else {
             if retryAfter != nil { logger.info("push: gave up after retries", metadata: ["attempts": .int(job.attempts + 1)]) }
-            try store.complete(job.id)
+            try store.complete(job)
         }
     }
 
