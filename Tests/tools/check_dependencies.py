@@ -19,11 +19,13 @@ import tempfile
 TOOLCHAIN = {
     "Foundation", "FoundationEssentials", "Synchronization", "Dispatch", "Glibc", "Darwin",
     "Musl", "Testing", "XCTest", "Observation", "Swift", "_Concurrency", "PackagePlugin",
+    # Apple-only, behind `#if canImport(...)` (the SDK's notification permission glue).
+    "UserNotifications",
 }
 
 # Which project modules a module may import (the module table of the architecture). A module
 # missing here (executables, test targets, the bench) has no layering rule of its own.
-C_MODULES = {"CLibUV", "COpenSSL", "CZlib", "CSQLite", "CVips"}
+C_MODULES = {"CLibUV", "COpenSSL", "CZlib", "CSQLite", "CVips", "CCurl"}
 MAY_IMPORT = {
     # The domain: no I/O, no C, nothing of the project below or beside it.
     "ParleyCore": set(),
