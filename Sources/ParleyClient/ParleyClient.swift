@@ -550,12 +550,12 @@ public actor ParleyClient {
 
     /// The users in `room` now (on every node): its members folded by user, each with how
     /// many of their devices are there, in the order each first joined.
-    public func roomUsers(in room: String) async throws(ParleyClientError) -> [RoomUserInfo] {
+    public func roomUsers(in room: String) async throws(ParleyClientError) -> [RoomUser] {
         let reply = try await request([Field.type: .string(MessageType.roomUsers), Field.room: .string(room)])
         if let error = reply[Field.error]?.stringValue { throw ParleyClientError(.server, error) }
         return (reply[Field.users]?.arrayValue ?? []).compactMap { value in
             guard let user = value[Field.user]?.stringValue else { return nil }
-            return RoomUserInfo(user: user, name: value[Field.name]?.stringValue ?? user, devices: value[Field.devices]?.intValue ?? 1)
+            return RoomUser(user: user, name: value[Field.name]?.stringValue ?? user, devices: value[Field.devices]?.intValue ?? 1)
         }
     }
 

@@ -87,18 +87,6 @@ public struct ChatConversation: Sendable, Hashable, Identifiable {
     }
 }
 
-/// One user in a room, with how many of their devices are there.
-public struct RoomUserInfo: Sendable, Hashable {
-    public let user: String
-    public let name: String
-    public let devices: Int
-    public init(user: String, name: String, devices: Int) {
-        self.user = user
-        self.name = name
-        self.devices = devices
-    }
-}
-
 /// A page of the inbox, newest activity first.
 public struct InboxPage: Sendable, Hashable {
     public let conversations: [ChatConversation]

@@ -14,6 +14,7 @@
 
 Every wait has a timeout; every process started here is stopped by its pid.
 """
+import contextlib
 import itertools
 import json
 import os
@@ -26,6 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 from websockets.sync.client import connect as ws_connect
 
@@ -305,6 +307,23 @@ class Node:
             os.unlink(self.log_path)
         except OSError:
             pass
+
+
+@contextlib.contextmanager
+def two_nodes_on_redis(prefix):
+    """Nodes a and b on one fresh `redis-server`, key prefix `prefix-…`; all stopped after."""
+    redis = RedisProcess()
+    try:
+        nodes = start_nodes(["a", "b"], redis=redis, prefix=prefix + "-" + uuid.uuid4().hex[:8])
+    except BaseException:
+        redis.stop()
+        raise
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+        redis.stop()
 
 
 def start_nodes(names, **kwargs):

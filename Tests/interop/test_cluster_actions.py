@@ -12,7 +12,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from cluster_support import NativeClient, RedisProcess, close_all, contiguous, eventually, start_nodes
+from cluster_support import NativeClient, close_all, contiguous, eventually, two_nodes_on_redis
 from test_browser import Browser, chips, hover_click, quote_of, row
 
 ACTIONS = ("edit", "delete", "react", "unreact")
@@ -20,16 +20,8 @@ ACTIONS = ("edit", "delete", "react", "unreact")
 
 @pytest.fixture
 def two_nodes():
-    redis = RedisProcess()
-    try:
-        nodes = start_nodes(["a", "b"], redis=redis, prefix="act-" + uuid.uuid4().hex[:8])
-    except BaseException:
-        redis.stop()
-        raise
-    yield nodes
-    for node in nodes:
-        node.stop()
-    redis.stop()
+    with two_nodes_on_redis("act") as nodes:
+        yield nodes
 
 
 def logged(client, room):

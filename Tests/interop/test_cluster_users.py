@@ -11,21 +11,13 @@ import uuid
 
 import pytest
 
-from cluster_support import NativeClient, RedisProcess, close_all, start_nodes
+from cluster_support import NativeClient, close_all, two_nodes_on_redis
 
 
 @pytest.fixture
 def two_nodes():
-    redis = RedisProcess()
-    try:
-        nodes = start_nodes(["a", "b"], redis=redis, prefix="usr-" + uuid.uuid4().hex[:8])
-    except BaseException:
-        redis.stop()
-        raise
-    yield nodes
-    for node in nodes:
-        node.stop()
-    redis.stop()
+    with two_nodes_on_redis("usr") as nodes:
+        yield nodes
 
 
 def device(node, user, name):
