@@ -264,19 +264,40 @@ final class InboxWatch: RoomSubscriber {
         }
     }
 
-    /// Reads one conversation again from the stores, then follows it and tells the session.
-    private func refresh(_ key: RoomKey) {
+    /// Reads one conversation again from the stores, then follows it and tells the session
+    /// (with `onlyIfChanged`, only when it differs from what the watch holds).
+    private func refresh(_ key: RoomKey, onlyIfChanged: Bool = false) {
         let me = LoopBound(session, on: session.connection.loop)
         session.chat.conversation(key) { result in
             guard case .success(let conversation?) = result else { return }
             me.execute { session in
                 guard let watch = session.inboxWatch else { return }
-                watch.follow(conversation)
-                session.conversationChanged(conversation)
+                watch.arrived(conversation, onlyIfChanged: onlyIfChanged)
             }
         }
     }
 
-    func didSubscribe(_ snapshot: SubscribeSnapshot) {}
+    private func arrived(_ conversation: Conversation, onlyIfChanged: Bool) {
+        if onlyIfChanged, conversations[conversation.room] == conversation { return }
+        follow(conversation)
+        session.conversationChanged(conversation)
+    }
+
+    /// A listen is in place (in a cluster that takes a round trip to Redis): what happened
+    /// before it was read from the stores, not heard. So read again: the room's conversation,
+    /// or for the notice room the user's newest conversations (one a stranger opened while
+    /// the watch was starting).
+    func didSubscribe(_ snapshot: SubscribeSnapshot) {
+        guard snapshot.failure == nil else { return }
+        guard snapshot.room.room == ReservedRoom.noticeRoom(of: user) else { return refresh(snapshot.room, onlyIfChanged: true) }
+        let me = LoopBound(session, on: session.connection.loop)
+        session.context.inboxReader.inbox(of: user, name: name, in: channel, limit: limit) { result in
+            guard case .success(let page) = result else { return }
+            me.execute { session in
+                guard let watch = session.inboxWatch else { return }
+                for conversation in page.conversations.reversed() { watch.arrived(conversation, onlyIfChanged: true) }
+            }
+        }
+    }
     func didUnsubscribe(from room: RoomKey) {}
 }
