@@ -26,9 +26,4 @@ static inline long parley_curl_response_code(CURL *curl) {
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
     return code;
 }
-static inline long parley_curl_http_version(CURL *curl) {
-    long version = 0;
-    curl_easy_getinfo(curl, CURLINFO_HTTP_VERSION, &version);
-    return version;
-}
 #endif

@@ -36,7 +36,7 @@ public final class SQLiteBanStore: BanStore {
     public func add(_ target: Ban.Target, reason: String, createdMillis: Int64, untilMillis: Int64) async throws(ParleyError) -> Ban {
         let target = Ban.target(target)
         return try connection.withLock { connection throws(ParleyError) -> Ban in
-            try transaction(connection) { () throws(ParleyError) -> Ban in
+            try connection.transaction { () throws(ParleyError) -> Ban in
                 let delete = try connection.statement("DELETE FROM bans WHERE kind = ?1 AND value = ?2")
                 delete.bind(1, target.kind)
                 delete.bind(2, target.value)
@@ -59,7 +59,7 @@ public final class SQLiteBanStore: BanStore {
 
     public func remove(id: Int) async throws(ParleyError) -> Bool {
         try connection.withLock { connection throws(ParleyError) -> Bool in
-            try transaction(connection) { () throws(ParleyError) -> Bool in
+            try connection.transaction { () throws(ParleyError) -> Bool in
                 let delete = try connection.statement("DELETE FROM bans WHERE id = ?1 RETURNING id")
                 delete.bind(1, Int64(id))
                 let found = try delete.step()
@@ -76,7 +76,7 @@ public final class SQLiteBanStore: BanStore {
 
     public func loadNow(nowMillis: Int64, timeoutMillis: Int = 0) throws(ParleyError) -> BanSet {
         try connection.withLock { connection throws(ParleyError) -> BanSet in
-            try transaction(connection) { () throws(ParleyError) -> BanSet in
+            try connection.transaction { () throws(ParleyError) -> BanSet in
                 let expire = try connection.statement("DELETE FROM bans WHERE until_ms <= ?1")
                 expire.bind(1, nowMillis)
                 try expire.run()
@@ -106,17 +106,5 @@ public final class SQLiteBanStore: BanStore {
 
     private func bump(_ connection: SQLiteConnection) throws(ParleyError) {
         try connection.exec("UPDATE ban_version SET version = version + 1")
-    }
-
-    private func transaction<T>(_ connection: SQLiteConnection, _ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
-        try connection.exec("BEGIN IMMEDIATE")
-        do {
-            let result = try body()
-            try connection.exec("COMMIT")
-            return result
-        } catch {
-            try? connection.exec("ROLLBACK")
-            throw error
-        }
     }
 }

@@ -119,3 +119,19 @@ struct Statement {
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 }
+
+extension SQLiteConnection {
+    /// `body` in one `BEGIN IMMEDIATE` … `COMMIT` (rolled back when it throws): the small
+    /// stores beside the message store (bans, push) make each call one transaction.
+    func transaction<T>(_ body: () throws(ParleyError) -> T) throws(ParleyError) -> T {
+        try exec("BEGIN IMMEDIATE")
+        do throws(ParleyError) {
+            let result = try body()
+            try exec("COMMIT")
+            return result
+        } catch {
+            try? exec("ROLLBACK")
+            throw error
+        }
+    }
+}

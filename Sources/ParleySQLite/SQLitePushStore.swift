@@ -54,6 +54,8 @@ public final class SQLitePushStore: PushStore {
 
     public func close() { connection.withLock { $0.close() } }
 
+    /// One transaction under the lock (`SQLiteConnection.transaction` spelled out: a generic
+    /// result returned through the nested closure trips Mutex's `sending` check).
     private func run<T>(_ body: (SQLiteConnection) throws(ParleyError) -> T) throws(ParleyError) -> T {
         try connection.withLock { connection throws(ParleyError) -> T in
             try connection.exec("BEGIN IMMEDIATE")

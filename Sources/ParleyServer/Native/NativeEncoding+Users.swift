@@ -48,18 +48,22 @@ extension NativeEncoding {
     /// each first joined, and how many members (connections) the room has.
     static func roomUsers(callback: Int?, _ users: [RoomUser], members: Int) -> [UInt8] {
         reply(callback: callback) { w in
-            w.key(Field.users)
-            w.beginArray()
-            for user in users {
-                w.beginObject()
-                w.key(Field.user); w.writeString(user.user)
-                w.key(Field.name); w.writeString(user.name)
-                w.key(Field.devices); w.writeInt(user.devices)
-                w.endObject()
-            }
-            w.endArray()
+            w.key(Field.users); writeRoomUsers(users, into: &w)
             w.key(Field.count); w.writeInt(members)
         }
+    }
+
+    /// `[{user, name, devices}]`, as the native reply and REST both write it.
+    static func writeRoomUsers(_ users: [RoomUser], into w: inout JSONWriter) {
+        w.beginArray()
+        for user in users {
+            w.beginObject()
+            w.key(Field.user); w.writeString(user.user)
+            w.key(Field.name); w.writeString(user.name)
+            w.key(Field.devices); w.writeInt(user.devices)
+            w.endObject()
+        }
+        w.endArray()
     }
 
     /// `{callback, room}`: the direct room opened.

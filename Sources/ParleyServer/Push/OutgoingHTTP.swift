@@ -18,7 +18,6 @@ struct OutgoingResponse: Sendable {
     var status: Int
     var headers: [(String, String)]
     var body: [UInt8]
-    var httpVersion: Int
 
     func header(_ name: String) -> String? {
         headers.first { $0.0.lowercased() == name.lowercased() }?.1
@@ -99,9 +98,7 @@ enum OutgoingHTTP {
                 let what = collector.overflow ? "the answer was larger than \(maxResponseBytes) bytes" : String(cString: curl_easy_strerror(code))
                 return .failure(ParleyError(.unavailable, "\(request.method) \(hostOf(request.url)): \(what)"))
             }
-            let version = parley_curl_http_version(curl)
-            return .success(OutgoingResponse(status: parley_curl_response_code(curl), headers: collector.headers, body: collector.body,
-                                             httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : 1))
+            return .success(OutgoingResponse(status: parley_curl_response_code(curl), headers: collector.headers, body: collector.body))
         }
     }
 

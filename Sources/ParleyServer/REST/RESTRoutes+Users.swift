@@ -22,6 +22,16 @@ extension RESTRoutes {
         return nil
     }
 
+    /// The channel and user of a `users/USER/…` request that may act for that user, or the
+    /// refusal: a bad name (400), or credentials that do not name the user (401/403).
+    static func actingUser(_ request: RESTRequest, _ core: ServerCore) -> Result<(channel: String, user: String), HTTPResponseFailure> {
+        let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
+        guard RoomKey.isValidName(channel) else { return .failure(HTTPResponseFailure(.text(400, "invalid channel name\n"))) }
+        if let problem = UserID.problem(with: user) { return .failure(HTTPResponseFailure(.text(400, "invalid user: \(problem)\n"))) }
+        if let refusal = userRefusal(request, user: user, core: core) { return .failure(HTTPResponseFailure(refusal)) }
+        return .success((channel, user))
+    }
+
     /// `GET /CHANNEL/push/vapid`: `{"public_key"}`, what a browser subscribes with; 404 when
     /// push is off.
     @Sendable static func vapidKey(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
@@ -32,10 +42,11 @@ extension RESTRoutes {
     /// `POST /CHANNEL/users/USER/devices`, body as native `register_device` (or with
     /// `"unregister": true`): 200 `{}` once stored.
     @Sendable static func registerDevice(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
-        let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
-        guard RoomKey.isValidName(channel) else { return .text(400, "invalid channel name\n") }
-        if let problem = UserID.problem(with: user) { return .text(400, "invalid user: \(problem)\n") }
-        if let refusal = userRefusal(request, user: user, core: core) { return refusal }
+        let channel: String, user: String
+        switch actingUser(request, core) {
+        case .success(let found): (channel, user) = found
+        case .failure(let failure): return failure.response
+        }
         guard let push = core.pushService else { return .text(404, "push notifications are off on this server\n") }
         let body: JSONValue
         switch parseBody(request.body) {
@@ -84,16 +95,7 @@ extension RESTRoutes {
         case .success(let found):
             var w = JSONWriter()
             w.beginObject()
-            w.key("users")
-            w.beginArray()
-            for user in found.users {
-                w.beginObject()
-                w.key("user"); w.writeString(user.user)
-                w.key("name"); w.writeString(user.name)
-                w.key("devices"); w.writeInt(user.devices)
-                w.endObject()
-            }
-            w.endArray()
+            w.key("users"); NativeEncoding.writeRoomUsers(found.users, into: &w)
             w.key("members"); w.writeInt(found.members)
             w.endObject()
             return .json(200, w.bytes)
@@ -103,10 +105,11 @@ extension RESTRoutes {
     /// `GET /CHANNEL/users/USER/inbox?limit=N`: `{conversations: [...], has_more}`, newest
     /// activity first, each conversation as the native door writes it.
     @Sendable static func inbox(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
-        let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
-        guard RoomKey.isValidName(channel) else { return .text(400, "invalid channel name\n") }
-        if let problem = UserID.problem(with: user) { return .text(400, "invalid user: \(problem)\n") }
-        if let refusal = userRefusal(request, user: user, core: core) { return refusal }
+        let channel: String, user: String
+        switch actingUser(request, core) {
+        case .success(let found): (channel, user) = found
+        case .failure(let failure): return failure.response
+        }
         var limit = 20
         if let raw = request.head.queryValues("limit").first {
             guard let n = Int(raw), n >= 0 else { return .text(400, "limit must be a non-negative integer\n") }
@@ -134,10 +137,11 @@ extension RESTRoutes {
     /// `POST /CHANNEL/users/USER/read` with `{"room": R, "offset": N}`: the mark as stored,
     /// `{room, offset}`. The room's sessions hear of it like a `read` from a connection.
     @Sendable static func markRead(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
-        let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
-        guard RoomKey.isValidName(channel) else { return .text(400, "invalid channel name\n") }
-        if let problem = UserID.problem(with: user) { return .text(400, "invalid user: \(problem)\n") }
-        if let refusal = userRefusal(request, user: user, core: core) { return refusal }
+        let channel: String, user: String
+        switch actingUser(request, core) {
+        case .success(let found): (channel, user) = found
+        case .failure(let failure): return failure.response
+        }
         let body: JSONValue
         switch parseBody(request.body) {
         case .success(let value): body = value
@@ -146,21 +150,14 @@ extension RESTRoutes {
         guard let room = body["room"]?.stringValue, RoomKey.isValidName(room) else { return .text(400, "room must be a room name\n") }
         guard let offset = body["offset"]?.intValue, offset >= 0 else { return .text(400, "offset must be a non-negative integer\n") }
         if let refusal = ChatRules.roomRefusal(room, user: user) { return .text(403, refusal.message + "\n") }
-        let key = RoomKey(channel: channel, room: room), hub = core.hub, reads = core.doorContext.reads
-        let last = await withCheckedContinuation { continuation in hub.lastOffset(of: key) { continuation.resume(returning: $0) } }
-        let newest: Int64
-        switch last {
+        let hub = core.hub, reads = core.doorContext.reads
+        let mark = ReadMark(user: user, room: RoomKey(channel: channel, room: room), offset: Int64(offset), name: "",
+                            updatedMillis: hub.clock.nowMillis())
+        let result = await withCheckedContinuation { continuation in hub.markRead(mark, in: reads) { continuation.resume(returning: $0) } }
+        switch result {
         case .failure(let error): return failure(error)
-        case .success(let value): newest = value
-        }
-        let mark = ReadMark(user: user, room: key, offset: min(Int64(offset), newest), name: "", updatedMillis: hub.clock.nowMillis())
-        do {
-            let update = try await reads.record(mark)
-            if update.added { hub.announceConversation(room, to: user, in: channel) }
-            if update.moved { hub.announce(ReadReceipt(update.mark), in: key) }
-            return .json(200, JSONValue.object(["room": .string(room), "offset": .number(JSONNumber(Int(update.mark.offset)))]).serialized())
-        } catch {
-            return failure(error)
+        case .success(let stored):
+            return .json(200, JSONValue.object(["room": .string(room), "offset": .number(JSONNumber(Int(stored.offset)))]).serialized())
         }
     }
 }

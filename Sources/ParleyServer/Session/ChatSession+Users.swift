@@ -54,26 +54,8 @@ extension ChatSession {
         guard member != nil, let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
         if case .failure(let refusal) = check(.subscribe, room: room) { return refusal }
         if let refusal = admitRate() { return refusal }
-        guard let mark = mark(key, offset: max(0, offset)) else { return ChatRefusal(.notIdentified, "handshake first") }
-        let (reads, hub) = (context.reads, context.hub)
-        hub.lastOffset(of: key) { result in
-            guard case .success(let last) = result else {
-                if case .failure(let error) = result { completion(.failure(ChatRefusal(.refused, error.message))) }
-                return
-            }
-            var capped = mark
-            capped.offset = min(mark.offset, last)
-            reads.record(capped) { result in
-                switch result {
-                case .failure(let error):
-                    completion(.failure(ChatRefusal(.refused, error.message)))
-                case .success(let update):
-                    if update.added { hub.announceConversation(key.room, to: update.mark.user, in: key.channel) }
-                    if update.moved { hub.announce(ReadReceipt(update.mark), in: key) }
-                    completion(.success(update.mark))
-                }
-            }
-        }
+        guard let mark = mark(key, offset: offset) else { return ChatRefusal(.notIdentified, "handshake first") }
+        context.hub.markRead(mark, in: context.reads) { completion($0.mapError { ChatRefusal(.refused, $0.message) }) }
         return nil
     }
 
