@@ -9,6 +9,9 @@ public enum PushRegistration: Sendable, Hashable {
     /// An APNs device token (as `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`
     /// gives it), the app's bundle id, and whether it is a development (sandbox) build.
     case apns(deviceToken: Data, topic: String, sandbox: Bool)
+    /// An FCM registration token (Firebase's `Messaging.messaging().token`), for apps that
+    /// send through Firebase (Android, or iOS through FCM).
+    case fcm(token: String)
     /// A Web Push subscription: its endpoint and keys (`PushSubscription.toJSON()`).
     case webPush(endpoint: String, p256dh: String, auth: String)
 
@@ -25,6 +28,9 @@ public enum PushRegistration: Sendable, Hashable {
             command.append(key: Field.token, value: .string(Self.hex(token)))
             command.append(key: Field.topic, value: .string(topic))
             command.append(key: Field.environment, value: .string(sandbox ? "sandbox" : "production"))
+        case .fcm(let token):
+            command.append(key: Field.platform, value: "fcm")
+            command.append(key: Field.token, value: .string(token))
         case .webPush(let endpoint, let p256dh, let auth):
             command.append(key: Field.platform, value: "webpush")
             command.append(key: Field.subscription, value: [Field.endpoint: .string(endpoint),
@@ -37,6 +43,8 @@ public enum PushRegistration: Sendable, Hashable {
         switch self {
         case .apns(let token, _, _):
             [Field.type: .string(MessageType.unregisterDevice), Field.platform: "apns", Field.token: .string(Self.hex(token))]
+        case .fcm(let token):
+            [Field.type: .string(MessageType.unregisterDevice), Field.platform: "fcm", Field.token: .string(token)]
         case .webPush(let endpoint, _, _):
             [Field.type: .string(MessageType.unregisterDevice), Field.platform: "webpush", Field.token: .string(endpoint)]
         }

@@ -144,6 +144,12 @@ private func client(_ port: Int, user: String, name: String) -> ParleyClient {
         } catch {
             #expect(error.message.contains("APNs is not configured"), "\(error.message)")
         }
+        do {
+            try await bob.registerDevice(.fcm(token: "dGVzdA:APA91bH" + String(repeating: "x", count: 40)))
+            Issue.record("FCM without a service account")
+        } catch {
+            #expect(error.message.contains("FCM is not configured"), "\(error.message)")
+        }
         #expect(PushRegistration.hex(Data([0x00, 0xAB, 0x0F])) == "00ab0f")
         // A connection without a user has no devices.
         let guest = ParleyClient(url: nativeURL(port: server.httpPort), channel: "demo")

@@ -50,13 +50,23 @@ public struct PushDevice: Sendable, Hashable {
             guard token.utf8.count >= 32, token.utf8.allSatisfy({ isHex($0) }) else { return "an APNs device token is hex" }
             guard let topic, !topic.isEmpty, topic.utf8.count <= 255, !topic.contains(" ") else { return "an APNs device needs its topic (the bundle id)" }
         case .fcm:
-            break
+            guard token.utf8.count >= 20, token.utf8.allSatisfy({ isHex($0) || isTokenPunctuation($0) || isLetter($0) }) else {
+                return "an FCM registration token is letters, digits, '-', '_' and ':'"
+            }
         case .webpush:
             guard token.hasPrefix("https://") || token.hasPrefix("http://") else { return "a Web Push endpoint is an http(s) URL" }
             guard p256dh?.count == 65, p256dh?.first == 4 else { return "a Web Push subscription needs keys.p256dh (a P-256 public key)" }
             guard auth?.count == 16 else { return "a Web Push subscription needs keys.auth (16 bytes)" }
         }
         return nil
+    }
+
+    private func isLetter(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+    }
+
+    private func isTokenPunctuation(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ":")
     }
 
     private func isHex(_ byte: UInt8) -> Bool {

@@ -67,6 +67,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var apnsTeamID: String?
     public var apnsEndpoint = "https://api.push.apple.com"
     public var apnsSandboxEndpoint = "https://api.sandbox.push.apple.com"
+    /// FCM HTTP v1: the service account's JSON key file (FCM is on with it), where messages go
+    /// and where its JWT is exchanged for an access token.
+    public var fcmServiceAccountFile: String?
+    public var fcmEndpoint = "https://fcm.googleapis.com"
+    public var fcmTokenEndpoint = "https://oauth2.googleapis.com/token"
     public var pushCoalesceMillis = 2_000
     public var pushMaxQueued = 100_000
     public var pushPerUserPerMinute = 10

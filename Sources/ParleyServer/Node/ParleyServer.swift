@@ -311,9 +311,8 @@ public final class ParleyServer: Sendable {
         if let pushStore {
             let push = PushService(store: pushStore, settings: pushSettings, hub: hub, reads: core.doorContext.reads, logger: logger)
             core.push.set(push)
-            core.addMetricsProvider { text in push.counters.write(into: &text, queued: (try? pushStore.queued()) ?? 0) }
-            let providers = [pushSettings.vapid.map { _ in "webpush" }, pushSettings.apns.map { _ in "apns" }].compactMap { $0 }
-            logger.info("push on", metadata: ["providers": .string(providers.joined(separator: ",")),
+            core.addMetricsProvider { text in push.counters.write(into: &text) }
+            logger.info("push on", metadata: ["providers": .string(pushSettings.providers.joined(separator: ",")),
                                               "queue": .string(cluster == nil ? configuration.dataDirectory + "/push.sqlite3" : "redis")])
         }
         self.core = core

@@ -62,8 +62,8 @@ final class APNsProvider: Sendable {
             ("content-type", "application/json"),
         ], body: Self.payload(content), http2: true, caFile: caFile)
         switch OutgoingHTTP.send(request) {
-        case .failure(let error):
-            return .retry(5_000 + Int64(error.message.count))
+        case .failure:
+            return .retry(5_000)
         case .success(let response):
             let reason = (try? JSONParser.parse(response.body))?["reason"]?.stringValue ?? ""
             switch response.status {
@@ -74,8 +74,7 @@ final class APNsProvider: Sendable {
                 token.withLock { $0 = nil }
                 return .retry(1_000)
             case 429, 500...599:
-                let after = response.header("retry-after").flatMap { Int64($0) }.map { $0 * 1000 } ?? 5_000
-                return .retry(min(after, 3_600_000))
+                return .retry(response.retryAfterMillis(default: 5_000))
             default:
                 return .failed("HTTP \(response.status) \(reason)")
             }

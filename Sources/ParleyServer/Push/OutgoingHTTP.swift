@@ -1,3 +1,4 @@
+import Foundation
 import CCurl
 import ParleyCore
 
@@ -21,6 +22,13 @@ struct OutgoingResponse: Sendable {
 
     func header(_ name: String) -> String? {
         headers.first { $0.0.lowercased() == name.lowercased() }?.1
+    }
+
+    /// How long a 429 or 5xx asks to wait: `Retry-After` in seconds (at most an hour), or
+    /// `fallback`.
+    func retryAfterMillis(default fallback: Int64) -> Int64 {
+        guard let seconds = header("retry-after").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), seconds >= 0 else { return fallback }
+        return min(seconds, 3_600) * 1000
     }
 }
 

@@ -67,15 +67,39 @@ final class P256Key: @unchecked Sendable {
 
     /// A private key from PEM (PKCS#8, as an APNs `.p8` file holds it).
     convenience init(pem: String) throws(Failure) {
+        self.init(try Self.privateKey(pem: pem, type: EVP_PKEY_EC, named: "EC"))
+    }
+
+    /// An OpenSSL private key of `type` read from PEM; the caller owns it.
+    static func privateKey(pem: String, type: Int32, named name: String) throws(Failure) -> OpaquePointer {
         let bytes = Array(pem.utf8)
-        guard let bio = BIO_new_mem_buf(bytes, Int32(bytes.count)) else { throw Failure("BIO_new_mem_buf") }
-        defer { BIO_free(bio) }
-        guard let pkey = PEM_read_bio_PrivateKey(bio, nil, nil, nil) else { throw Failure("not a PEM private key") }
-        guard EVP_PKEY_get_base_id(pkey) == EVP_PKEY_EC else {
-            EVP_PKEY_free(pkey)
-            throw Failure("not an EC key")
+        // A memory BIO reads the caller's bytes in place: they must stay valid while it reads
+        // (a Swift array passed as a pointer is valid only during that one call).
+        let read = bytes.withUnsafeBufferPointer { buffer -> OpaquePointer?? in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return .none }
+            defer { BIO_free(bio) }
+            return .some(PEM_read_bio_PrivateKey(bio, nil, nil, nil))
         }
-        self.init(pkey)
+        guard let read else { throw Failure("BIO_new_mem_buf") }
+        guard let pkey = read else { throw Failure("not a PEM private key") }
+        guard EVP_PKEY_get_base_id(pkey) == type else {
+            EVP_PKEY_free(pkey)
+            throw Failure("not an \(name) key")
+        }
+        return pkey
+    }
+
+    /// A signature over SHA-256 of `message` with `pkey`, as OpenSSL makes it (DER for ECDSA,
+    /// PKCS #1 v1.5 for RSA).
+    static func digestSign(_ message: [UInt8], with pkey: OpaquePointer, what: String) throws(Failure) -> [UInt8] {
+        guard let md = EVP_MD_CTX_new() else { throw Failure("digest context") }
+        defer { EVP_MD_CTX_free(md) }
+        var length = 0
+        guard EVP_DigestSignInit(md, nil, EVP_sha256(), nil, pkey) == 1,
+              EVP_DigestSign(md, nil, &length, message, message.count) == 1 else { throw Failure(what) }
+        var out = [UInt8](repeating: 0, count: length)
+        guard EVP_DigestSign(md, &out, &length, message, message.count) == 1 else { throw Failure(what) }
+        return Array(out.prefix(length))
     }
 
     /// The uncompressed public point (65 bytes).
@@ -119,16 +143,10 @@ final class P256Key: @unchecked Sendable {
 
     /// ES256: an ECDSA P-256 signature over SHA-256 of `message`, as JWS wants it (r ‖ s, 64 bytes).
     func signES256(_ message: [UInt8]) throws(Failure) -> [UInt8] {
-        guard let md = EVP_MD_CTX_new() else { throw Failure("digest context") }
-        defer { EVP_MD_CTX_free(md) }
-        var length = 0
-        guard EVP_DigestSignInit(md, nil, EVP_sha256(), nil, pkey) == 1,
-              EVP_DigestSign(md, nil, &length, message, message.count) == 1 else { throw Failure("ECDSA") }
-        var der = [UInt8](repeating: 0, count: length)
-        guard EVP_DigestSign(md, &der, &length, message, message.count) == 1 else { throw Failure("ECDSA") }
+        let der = try Self.digestSign(message, with: pkey, what: "ECDSA")
         let signature = der.withUnsafeBufferPointer { buffer -> OpaquePointer? in
             var start: UnsafePointer<UInt8>? = buffer.baseAddress
-            return d2i_ECDSA_SIG(nil, &start, length)
+            return d2i_ECDSA_SIG(nil, &start, buffer.count)
         }
         guard let signature else { throw Failure("ECDSA signature") }
         defer { ECDSA_SIG_free(signature) }

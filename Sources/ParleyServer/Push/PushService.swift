@@ -8,8 +8,13 @@ import Synchronization
 struct PushSettings: Sendable {
     var vapid: P256Key?
     var apns: APNsProvider?
+    var fcm: FCMProvider?
     /// Whether any provider is configured (push is on).
-    var isOn: Bool { vapid != nil || apns != nil }
+    var isOn: Bool { vapid != nil || apns != nil || fcm != nil }
+    /// The providers that are on, by name.
+    var providers: [String] {
+        [vapid.map { _ in "webpush" }, apns.map { _ in "apns" }, fcm.map { _ in "fcm" }].compactMap { $0 }
+    }
     var vapidSubject: String
     var webPushEndpoints: [String]
     var caFile: String?
@@ -54,6 +59,17 @@ struct PushSettings: Sendable {
         default:
             throw StartupError(description: "APNs needs --apns-key-file, --apns-key-id and --apns-team-id together")
         }
+        if let file = configuration.fcmServiceAccountFile {
+            let bytes: [UInt8]
+            do { bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file))) } catch {
+                throw StartupError(description: "cannot read the FCM service account \(file): \(error.localizedDescription)")
+            }
+            guard bytes.count <= 64 << 10 else { throw StartupError(description: "the FCM service account \(file) is larger than 64 KiB") }
+            fcm = FCMProvider(FCMProvider.Settings(account: try FCMProvider.ServiceAccount(json: bytes), endpoint: configuration.fcmEndpoint,
+                                                   tokenEndpoint: configuration.fcmTokenEndpoint))
+        } else {
+            fcm = nil
+        }
         vapidSubject = configuration.vapidSubject
         webPushEndpoints = configuration.webPushEndpoints
         caFile = configuration.pushCAFile
@@ -63,6 +79,18 @@ struct PushSettings: Sendable {
         maxRoomUsers = configuration.pushMaxRoomUsers
         preview = configuration.pushPreview
         mentionsOverrideMutes = configuration.pushMentionsOverrideMutes
+    }
+
+    /// Why this server does not take `device` (its provider is off, or a Web Push endpoint is
+    /// not an allowed push service), or nil.
+    func refusal(for device: PushDevice) -> (status: Int, message: String)? {
+        switch device.platform {
+        case .apns where apns == nil: return (501, "APNs is not configured on this server (docs/push.md)")
+        case .fcm where fcm == nil: return (501, "FCM is not configured on this server (docs/push.md)")
+        case .webpush where vapid == nil: return (501, "Web Push is not configured on this server (no VAPID keys)")
+        case .webpush where !allows(endpoint: device.token): return (403, "this server does not send to that push service (see --webpush-endpoints)")
+        default: return nil
+        }
     }
 
     /// Whether `endpoint` names an allowed push service (so a subscription cannot make the
@@ -200,7 +228,7 @@ final class PushService: Sendable {
             let job = PushJob(channel: room.channel, user: user, room: room.room, count: 1, lastOffset: message.offset,
                               dueMillis: now + settings.coalesceMillis)
             if try store.enqueue(job, maxQueued: settings.maxQueued) {
-                counters.queued.add(1, ordering: .relaxed)
+                counters.enqueued.add(1, ordering: .relaxed)
             } else {
                 counters.dropped.add(1, ordering: .relaxed)
                 logger.warn("push: the queue is full; a push was dropped", metadata: ["limit": .int(settings.maxQueued)])
@@ -212,6 +240,12 @@ final class PushService: Sendable {
 
     private func deliverDue() {
         let now = hub.clock.nowMillis()
+        // The queue's length, read here (on the push queue, where the store may block) about
+        // once a second, for /metrics and the admin dashboard, which must not block.
+        if now - counters.queuedReadMillis.load(ordering: .relaxed) >= 1_000, let queued = try? store.queued() {
+            counters.queued.store(queued, ordering: .relaxed)
+            counters.queuedReadMillis.store(now, ordering: .relaxed)
+        }
         let jobs: [PushJob]
         do { jobs = try store.due(nowMillis: now, limit: 100) } catch { return }
         for job in jobs {
@@ -221,6 +255,9 @@ final class PushService: Sendable {
             }
         }
     }
+
+    /// Most messages of a coalesced push read back when it is sent (to see edits and deletes).
+    static let messagesRead = 50
 
     /// Most tries of one push; backoff doubles from 2 s.
     static let maxAttempts = 6
@@ -238,12 +275,17 @@ final class PushService: Sendable {
             // Over the user's rate: it waits and gathers what comes meanwhile.
             return try store.reschedule(job.id, dueMillis: now + 60_000 / Int64(settings.perUserPerMinute), attempts: job.attempts)
         }
-        let page = try wait { hub.store.messages(in: room, before: job.lastOffset + 1, limit: 1, maxBytes: 64 << 10, completion: $0) }
-        guard let last = page.messages.last, !last.isDeleted else { return try store.complete(job) }
+        // The messages as they are now: an edit before delivery is what the push shows, a
+        // delete withdraws that message (and the push, when nothing else is left).
+        let page = try wait {
+            hub.store.messages(in: room, before: job.lastOffset + 1, limit: min(max(job.count, 1), Self.messagesRead), maxBytes: 256 << 10,
+                               completion: $0)
+        }
+        guard let (last, count) = PushRules.pending(page.messages, count: job.count, for: job.user) else { return try store.complete(job) }
         let reader = InboxReader(messages: hub.store, reads: reads)
         let inbox = try wait { reader.inbox(of: job.user, name: "", in: job.channel, limit: InboxReader.maxPage, completion: $0) }
         let badge = inbox.conversations.reduce(0) { $0 + $1.unread.unread }
-        let content = PushRules.content(last: last, count: job.count, badge: max(badge, 1), preview: settings.preview)
+        let content = PushRules.content(last: last, count: count, badge: max(badge, 1), preview: settings.preview)
         var retryAfter: Int64?
         for device in try store.devices(of: job.user, in: job.channel) {
             switch send(content, to: device, now: now) {
@@ -268,7 +310,7 @@ final class PushService: Sendable {
         }
     }
 
-    enum Outcome {
+    enum Outcome: Equatable {
         case sent
         /// The device is gone for good (404/410): remove it.
         case gone
@@ -283,7 +325,9 @@ final class PushService: Sendable {
         case .apns:
             guard let apns = settings.apns else { return .failed("APNs is not configured") }
             return apns.send(content, to: device, nowSeconds: now / 1000, caFile: settings.caFile)
-        case .fcm: return .failed("fcm is not supported yet")
+        case .fcm:
+            guard let fcm = settings.fcm else { return .failed("FCM is not configured") }
+            return fcm.send(content, to: device, nowSeconds: now / 1000, caFile: settings.caFile)
         }
     }
 
@@ -319,15 +363,14 @@ final class PushService: Sendable {
             ("TTL", "86400"), ("Urgency", DirectRoom.isDirect(content.room) ? "high" : "normal"), ("Topic", Self.topic(for: content.room)),
         ], body: body, caFile: settings.caFile)
         switch OutgoingHTTP.send(request) {
-        case .failure(let error):
-            return .retry(5_000 + Int64(error.message.count))
+        case .failure:
+            return .retry(5_000)
         case .success(let response):
             switch response.status {
             case 200...299: return .sent
             case 404, 410: return .gone
             case 429, 500...599:
-                let after = response.header("Retry-After").flatMap { Int64($0) }.map { $0 * 1000 } ?? 5_000
-                return .retry(min(after, 3_600_000))
+                return .retry(response.retryAfterMillis(default: 5_000))
             default:
                 return .failed("HTTP \(response.status)")
             }
@@ -345,7 +388,10 @@ final class PushSlot: Sendable {
 /// What the push service did, by provider, for `/metrics`.
 final class PushCounters: Sendable {
     enum Outcome: String, CaseIterable { case sent, failed, removed }
+    let enqueued = Atomic<Int>(0)
+    /// Pushes waiting, as the worker last read it (at most about a second old).
     let queued = Atomic<Int>(0)
+    let queuedReadMillis = Atomic<Int64>(0)
     let dropped = Atomic<Int>(0)
     private let counts = Mutex<[String: Int]>([:])
 
@@ -357,18 +403,39 @@ final class PushCounters: Sendable {
         counts.withLock { $0[outcome.rawValue + "/" + platform.rawValue] ?? 0 }
     }
 
-    func write(into text: inout PrometheusText, queued: Int) {
+    /// The admin overview's `push` object: providers, the queue and its bound, and what was
+    /// sent, failed and removed by provider.
+    func write(into w: inout JSONWriter, providers: [String], maxQueued: Int) {
+        w.beginObject()
+        w.key("providers"); w.beginArray(); for name in providers { w.writeString(name) }; w.endArray()
+        w.key("queued"); w.writeInt(queued.load(ordering: .relaxed))
+        w.key("max_queued"); w.writeInt(maxQueued)
+        w.key("enqueued"); w.writeInt(enqueued.load(ordering: .relaxed))
+        w.key("dropped"); w.writeInt(dropped.load(ordering: .relaxed))
+        w.key("by_provider")
+        w.beginObject()
+        for platform in PushDevice.Platform.allCases {
+            w.key(platform.rawValue)
+            w.beginObject()
+            for outcome in Outcome.allCases { w.key(outcome.rawValue); w.writeInt(count(outcome, platform)) }
+            w.endObject()
+        }
+        w.endObject()
+        w.endObject()
+    }
+
+    func write(into text: inout PrometheusText) {
         text.family("parley_push_total", "counter", help: "pushes by provider and outcome (sent, failed, removed device)")
         for platform in PushDevice.Platform.allCases {
             for outcome in Outcome.allCases {
                 text.sample("parley_push_total", count(outcome, platform), labels: ["provider": platform.rawValue, "outcome": outcome.rawValue])
             }
         }
-        text.family("parley_push_enqueued_total", "counter", help: "pushes queued (a coalesced one counts once)")
-        text.sample("parley_push_enqueued_total", self.queued.load(ordering: .relaxed))
+        text.family("parley_push_enqueued_total", "counter", help: "messages queued for a push to a user (each message of a coalesced push counts)")
+        text.sample("parley_push_enqueued_total", enqueued.load(ordering: .relaxed))
         text.family("parley_push_dropped_total", "counter", help: "pushes not queued: the queue or the planner was full")
         text.sample("parley_push_dropped_total", dropped.load(ordering: .relaxed))
-        text.family("parley_push_queued", "gauge", help: "pushes waiting to be sent")
-        text.sample("parley_push_queued", queued)
+        text.family("parley_push_queued", "gauge", help: "pushes waiting to be sent (read by the push worker about once a second)")
+        text.sample("parley_push_queued", queued.load(ordering: .relaxed))
     }
 }

@@ -62,13 +62,7 @@ extension RESTRoutes {
         let device = parsed.device(channel: channel, user: user, nowMillis: core.hub.clock.nowMillis())
         if !unregister {
             if let problem = device.problem { return .text(400, problem + "\n") }
-            switch device.platform {
-            case .fcm: return .text(501, "fcm devices are not supported yet\n")
-            case .apns: if push.settings.apns == nil { return .text(501, "APNs is not configured on this server\n") }
-            case .webpush:
-                if push.settings.vapid == nil { return .text(501, "Web Push is not configured on this server\n") }
-                guard push.settings.allows(endpoint: device.token) else { return .text(403, "this server does not send to that push service\n") }
-            }
+            if let refusal = push.settings.refusal(for: device) { return .text(refusal.status, refusal.message + "\n") }
         }
         let result = await withCheckedContinuation { continuation in
             push.perform({ () throws(ParleyError) in

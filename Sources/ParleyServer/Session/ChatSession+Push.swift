@@ -23,17 +23,7 @@ extension ChatSession {
         }
         let device = request.device(channel: channel, user: user, nowMillis: context.nowMillis)
         if let problem = device.problem { return ChatRefusal(.refused, problem) }
-        switch device.platform {
-        case .fcm:
-            return ChatRefusal(.refused, "fcm devices are not supported yet; APNs and Web Push are (docs/push.md)")
-        case .apns:
-            guard push.settings.apns != nil else { return ChatRefusal(.refused, "APNs is not configured on this server (docs/push.md)") }
-        case .webpush:
-            guard push.settings.vapid != nil else { return ChatRefusal(.refused, "Web Push is not configured on this server (no VAPID keys)") }
-            guard push.settings.allows(endpoint: device.token) else {
-                return ChatRefusal(.refused, "this server does not send to that push service (see --webpush-endpoints)")
-            }
-        }
+        if let refusal = push.settings.refusal(for: device) { return ChatRefusal(.refused, refusal.message) }
         push.perform({ () throws(ParleyError) in try push.store.register(device) }) { completion($0.failure) }
         return nil
     }
