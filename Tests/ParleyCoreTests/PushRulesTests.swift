@@ -47,6 +47,23 @@ import Testing
         #expect(PushRules.content(last: message("\u{1B}]0;pwned\u{07}ok"), count: 1, badge: 1, preview: true).body.contains("\u{1B}") == false)
     }
 
+    @Test func editsAndDeletesBeforeDeliveryChangeOrWithdrawThePush() {
+        let one = message("one", offset: 1), two = message("two (edited)", offset: 3)
+        let edit = message("two (edited)", offset: 2, action: MessageAction(.edit, target: MessageReference(id: "m3", offset: 3)))
+        // Nothing deleted: the newest as it is now, and the count queued.
+        #expect(PushRules.pending([one, edit, two], count: 2, for: "bob").map { [$0.last.id, "\($0.count)"] } == ["m3", "2"])
+        // The newest deleted: the one before it, one fewer.
+        let gone = two.tombstone
+        #expect(PushRules.pending([one, gone], count: 2, for: "bob").map { [$0.last.id, "\($0.count)"] } == ["m1", "1"])
+        // Everything deleted: no push at all.
+        #expect(PushRules.pending([one.tombstone, gone], count: 2, for: "bob") == nil)
+        #expect(PushRules.pending([], count: 1, for: "bob") == nil)
+        // The user's own messages (sent through another door meanwhile) are not news to them.
+        #expect(PushRules.pending([one], count: 1, for: "alice") == nil)
+        // A burst longer than what was read back keeps its count.
+        #expect(PushRules.pending([one, two], count: 80, for: "bob")?.count == 80)
+    }
+
     @Test func devicesAreCheckedBeforeTheyAreStored() {
         let web = PushDevice(channel: "c", user: "u", platform: .webpush, token: "https://push.example/x",
                              p256dh: [4] + [UInt8](repeating: 1, count: 64), auth: [UInt8](repeating: 2, count: 16), registeredMillis: 0)

@@ -113,6 +113,7 @@ def test_dashboard_signs_in_shows_the_server_and_acts_on_it(admin_server, browse
         admin.wait(lambda d: d.find_element(By.ID, "version").text.startswith("Parley "), message="no version")
         admin.wait(lambda d: d.find_element(By.ID, "health").text == "ready", message="not ready")
         assert admin.driver.find_element(By.ID, "stat-doors").text.startswith("native 1 · socketio 0 · line 2")
+        assert admin.driver.find_element(By.ID, "stat-push").text == "off", "no push provider on this server"
         admin.wait(lambda d: d.find_elements(By.CSS_SELECTOR, '#chart-connections polyline[data-series="line"]'),
                    message="no connections chart")
         series = admin.js("return Array.from(document.querySelectorAll('#chart-connections polyline')).map(p => p.dataset.series);")

@@ -124,10 +124,20 @@ def vapid_keys():
     return keys["PARLEY_VAPID_PUBLIC_KEY"], keys["PARLEY_VAPID_PRIVATE_KEY"]
 
 
+ADMIN_TOKEN = "push-admin-token-0123456789abcdef"
+
+
+def admin_overview(server):
+    request = urllib.request.Request("http://127.0.0.1:%d/admin/api/overview" % server.ports["http"],
+                                     headers={"Authorization": "Bearer " + ADMIN_TOKEN})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
 def start(service, keys, coalesce_ms, data_dir=None):
     config = os.path.join(tempfile.mkdtemp(prefix="parley-push-config-"), "parley.json")
     with open(config, "w") as f:
-        json.dump({"push": {"coalesce_ms": coalesce_ms}}, f)
+        json.dump({"push": {"coalesce_ms": coalesce_ms}, "admin": {"token": ADMIN_TOKEN}}, f)
     return ParleyProcess(extra_args=["--config", config, "--vapid-public-key", keys[0], "--vapid-private-key", keys[1],
                                      "--webpush-endpoints", "http://127.0.0.1:%d/" % service.port], loops=1, data_dir=data_dir)
 
@@ -192,6 +202,11 @@ def test_offline_online_muted_and_gone_devices(push_service):
         assert len(push_service.requests("gone-erin")) == 1
         eventually("the gone device counted", lambda: metric(server, "parley_push_total", provider="webpush", outcome="removed") == 1)
         assert metric(server, "parley_push_total", provider="webpush", outcome="sent") == 1
+        # The admin overview shows the queue and what each provider did.
+        push = admin_overview(server)["push"]
+        assert push["providers"] == ["webpush"] and push["max_queued"] == 100000, push
+        assert push["by_provider"]["webpush"] == {"sent": 1, "failed": 0, "removed": 1}, push
+        assert push["enqueued"] == 6 and push["dropped"] == 0, push  # 3 messages for bob and erin, coalesced into 2 pushes
 
         # A mention reaches Dave through his mute; Erin's device is gone, so nothing for her.
         alice.request({"type": "publish", "room": "team", "message": "@dave can you check?"})
@@ -279,3 +294,43 @@ def test_two_nodes_send_one_push(push_service):
         for node in nodes:
             node.stop()
         redis.stop()
+
+
+def test_edits_and_deletes_before_delivery_change_or_withdraw_the_push(push_service):
+    keys = vapid_keys()
+    server = start(push_service, keys, coalesce_ms=700)
+    clients = []
+    try:
+        sub = Subscription(push_service, "bob-edits")
+        bob = device(server, "bob", sub)
+        alice = device(server, "alice")
+        clients.append(alice)
+        bob.close()
+        time.sleep(0.3)
+
+        def publish(text):
+            reply = alice.request({"type": "publish", "room": "team", "message": text})
+            assert "error" not in reply, reply
+            return reply["id"]
+
+        # Edited before it was due: the push shows the new text.
+        typo = publish("standup at 10")
+        assert "error" not in alice.request({"type": "edit", "room": "team", "target": typo, "message": "standup at 11"})
+        eventually("the push of the edited message", lambda: push_service.requests("bob-edits"))
+        push = sub.open(push_service.requests("bob-edits")[0])
+        assert push["body"] == "Alice: standup at 11", push
+        # Deleted before it was due: no push at all.
+        oops = publish("wrong room, sorry")
+        assert "error" not in alice.request({"type": "delete", "room": "team", "target": oops})
+        time.sleep(1.6)
+        assert len(push_service.requests("bob-edits")) == 1, "a deleted message is not pushed"
+        # One of two deleted: the push tells of the one left.
+        publish("lunch?")
+        drop = publish("ignore that")
+        assert "error" not in alice.request({"type": "delete", "room": "team", "target": drop})
+        eventually("the push of what is left", lambda: len(push_service.requests("bob-edits")) == 2)
+        push = sub.open(push_service.requests("bob-edits")[1])
+        assert push["body"] == "Alice: lunch?", push
+    finally:
+        close_all(clients)
+        server.kill()

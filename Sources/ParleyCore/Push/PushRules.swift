@@ -23,6 +23,18 @@ public enum PushRules {
         return out
     }
 
+    /// What is still to tell when a coalesced push of `count` messages is sent, given the
+    /// room's newest messages up to its last one as they are now (`page`, oldest first): the
+    /// newest message still there (edited, it shows its latest text) and how many are left
+    /// once deleted ones are taken away; nil when none is (the push is withdrawn).
+    public static func pending(_ page: [Message], count: Int, for user: String) -> (last: Message, count: Int)? {
+        let chat = page.filter { !$0.isAction && !$0.isEphemeral && $0.sender?.user != user }
+        let live = chat.filter { !$0.isDeleted }
+        guard let last = live.last else { return nil }
+        let deleted = chat.count - live.count
+        return (last, max(live.count, count - deleted))
+    }
+
     /// What a notification shows.
     public struct Content: Sendable, Equatable {
         public var title: String
@@ -34,6 +46,17 @@ public enum PushRules {
         public var room: String
         public var offset: Int64
         public var messageID: String
+
+        public init(title: String, body: String, thread: String, badge: Int, channel: String, room: String, offset: Int64, messageID: String) {
+            self.title = title
+            self.body = body
+            self.thread = thread
+            self.badge = badge
+            self.channel = channel
+            self.room = room
+            self.offset = offset
+            self.messageID = messageID
+        }
     }
 
     /// Longest preview, in characters.

@@ -136,6 +136,12 @@ enum AdminAPI {
             w.key("messages_delivered")
             writeDoors(DoorKind.allCases.map { door in (door, metrics.loops.reduce(0) { $0 + $1.delivered.counter(door).count }) }, &w)
             w.key("bans"); w.writeInt(core.bans.list(nowMillis: now).count)
+            w.key("push")
+            if let push = core.pushService {
+                push.counters.write(into: &w, providers: push.settings.providers, maxQueued: push.settings.maxQueued)
+            } else {
+                w.writeNull()
+            }
             w.key("log_level"); w.writeString(core.logger.logLevel.description)
             w.endObject()
         }

@@ -122,6 +122,7 @@
     // Users (docs/protocols.md, "Users"): a stable id of this browser's own choosing. In an
     // open channel it proves nothing; it only lets this browser find its read marks again.
     userId: null,
+    vapidKey: null,           // the server's VAPID public key (Web Push on), from the handshake
     memberUsers: new Map(),   // client id -> user id (current room)
     receipts: new Map(),      // user id -> {name, offset} (current room)
     conversations: new Map(), // room -> conversation (the inbox)
@@ -149,6 +150,7 @@
     typing: $("typing"), composer: $("composer"), composerForm: $("composer-form"), send: $("send"),
     status: $("status"), statusText: $("status-text"), roomName: $("room-name"),
     members: $("members"), onlineCount: $("online-count"), membersNote: $("members-note"),
+    pushPanel: $("push-panel"), pushButton: $("push-button"), pushNote: $("push-note"),
     membersToggle: $("members-toggle"), scrim: $("scrim"), sidebarClose: $("sidebar-close"), membersToggleCount: $("members-toggle-count"), sidebar: $("sidebar"),
     roomForm: $("room-form"), roomInput: $("room-input"), recentRooms: $("recent-rooms"),
     conversations: $("conversations"), conversationsNote: $("conversations-note"),
@@ -488,6 +490,82 @@
     if (!ui.error.hidden && /connect|reach/i.test(ui.errorText.textContent)) clearError();
     subscribe(resumed);
     watchInbox();
+    state.vapidKey = typeof reply.vapid_public_key === "string" ? reply.vapid_public_key : null;
+    refreshPush();
+  }
+
+  // ---------------------------------------------------------------- push notifications
+  // Web Push (docs/push.md): offered when the server has VAPID keys and the browser has a
+  // push service. The browser asks for permission only when you press the button, never on
+  // page load. The service worker (sw.js) shows what arrives and opens the room on a click.
+  const PUSH_SUPPORTED = "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
+  function base64UrlBytes(text) {
+    const raw = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - text.length % 4) % 4));
+    return Uint8Array.from(raw, (c) => c.charCodeAt(0));
+  }
+  async function currentPushSubscription() {
+    const registration = await navigator.serviceWorker.getRegistration("/");
+    return registration ? registration.pushManager.getSubscription() : null;
+  }
+  function renderPush(on, note) {
+    ui.pushPanel.hidden = false;
+    ui.pushButton.setAttribute("aria-pressed", on ? "true" : "false");
+    ui.pushButton.textContent = on ? "Turn off notifications" : "Notify me when I'm away";
+    ui.pushNote.textContent = note || (on ? "Notifications are on for this browser. You get one for rooms you are away from."
+      : "When this tab is closed, you get a notification for new messages in your rooms.");
+  }
+  function registerPushDevice(subscription, done) {
+    send({ type: "register_device", platform: "webpush", subscription: subscription.toJSON() }, (reply) => {
+      if (reply.error) renderPush(false, "The server did not take this browser's notifications: " + plainError(reply.error) + ".");
+      else renderPush(true);
+      if (done) done(!reply.error);
+    });
+  }
+  async function refreshPush() {
+    if (!PUSH_SUPPORTED || !state.vapidKey) { ui.pushPanel.hidden = true; return; }
+    try {
+      const subscription = await currentPushSubscription();
+      // Registered again on each connection: the server forgets a device its push service gave up on.
+      if (subscription && Notification.permission === "granted") registerPushDevice(subscription);
+      else renderPush(false);
+    } catch (e) {
+      renderPush(false);
+    }
+  }
+  async function togglePush() {
+    ui.pushButton.disabled = true;
+    try {
+      const existing = await currentPushSubscription();
+      if (existing) {
+        send({ type: "unregister_device", platform: "webpush", token: existing.endpoint }, () => {});
+        await existing.unsubscribe();
+        renderPush(false);
+        return;
+      }
+      const permission = await Notification.requestPermission();
+      if (permission !== "granted") {
+        renderPush(false, "Notifications are blocked for this site. Allow them in the browser's site settings, then press the button again.");
+        return;
+      }
+      const registration = await navigator.serviceWorker.register("/sw.js", { scope: "/" });
+      await navigator.serviceWorker.ready;
+      const subscription = await registration.pushManager.subscribe({ userVisibleOnly: true,
+        applicationServerKey: base64UrlBytes(state.vapidKey) });
+      registerPushDevice(subscription);
+    } catch (e) {
+      renderPush(false, "This browser could not subscribe to notifications (" + (e && e.message ? e.message : e) + ").");
+    } finally {
+      ui.pushButton.disabled = false;
+    }
+  }
+  ui.pushButton.addEventListener("click", togglePush);
+  if (PUSH_SUPPORTED) {
+    // A click on a notification while this page is open: go to its room here.
+    navigator.serviceWorker.addEventListener("message", (event) => {
+      const data = event.data || {};
+      if (data.type !== "parley-open-room" || typeof data.room !== "string" || !data.room) return;
+      location.hash = hashFor(typeof data.channel === "string" && data.channel ? data.channel : state.channel, data.room);
+    });
   }
 
   function subscribe(resume) {

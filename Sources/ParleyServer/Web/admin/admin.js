@@ -158,6 +158,24 @@
     $("stat-rooms").textContent = String(o.rooms_in_memory);
     $("stat-members").textContent = o.members_in_memory + " members";
     $("stat-bans").textContent = String(o.bans);
+    showPush(o.push);
+  }
+
+  // The push queue (docs/push.md): waiting, its bound, and what each provider did.
+  function showPush(push) {
+    if (!push) {
+      $("stat-push").textContent = "off";
+      $("stat-push-detail").textContent = "no provider configured";
+      return;
+    }
+    $("stat-push").textContent = String(push.queued);
+    const total = (outcome) => Object.values(push.by_provider || {}).reduce((sum, p) => sum + (p[outcome] || 0), 0);
+    const parts = ["of " + push.max_queued, "sent " + total("sent"), "failed " + total("failed"), "removed " + total("removed")];
+    if (push.dropped) parts.push("dropped " + push.dropped);
+    $("stat-push-detail").textContent = parts.join(" · ");
+    $("stat-push-detail").title = (push.providers || []).join(", ") + ": " + Object.entries(push.by_provider || {})
+      .filter(([name]) => (push.providers || []).includes(name))
+      .map(([name, p]) => name + " sent " + p.sent + ", failed " + p.failed + ", removed " + p.removed).join("; ");
   }
 
   // ------------------------------------------------------------------ charts (SVG, no library)
