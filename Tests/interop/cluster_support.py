@@ -29,7 +29,6 @@ import urllib.error
 import urllib.request
 import uuid
 
-from websockets.sync.client import connect as ws_connect
 
 from parley_process import ParleyProcess
 
@@ -407,6 +406,8 @@ class NativeClient:
     def __init__(self, node_or_url, name=None, channel="demo", handshake=True):
         url = node_or_url if isinstance(node_or_url, str) else node_or_url.ws_url
         self.name = name
+        # Imported here: the Engine.IO 3 venv (Tests/interop/eio3) uses this module without websockets.
+        from websockets.sync.client import connect as ws_connect
         self.ws = ws_connect(url, open_timeout=TIMEOUT, max_size=None, compression=None, max_queue=None, legacy=True)
         self.received = Recorder()
         # Called with every message on the reader thread (before it is recorded).

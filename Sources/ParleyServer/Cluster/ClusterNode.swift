@@ -26,6 +26,8 @@ final class ClusterNode: Sendable {
     let pushStore: RedisPushStore
     /// Users' read marks and conversations, one set for the cluster.
     let reads: RedisReadStateStore
+    /// Where every node is reached, for requests handed on between nodes.
+    let nodes: RedisNodeDirectory
 
     /// Connects to the configured Redis (connections come up in the background; a node
     /// starts even while Redis is down, and reports it in `/metrics` and `/readyz`).
@@ -85,6 +87,7 @@ final class ClusterNode: Sendable {
         budgets = RedisBudgetStore(redis: redis, keyspace: keyspace)
         pushStore = RedisPushStore(redis: redis, keyspace: keyspace)
         reads = RedisReadStateStore(redis: redis, keyspace: keyspace, maxRoomsPerUser: configuration.maxConversationsPerUser)
+        nodes = RedisNodeDirectory(redis: redis, keyspace: keyspace)
         var presenceOptions = RedisPresenceOptions(nodeID: nodeID)
         presenceOptions.leaseMillis = lease
         presence = RedisPresenceStore(redis: redis, keyspace: keyspace, options: presenceOptions)

@@ -280,6 +280,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var redisReplicasAckTimeoutMillis = 1_000
     /// This node's name in Redis (unique per running node); random when nil.
     public var nodeID: String?
+    /// `host:port` the other nodes reach this node's HTTP door at, for Engine.IO requests they
+    /// hand on (no sticky sessions); nil: the bound host and port when that is one address.
+    public var relayAddress: String?
     /// A node that stops renewing its presence lease for this long (milliseconds) loses its
     /// members on every node.
     public var presenceLeaseMillis = 10_000

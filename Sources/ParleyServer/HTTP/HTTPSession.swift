@@ -242,6 +242,11 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     /// The client of `head`: the peer, or from a trusted proxy the address its `Forwarded`
     /// or `X-Forwarded-For` names (``TrustedProxies``).
     private func clientIP(of head: HTTPRequestHead) -> String {
+        // A request another node of the cluster handed on names its client (EngineIORelay).
+        if let relay = core.engineIORelay.service, relay.isFromNode(head), let client = head.headers[EngineIORelay.clientHeader],
+           !client.isEmpty, client.utf8.count <= 64 {
+            return client
+        }
         let proxies = TrustedProxies(core.configuration.trustedProxies)
         guard !proxies.isEmpty else { return connection.remoteIP }
         return proxies.client(peer: connection.remoteIP, forwarded: head.headers.values("Forwarded"),

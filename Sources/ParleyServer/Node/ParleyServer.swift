@@ -66,8 +66,10 @@ final class ServerCore: Sendable {
     /// its doors are reached only through ``ParleyServer/acceptInMemory(door:remoteIP:loop:)``.
     let bindsListeners: Bool
     /// Push notifications, when VAPID keys are configured (set once, right after start).
-    let push = PushSlot()
+    let push = StartedService<PushService>()
     var pushService: PushService? { push.service }
+    /// Cluster mode: Engine.IO requests for another node's sessions go there (no sticky sessions).
+    let engineIORelay = StartedService<EngineIORelay>()
     /// What each door with a listener does with an accepted connection, kept so a connection
     /// handed in memory takes the same way in (``admit(_:door:accept:)``).
     let acceptors = Mutex<[DoorKind: DoorAcceptor]>([:])
@@ -348,6 +350,7 @@ public final class ParleyServer: Sendable {
         if let cluster {
             core.readiness.add("redis") { cluster.readinessProblem }
             core.addMetricsProvider { out in cluster.writeMetrics(into: &out) }
+            Self.startRelay(cluster, core: core, logger: logger, group: group, httpPort: httpPort, tls: tls != nil && DoorPolicy(.http, configuration).tls)
         }
         files.startCollecting(on: group.loops[0], every: configuration.filesCollectIntervalSeconds, store: hub.store,
                               clock: hub.clock)
@@ -393,6 +396,46 @@ public final class ParleyServer: Sendable {
 
     /// `/readyz` asks the store: the last append did not fail (within 30 s), and a read
     /// through the store's reader answers.
+    /// Cluster mode: Engine.IO requests for other nodes' sessions are handed on to them, and
+    /// this node says where it is reached (renewed with the presence lease).
+    private static func startRelay(_ cluster: ClusterNode, core: ServerCore, logger: Logger, group: EventLoopGroup, httpPort: Int, tls: Bool) {
+        let configuration = core.configuration
+        var address = configuration.relayAddress
+        if address == nil, !["0.0.0.0", "::", "[::]", ""].contains(configuration.host) {
+            address = (configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host) + ":\(httpPort)"
+        }
+        if tls {
+            // The relay speaks plain HTTP between nodes.
+            logger.warn("no sticky sessions needs a plain HTTP door between nodes: with TLS on the HTTP door, terminate TLS at the load balancer, or route Socket.IO by sid")
+            address = nil
+        } else if address == nil {
+            logger.warn("bound to a wildcard address without --relay-address: other nodes cannot hand this node's Socket.IO requests to it (sticky sessions needed)")
+        }
+        let relay = EngineIORelay(nodeID: cluster.nodeID, directory: cluster.nodes, address: address)
+        let secret = Base64URL.encode(PushCrypto.random(32))
+        cluster.nodes.loadSecret(candidate: secret) { result in
+            if case .failure(let error) = result {
+                logger.warn("the cluster's relay secret cannot be read yet; Socket.IO requests for other nodes' sessions are refused until it is",
+                            metadata: ["error": .string(error.message)])
+            }
+        }
+        core.engineIORelay.set(relay)
+        core.addMetricsProvider { out in relay.writeMetrics(into: &out) }
+        guard let address else { return }
+        let lease = configuration.presenceLeaseMillis
+        let register: @Sendable () -> Void = {
+            if cluster.nodes.secret == nil { cluster.nodes.loadSecret(candidate: secret) { _ in } }
+            cluster.nodes.register(node: cluster.nodeID, address: address, leaseMillis: Int64(lease)) { _ in }
+        }
+        register()
+        logger.info("relay on", metadata: ["node": .string(cluster.nodeID), "address": .string(address)])
+        let loop = group.loops[0]
+        let every = UInt64(max(200, lease / 3))
+        loop.execute {
+            LoopTimer(loop: loop).start(after: every, repeating: every, keepAlive: true) { register() }
+        }
+    }
+
     private static func addStoreReadiness(_ core: ServerCore) {
         let store = core.hub.store
         let observed = core.observedStore

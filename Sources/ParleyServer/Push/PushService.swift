@@ -378,11 +378,12 @@ final class PushService: Sendable {
     }
 }
 
-/// Where the server's push service is once it started (the door context is made before it).
-final class PushSlot: Sendable {
-    private let slot = Mutex<PushService?>(nil)
-    var service: PushService? { slot.withLock { $0 } }
-    func set(_ service: PushService) { slot.withLock { $0 = service } }
+/// Where a service made after start (push, the Engine.IO relay) is, once it is there (the
+/// door context is made before it).
+final class StartedService<Service: Sendable>: Sendable {
+    private let slot = Mutex<Service?>(nil)
+    var service: Service? { slot.withLock { $0 } }
+    func set(_ service: Service) { slot.withLock { $0 = service } }
 }
 
 /// What the push service did, by provider, for `/metrics`.

@@ -28,7 +28,7 @@ struct DoorContext: Sendable {
     var reads: any ReadStateStore = InMemoryReadStateStore()
 
     /// Push notifications, once the server set them up (nil: off).
-    var push = PushSlot()
+    var push = StartedService<PushService>()
 
     /// Reads inboxes, unread counts and newest messages from the stores.
     var inboxReader: InboxReader { InboxReader(messages: hub.store, reads: reads) }

@@ -45,8 +45,13 @@ final class SocketIOShared: Sendable {
 
     /// A Socket.IO user's socket went away without `exitUser`: listed as disconnected (on
     /// every node in cluster mode).
-    func departed(id: String, nickname: String) {
-        if let rosterSync { rosterSync.departed(id: id, nickname: nickname) } else { roster.disconnected(id: id, nickname: nickname) }
+    func departed(id: String, nickname: String, stored: @escaping @Sendable () -> Void = {}) {
+        if let rosterSync {
+            rosterSync.departed(id: id, nickname: nickname, stored: stored)
+        } else {
+            roster.disconnected(id: id, nickname: nickname)
+            stored()
+        }
     }
 
     /// A user identified again, or exited: no longer listed as departed.
@@ -79,7 +84,9 @@ final class SocketIODoor: HTTPMountedDoor {
                                     onError: onError)
         self.shared = shared
         let lobby = configuration.lobby
-        let fanOuts = LoopLocal(group) { _ in SocketChatFanOut(hub: hub, lobby: lobby, roster: shared.roster, sync: shared.rosterSync) }
+        let fanOuts = LoopLocal(group) { loop in
+            SocketChatFanOut(hub: hub, lobby: lobby, roster: shared.roster, sync: shared.rosterSync, loop: loop)
+        }
         self.fanOuts = fanOuts
         // Another node changed the roster: every SocketChat socket here sends the new list.
         let loops = group.loops

@@ -43,6 +43,16 @@ struct EngineIODoor {
         return .json(status, w.bytes)
     }
 
+    /// Answers a client with `response` (and CORS) and closes: what a relay that failed says.
+    static func refusal(origin: String?) -> @Sendable (TCPConnection, HTTPResponse) -> Void {
+        { connection, response in
+            var response = response
+            addCORS(&response, origin: origin)
+            connection.write(response.encoded(keepAlive: false))
+            connection.close()
+        }
+    }
+
     static func payloadResponse(_ bytes: [UInt8]) -> HTTPResponse {
         HTTPResponse(status: 200, headers: ["Content-Type": "text/plain; charset=UTF-8", "Cache-Control": "no-store"], body: bytes)
     }
@@ -67,7 +77,10 @@ struct EngineIODoor {
         }
         // Before routing, like REST: a flood of polling requests costs a table lookup, not
         // a hop to another loop.
-        guard shared.pollingRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) else {
+        let relay = core.engineIORelay.service
+        // A request another node handed on was counted there.
+        let fromNode = relay?.isFromNode(head) == true
+        guard fromNode || shared.pollingRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) else {
             core.limits.breached(.pollingRate)
             var response = HTTPResponse.text(429, "too many polling requests (limit \(Int(core.configuration.socketIOPollingRatePerSecond)) per second per address); slow down\n")
             response.headers.set("Retry-After", String(shared.pollingRate.retryAfterSeconds))
@@ -98,6 +111,11 @@ struct EngineIODoor {
             return reply(Self.payloadResponse(session.takeOpeningPayload()))
         }
         guard let owner = sessions.owner(of: sid) else {
+            if let relay, !fromNode, body.count <= core.configuration.socketIOMaxPayload, let node = relay.foreignNode(of: sid),
+               let bytes = relay.forwarded(head, body: body, clientIP: connection.clientIP) {
+                return relay.relay(head, bytes: bytes, connection: connection, to: node, nowMillis: core.hub.clock.nowMillis(),
+                                   refuse: Self.refusal(origin: origin))
+            }
             return reply(Self.errorResponse(400, code: 1, "Session ID unknown"))
         }
         guard body.count <= core.configuration.socketIOMaxPayload else {
@@ -221,6 +239,13 @@ struct EngineIODoor {
         var owner: EventLoop?
         if let sid {
             owner = sessions.owner(of: sid)
+            if owner == nil, let relay = core.engineIORelay.service, !relay.isFromNode(head), let node = relay.foreignNode(of: sid),
+               let bytes = relay.forwarded(head, body: leftover, clientIP: connection.clientIP) {
+                // The upgrade and all that follows go to the node holding the session.
+                relay.relay(head, bytes: bytes, connection: connection, to: node, nowMillis: core.hub.clock.nowMillis(),
+                                   refuse: Self.refusal(origin: origin))
+                return true
+            }
             guard owner != nil else { return refuse(Self.errorResponse(400, code: 1, "Session ID unknown")) }
         }
         // Engine.IO has its own heartbeat: no WebSocket ping.

@@ -93,7 +93,7 @@ final class EngineIOSession: EngineIOMessageChannel {
         self.version = version
         self.webSocket = webSocket
         self.registry = registry
-        sid = EngineIOSession.randomID()
+        sid = core.engineIORelay.service?.sessionID(random: EngineIOSession.randomID()) ?? EngineIOSession.randomID()
         sessionGuard = connectionGuard ?? SessionGuard(DoorPolicy(.socketIO, core.configuration), loop: loop, core: core, ticket: nil)
         ownsGuard = connectionGuard == nil
         heartbeat = EngineIOHeartbeat(version: version, intervalMillis: core.configuration.socketIOPingIntervalMillis,

@@ -128,7 +128,19 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     }
 
     func disconnected(_ socket: SocketIOSocket, reason: SocketIODisconnectReason) {
-        leaveLobby(exit: false)
+        if let member, shared.rosterSync != nil {
+            // Cluster mode: the departure is in the cluster's roster before the lobby hears
+            // the leave, so every node lists the user as disconnected with the leave.
+            self.socket = nil
+            let me = LoopBound(self, on: loop)
+            shared.departed(id: member.id, nickname: member.displayName) { me.run { $0.finishDisconnect(departureRecorded: true) } }
+            return
+        }
+        finishDisconnect(departureRecorded: false)
+    }
+
+    private func finishDisconnect(departureRecorded: Bool) {
+        leaveLobby(exit: false, departureRecorded: departureRecorded)
         chat.end()
         stopListening()
         context.loopHub(loop).unregister(sessionID)
@@ -324,7 +336,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                       authData: chat.access?.claims?.data)
     }
 
-    private func leaveLobby(exit: Bool) {
+    private func leaveLobby(exit: Bool, departureRecorded: Bool = false) {
         guard let member else { return }
         chat.forgetIdentity()
         memberLive = false
@@ -335,7 +347,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             inLobbyMirror = false
             fanOut.sessionLeft()
         }
-        if !exit { shared.departed(id: member.id, nickname: member.displayName) }
+        if !exit && !departureRecorded { shared.departed(id: member.id, nickname: member.displayName) }
         chat.leave(lobby)
     }
 
@@ -378,7 +390,12 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         // Packets of `/` encoded for this transport, the same bytes for every socket on it; a
         // join or leave leads with a userList that this socket paces (SocketChatUserListPacer).
         if event.changesMembers {
-            if pacer.userListDue(at: nowMillis) {
+            if fanOut.rosterReadsPending > 0 {
+                // A leave in a cluster: the list waits for the roster read (at most a
+                // moment; the flush goes on its own after `rosterWaitMillis`).
+                pacer.hold()
+                scheduleFlush(after: Self.rosterWaitMillis)
+            } else if pacer.userListDue(at: nowMillis) {
                 sendUserListNow()
             } else {
                 scheduleFlush()
@@ -421,8 +438,16 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     private var nowMillis: Int64 { context.hub.clock.nowMillis() }
 
     /// The cluster's roster changed elsewhere: send the list as it is now (paced).
-    func rosterChanged() {
+    /// The roster read after a lobby leave came back (``SocketChatFanOut/rosterSettled()``):
+    /// what was held behind the leave's list goes now.
+    func rosterSettled() {
         guard socket != nil else { return }
+        flushHeld()
+    }
+
+    func rosterChanged() {
+        // A held list goes with the new state anyway, in its place (before the leave it leads).
+        guard socket != nil, !pacer.holdsList else { return }
         if pacer.userListDue(at: nowMillis) { sendUserListNow() } else { scheduleFlush() }
     }
 
@@ -433,12 +458,15 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         pacer.sent(at: nowMillis)
     }
 
-    private func scheduleFlush() {
+    /// Longest a leave's list waits for the cluster's roster.
+    static let rosterWaitMillis: Int64 = 500
+
+    private func scheduleFlush(after wait: Int64? = nil) {
         guard !flushArmed else { return }
         let timer = pacerTimer ?? LoopTimer(loop: loop)
         pacerTimer = timer
         flushArmed = true
-        let delay = UInt64(max(1, pacer.flushDueMillis - nowMillis))
+        let delay = UInt64(max(1, wait ?? (pacer.flushDueMillis - nowMillis)))
         timer.start(after: delay) { [weak self] in
             self?.flushArmed = false
             self?.flushHeld()

@@ -31,11 +31,27 @@ final class SocketChatFanOut {
     private var membersVersion = 0
     private var userListCache: (version: Int, packet: String, webSocket: IOBuffer?, polling: IOBuffer?)?
 
-    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster, sync: SocketChatRosterSync? = nil) {
+    /// Cluster mode: lobby leaves whose roster read has not come back yet. While there are
+    /// any, sockets hold the leave's `userList` (and what follows it), so the list they send
+    /// lists the departure (``rosterSettled()``).
+    private(set) var rosterReadsPending = 0
+    private let loop: EventLoop?
+
+    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster, sync: SocketChatRosterSync? = nil, loop: EventLoop? = nil) {
         self.hub = hub
         self.lobby = lobby
         self.roster = roster
         self.sync = sync
+        self.loop = loop
+    }
+
+    /// A roster read after a lobby leave came back: when it was the last, the held lists go,
+    /// built from the roster as it is now.
+    func rosterSettled() {
+        rosterReadsPending = max(0, rosterReadsPending - 1)
+        guard rosterReadsPending == 0 else { return }
+        membersVersion += 1
+        for entry in Array(apps.values) { entry.app?.rosterSettled() }
     }
 
     func register(_ app: SocketChatApplication) { apps[ObjectIdentifier(app)] = WeakApplication(app) }
@@ -67,11 +83,17 @@ final class SocketChatFanOut {
 
     func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent) -> IOBuffer? {
         guard room == lobby else { return nil }
-        if case .memberLeft = event { sync?.refreshSoon() }
         let packets: [String]
         if let last, last.event == event {
             packets = last.packets
         } else {
+            if case .memberLeft = event, let sync, let loop {
+                // Once per leave on this loop: read the cluster's roster, which the leaving
+                // node wrote the departure to before it left.
+                rosterReadsPending += 1
+                let me = LoopBound(self, on: loop)
+                sync.refreshNow { me.run { $0.rosterSettled() } }
+            }
             var mirror = self.mirror ?? RoomMirror(members: hub.members(of: room), typing: hub.typingMembers(of: room))
             if self.mirror != nil { mirror.apply(event) }
             self.mirror = mirror
@@ -150,6 +172,8 @@ struct SocketChatUserListPacer {
     private(set) var held: [Item] = []
 
     var isHolding: Bool { !held.isEmpty }
+    /// A list is held (it is built when it goes, with the state of then).
+    var holdsList: Bool { held.contains { if case .userList = $0 { true } else { false } } }
 
     /// A list is due at `nowMillis`: true when it may go now (the caller sends it and calls
     /// ``sent(at:)``); false when it is held, to go at ``flushDueMillis``.
@@ -158,6 +182,12 @@ struct SocketChatUserListPacer {
         held.removeAll { if case .userList = $0 { true } else { false } }
         held.append(.userList)
         return false
+    }
+
+    /// Holds a list (and every event after it) until the next flush, whenever it is due.
+    mutating func hold() {
+        held.removeAll { if case .userList = $0 { true } else { false } }
+        held.append(.userList)
     }
 
     /// A list went out (now or by a flush).

@@ -15,8 +15,6 @@ final class SocketChatRosterSync: Sendable {
     private let clock: any WallClock
     private let lastVersion = Mutex<Int64?>(nil)
     private let poller = Mutex<Task<Void, Never>?>(nil)
-    /// A refresh is queued (a burst of leaves is read once).
-    private let refreshing = Atomic<Bool>(false)
     private let onChange = Mutex<(@Sendable () -> Void)?>(nil)
     private let onError: @Sendable (ParleyError) -> Void
     static let pollMillis: Int64 = 1_000
@@ -32,12 +30,14 @@ final class SocketChatRosterSync: Sendable {
     /// Where to say that the list changed (the door sets it once: its sockets resend `userList`).
     func whenChanged(_ body: @escaping @Sendable () -> Void) { onChange.withLock { $0 = body } }
 
-    /// A Socket.IO user's socket went away without `exitUser`.
-    func departed(id: String, nickname: String) {
+    /// A Socket.IO user's socket went away without `exitUser`. `stored` runs once the
+    /// cluster's roster has it (or the write failed): the lobby leave waits for it, so a node
+    /// that reads the roster when the leave arrives lists the departure with it.
+    func departed(id: String, nickname: String, stored: @escaping @Sendable () -> Void = {}) {
         roster.disconnected(id: id, nickname: nickname)
         let user = SocketChatUser(id: id, nickname: nickname, isConnected: false)
         let (store, now, max) = (self.store, clock.nowMillis(), roster.maxDeparted)
-        write { () async throws(ParleyError) in try await store.departed(user, leftMillis: now, maxDeparted: max) }
+        write(then: stored) { () async throws(ParleyError) in try await store.departed(user, leftMillis: now, maxDeparted: max) }
     }
 
     /// A user identified again (`connectUser`) or exited (`exitUser`): no longer departed.
@@ -47,26 +47,26 @@ final class SocketChatRosterSync: Sendable {
         write { () async throws(ParleyError) in try await store.returned(nickname: nickname) }
     }
 
-    private func write(_ body: @escaping @Sendable () async throws(ParleyError) -> Void) {
+    private func write(then done: @escaping @Sendable () -> Void = {}, _ body: @escaping @Sendable () async throws(ParleyError) -> Void) {
         let onError = self.onError
         Task.detached { [self] in
             do throws(ParleyError) {
                 try await body()
+                done()
                 await refreshIfChanged()
             } catch {
+                done()
                 onError(error)
             }
         }
     }
 
-    /// Reads the list again soon (another node may have changed it: a lobby leave arrived).
-    func refreshSoon() {
-        guard !refreshing.exchange(true, ordering: .relaxed) else { return }
+    /// Reads the list again now (a lobby leave arrived: the leaving node stored the departure
+    /// before it left), then runs `done`.
+    func refreshNow(then done: @escaping @Sendable () -> Void) {
         Task.detached { [self] in
-            // A short pause lets the leaving node's write land before the read.
-            try? await Task.sleep(for: .milliseconds(50))
-            refreshing.store(false, ordering: .relaxed)
             await refreshIfChanged()
+            done()
         }
     }
 

@@ -1,0 +1,123 @@
+"""A plain round-robin HTTP load balancer on 127.0.0.1, for cluster tests: every request goes to
+the next backend in turn, on a fresh backend connection (never sticky by sid or by client
+connection). An Upgrade request's connection is joined to its backend for good, as any load
+balancer does with a WebSocket.
+"""
+import itertools
+import socket
+import threading
+
+
+def _read_head(sock, buffered):
+    while b"\r\n\r\n" not in buffered:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None, buffered
+        buffered += chunk
+    head, _, rest = buffered.partition(b"\r\n\r\n")
+    return head + b"\r\n\r\n", rest
+
+
+def _length(head):
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value.strip())
+    return 0
+
+
+def _header(head, wanted):
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == wanted:
+            return value.strip().lower()
+    return b""
+
+
+def _read_body(sock, rest, length):
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return rest[:length], rest[length:]
+
+
+def _pipe(source, target):
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            target.sendall(data)
+    except OSError:
+        pass
+    for sock in (source, target):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class RoundRobinProxy:
+    def __init__(self, backends):
+        self.backends = list(backends)  # [(host, port)]
+        self.turn = itertools.cycle(range(len(self.backends)))
+        self.lock = threading.Lock()
+        self.counts = [0] * len(self.backends)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(128)
+        self.port = self.listener.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _next(self):
+        with self.lock:
+            index = next(self.turn)
+            self.counts[index] += 1
+            return self.backends[index]
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        buffered = b""
+        try:
+            while True:
+                head, buffered = _read_head(client, buffered)
+                if head is None:
+                    return
+                body, buffered = _read_body(client, buffered, _length(head))
+                backend = socket.create_connection(self._next(), timeout=60)
+                backend.sendall(head + body)
+                if _header(head, b"upgrade") == b"websocket":
+                    if buffered:
+                        backend.sendall(buffered)
+                    threading.Thread(target=_pipe, args=(backend, client), daemon=True).start()
+                    _pipe(client, backend)
+                    return
+                response, rest = _read_head(backend, b"")
+                if response is None:
+                    return
+                answer, _ = _read_body(backend, rest, _length(response))
+                backend.close()
+                client.sendall(response + answer)
+                if _header(response, b"connection") == b"close":
+                    return
+        except OSError:
+            return
+        finally:
+            try:
+                client.close()
+            except OSError:
+                pass
+
+    def stop(self):
+        self.listener.close()

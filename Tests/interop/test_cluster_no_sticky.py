@@ -1,0 +1,63 @@
+"""No sticky sessions: two cluster nodes on one Redis behind a plain round-robin load balancer
+(Tests/interop/rr_proxy.py: every request to the next node, on a fresh connection). A
+polling request or a WebSocket upgrade for a session of the other node is handed on to it
+(EngineIORelay), so python-socketio's SocketChat behaviour tests pass over polling, WebSocket
+and the upgrade, exactly as on one node.
+
+Run: PARLEY_BIN=.build/release/parley .venv-interop/bin/pytest -q Tests/interop/test_cluster_no_sticky.py
+"""
+import pytest
+import socketio
+
+from cluster_support import two_nodes_on_redis
+from rr_proxy import RoundRobinProxy
+from sio_support import run_late_post_after_upgrade, run_reconnect_sequence, run_socketchat_sequence
+
+
+@pytest.fixture(scope="module")
+def balanced():
+    with two_nodes_on_redis("nosticky") as nodes:
+        for node in nodes:
+            node.wait_ready()
+        proxy = RoundRobinProxy([("127.0.0.1", node.http) for node in nodes])
+        try:
+            yield proxy, nodes
+        finally:
+            proxy.stop()
+
+
+def relayed(nodes):
+    return sum(node.metric("parley_engineio_relayed_total") or 0 for node in nodes)
+
+
+@pytest.mark.parametrize("transports,expected", [(["polling"], "polling"), (["polling", "websocket"], "websocket"),
+                                                 (["websocket"], "websocket")])
+def test_socketchat_through_a_round_robin_balancer(balanced, transports, expected):
+    proxy, nodes = balanced
+    before = relayed(nodes)
+    run_socketchat_sequence(socketio, proxy.url, transports, expected)
+    if "polling" in transports:
+        assert relayed(nodes) > before, "requests were handed on between the nodes"
+    assert min(proxy.counts) > 0
+
+
+@pytest.mark.parametrize("transports", [["polling", "websocket"], ["polling"]])
+def test_a_reconnecting_app_through_the_balancer(balanced, transports):
+    proxy, _ = balanced
+    run_reconnect_sequence(socketio, proxy.url, transports)
+
+
+def test_a_post_right_after_the_upgrade_through_the_balancer(balanced):
+    proxy, _ = balanced
+    run_late_post_after_upgrade(proxy.url, 4)
+
+
+def test_an_unknown_node_or_a_forged_relay_is_refused(balanced):
+    import requests
+    proxy, nodes = balanced
+    # A sid naming a node that is not there, and one with a forged relay header.
+    r = requests.get(nodes[0].base + "/socket.io/?EIO=4&transport=polling&sid=ghost~abcdefghijklmnopqrst", timeout=5)
+    assert r.status_code == 400 and "Session ID unknown" in r.text
+    r = requests.get(nodes[0].base + "/socket.io/?EIO=4&transport=polling&sid=b~abcdefghijklmnopqrst", timeout=5,
+                     headers={"X-Parley-Relay": "guess", "X-Parley-Relay-For": "10.0.0.1"})
+    assert r.status_code == 400, r.text
