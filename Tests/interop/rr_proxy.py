@@ -121,3 +121,38 @@ class RoundRobinProxy:
 
     def stop(self):
         self.listener.close()
+
+
+class TCPRoundRobinProxy:
+    """Round robin for a plain TCP door (the line door): each connection to the next backend."""
+
+    def __init__(self, backends):
+        self.backends = list(backends)
+        self.turn = itertools.cycle(range(len(self.backends)))
+        self.lock = threading.Lock()
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(128)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                backend = self.backends[next(self.turn)]
+            try:
+                upstream = socket.create_connection(backend, timeout=10)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            threading.Thread(target=_pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=_pipe, args=(upstream, client), daemon=True).start()
+
+    def stop(self):
+        self.listener.close()

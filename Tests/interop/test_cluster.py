@@ -9,8 +9,12 @@ import uuid
 
 import pytest
 
+import json
+import urllib.request
+
 from cluster_support import (LineClient, NativeClient, RedisCluster, RedisProcess, SocketChatClient, close_all,
                              eventually, start_nodes)
+from rr_proxy import RoundRobinProxy, TCPRoundRobinProxy
 
 LOBBY = "observable-room"
 
@@ -33,15 +37,42 @@ def prefix():
     return "it-" + uuid.uuid4().hex[:8]
 
 
-@pytest.fixture(params=["redis", "redis-cluster"])
+class Entry:
+    """Where a test's client goes in when the nodes are behind round-robin balancers: every
+    request and connection to the next node, whatever the client (no sticky sessions)."""
+
+    def __init__(self, name, http, line):
+        self.name, self.http, self.line = name, http, line
+        self.base = http.url
+        self.ws_url = http.url.replace("http://", "ws://") + "/v3/websocket"
+
+    def members(self, room, channel="demo"):
+        with urllib.request.urlopen("%s/%s/%s/members" % (self.base, channel, room), timeout=5) as response:
+            return json.loads(response.read())
+
+
+@pytest.fixture(params=["redis", "redis-cluster", "balanced"])
 def three_nodes(request):
-    """Nodes a, b and c on one Redis (or the Redis Cluster), under a key prefix of their own."""
-    if request.param == "redis":
-        target = {"redis": request.getfixturevalue("redis")}
-    else:
+    """Nodes a, b and c on one Redis (or the Redis Cluster), under a key prefix of their own;
+    `balanced`: on one Redis, and every client goes through round-robin balancers (HTTP and
+    line), never to a node of its choosing."""
+    if request.param == "redis-cluster":
         target = {"cluster": request.getfixturevalue("redis_cluster")}
+    else:
+        target = {"redis": request.getfixturevalue("redis")}
     nodes = start_nodes(["a", "b", "c"], prefix=prefix(), **target)
-    yield nodes, target.get("cluster")
+    proxies = []
+    if request.param == "balanced":
+        for node in nodes:
+            node.wait_ready()
+        http = RoundRobinProxy([("127.0.0.1", node.http) for node in nodes])
+        line = TCPRoundRobinProxy([("127.0.0.1", node.line) for node in nodes])
+        proxies = [http, line]
+        yield [Entry(node.name, http, line.port) for node in nodes], None
+    else:
+        yield nodes, target.get("cluster")
+    for proxy in proxies:
+        proxy.stop()
     for node in nodes:
         node.stop()
 
