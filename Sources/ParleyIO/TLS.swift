@@ -29,8 +29,9 @@ public final class TLSContext: @unchecked Sendable {
     }
 
     /// A client context: verifies servers against `caFile` (PEM), or the system's trust store
-    /// when nil.
-    public init(clientTrusting caFile: String? = nil) throws(IOError) {
+    /// when nil; presents `certificateFile` (a PEM chain) with `privateKeyFile` when the server
+    /// asks for a client certificate (both, or neither).
+    public init(clientTrusting caFile: String? = nil, certificateFile: String? = nil, privateKeyFile: String? = nil) throws(IOError) {
         guard let context = SSL_CTX_new(TLS_client_method()) else { throw TLSContext.lastError("SSL_CTX_new") }
         self.context = context
         isServer = false
@@ -39,6 +40,22 @@ public final class TLSContext: @unchecked Sendable {
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
         let loaded = caFile.map { SSL_CTX_load_verify_locations(context, $0, nil) } ?? SSL_CTX_set_default_verify_paths(context)
         guard loaded == 1 else { throw TLSContext.lastError("cannot load trusted certificates \(caFile ?? "(system)")") }
+        switch (certificateFile, privateKeyFile) {
+        case (nil, nil):
+            break
+        case (let certificate?, let key?):
+            guard SSL_CTX_use_certificate_chain_file(context, certificate) == 1 else {
+                throw TLSContext.lastError("cannot load the client certificate \(certificate)")
+            }
+            guard SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1 else {
+                throw TLSContext.lastError("cannot load the client key \(key)")
+            }
+            guard SSL_CTX_check_private_key(context) == 1 else {
+                throw TLSContext.lastError("the client key \(key) does not match the certificate")
+            }
+        default:
+            throw IOError(message: "a client certificate needs its private key, and the key its certificate")
+        }
     }
 
     deinit { SSL_CTX_free(context) }

@@ -31,6 +31,40 @@ import ParleyTestSupport
         #expect(try redis.cli("--user", "parley", "--pass", "pw", "--no-auth-warning", "DBSIZE") != "0")
     }
 
+    @Test func aNodeShowsItsClientCertificateToARedisThatAsksForOne() throws {
+        let (cert, key) = try makeTestCertificate()
+        let tlsPort = try RedisServer.freePort()
+        // The self-signed certificate is the CA, the server's certificate and the node's.
+        let redis = try RedisServer.start(extraArguments: [
+            "--tls-port", "\(tlsPort)", "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert, "--tls-auth-clients", "yes",
+        ])
+        defer { redis.stop() }
+        let node = try startTestServer { configuration in
+            configuration.redisURL = "rediss://127.0.0.1:\(tlsPort)"
+            configuration.redisTLSCAFile = cert
+            configuration.redisTLSCertFile = cert
+            configuration.redisTLSKeyFile = key
+            configuration.redisKeyPrefix = "mtls-\(UUID().uuidString.prefix(8))"
+        }
+        defer { node.shutdown() }
+        let client = try NativeClient.connect(node, clientData: ["name": "mia"])
+        try client.subscribe("r")
+        let receipt = try client.request(["type": "publish", "room": "r", "message": "mutual tls"], callback: 5)
+        #expect(receipt["offset"] == 1, "\(receipt)")
+        // A key without its certificate stops the start, saying so.
+        do {
+            let broken = try ParleyServer(configuration: .forTests { configuration in
+                configuration.redisURL = "rediss://127.0.0.1:\(tlsPort)"
+                configuration.redisTLSCAFile = cert
+                configuration.redisTLSKeyFile = key
+            })
+            broken.shutdown()
+            Issue.record("a node started with a client key and no certificate")
+        } catch {
+            #expect("\(error)".contains("client certificate needs its private key"), "\(error)")
+        }
+    }
+
     @Test func anUnreadableCAFileStopsStartup() throws {
         do {
             let node = try ParleyServer(configuration: .forTests { configuration in

@@ -16,6 +16,11 @@ import ParleyTestSupport
         try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(toFile: "\(directory)/san.ext", atomically: true, encoding: .utf8)
         try openssl("x509", "-req", "-in", "\(directory)/server.csr", "-CA", "\(directory)/ca.crt", "-CAkey", "\(directory)/ca.key",
                     "-CAcreateserial", "-days", "2", "-extfile", "\(directory)/san.ext", "-out", "\(directory)/server.crt")
+        // A client certificate the CA signed (for a server that asks for one).
+        try openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=parley-node",
+                    "-keyout", "\(directory)/client.key", "-out", "\(directory)/client.csr")
+        try openssl("x509", "-req", "-in", "\(directory)/client.csr", "-CA", "\(directory)/ca.crt", "-CAkey", "\(directory)/ca.key",
+                    "-CAcreateserial", "-days", "2", "-out", "\(directory)/client.crt")
         // A second CA that signed nothing here.
         try openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Other CA",
                     "-keyout", "\(directory)/other.key", "-out", "\(directory)/other.crt")
@@ -73,5 +78,48 @@ import ParleyTestSupport
                                         configuration: configuration)
         defer { wrongPassword.close() }
         try await eventually("a wrong password is down", timeout: 10) { wrongPassword.status.state == .down }
+    }
+
+    @Test func aServerThatAsksForAClientCertificateTakesOnlyOneItsCASigned() async throws {
+        let directory = NSTemporaryDirectory() + "parley-redis-mtls-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Self.certificates(in: directory)
+        let tlsPort = try RedisServer.freePort()
+        let redis = try RedisServer.start(extraArguments: [
+            "--tls-port", "\(tlsPort)", "--tls-cert-file", "\(directory)/server.crt", "--tls-key-file", "\(directory)/server.key",
+            "--tls-ca-cert-file", "\(directory)/ca.crt", "--tls-auth-clients", "yes",
+        ])
+        defer { redis.stop() }
+        let group = EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let endpoint = try RedisEndpoint(url: "rediss://127.0.0.1:\(tlsPort)")
+        var withCertificate = fastConfiguration()
+        withCertificate.tls = RedisTLS(context: try TLSContext(clientTrusting: "\(directory)/ca.crt", certificateFile: "\(directory)/client.crt",
+                                                               privateKeyFile: "\(directory)/client.key"))
+        let client = RedisClient(endpoint: endpoint, group: group, configuration: withCertificate)
+        defer { client.close() }
+        #expect(try await client.call("SET", "k", "mutual tls").string == "OK")
+        // Without a certificate, or with one another CA signed, the server refuses.
+        var without = fastConfiguration()
+        without.tls = RedisTLS(context: try TLSContext(clientTrusting: "\(directory)/ca.crt"))
+        let bare = RedisClient(endpoint: endpoint, group: group, configuration: without)
+        defer { bare.close() }
+        try await eventually("a client without a certificate is down", timeout: 10) { bare.status.state == .down }
+        guard case .failure = try await bare.result(RedisCommand("PING"), timeout: 5) else {
+            Issue.record("a command went through without a client certificate")
+            return
+        }
+        var foreign = fastConfiguration()
+        foreign.tls = RedisTLS(context: try TLSContext(clientTrusting: "\(directory)/ca.crt", certificateFile: "\(directory)/other.crt",
+                                                       privateKeyFile: "\(directory)/other.key"))
+        let stranger = RedisClient(endpoint: endpoint, group: group, configuration: foreign)
+        defer { stranger.close() }
+        try await eventually("a certificate of another CA is down", timeout: 10) { stranger.status.state == .down }
+        // The certificate needs its key, the key its certificate, and they must match.
+        #expect(throws: IOError.self) { try TLSContext(clientTrusting: nil, certificateFile: "\(directory)/client.crt") }
+        #expect(throws: IOError.self) {
+            try TLSContext(clientTrusting: nil, certificateFile: "\(directory)/client.crt", privateKeyFile: "\(directory)/other.key")
+        }
     }
 }

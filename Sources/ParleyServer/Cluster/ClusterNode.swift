@@ -50,7 +50,9 @@ final class ClusterNode: Sendable {
             }
             if template?.usesTLS == true || seedsUseTLS {
                 do throws(IOError) {
-                    redisConfiguration.tls = RedisTLS(context: try TLSContext(clientTrusting: configuration.redisTLSCAFile))
+                    redisConfiguration.tls = RedisTLS(context: try TLSContext(clientTrusting: configuration.redisTLSCAFile,
+                                                                              certificateFile: configuration.redisTLSCertFile,
+                                                                              privateKeyFile: configuration.redisTLSKeyFile))
                 } catch {
                     throw StartupError(description: "TLS to Redis: \(error.message)")
                 }

@@ -273,6 +273,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var redisSentinelMaster = "mymaster"
     /// PEM file of the certificates a `rediss://` server must chain to; nil: the system's.
     public var redisTLSCAFile: String?
+    /// A client certificate (PEM chain) and its key, for a Redis that asks for one (`tls-auth-clients yes`).
+    public var redisTLSCertFile: String?
+    public var redisTLSKeyFile: String?
     /// A stored message is acknowledged once this many replicas have it (`WAIT`); 0: once
     /// the master has it.
     public var redisReplicasAck = 0
