@@ -22,7 +22,7 @@ INTEROP_EIO3_VENV = .venv-interop-eio3
 BENCH_VENV   = .venv-bench
 ARGS        ?=
 
-.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance conformance-socketio bench bench-attack bench-failover clean
+.PHONY: all deps build release run test check-dependencies unit interop fuzz fuzz-smoke conformance conformance-socketio bench bench-attack bench-failover bench-replicas-ack clean
 
 all: build
 
@@ -123,6 +123,11 @@ bench-attack: release $(INTEROP_VENV)/.ready
 # Acknowledged-but-lost messages across a Redis master SIGKILL under Sentinel, with and without
 # --redis-replicas-ack (SentinelFailoverTests, FAILOVER_RUNS times, default 10; docs/cluster.md).
 # Refuses on a busy machine (load average above 2.5).
+# What --redis-replicas-ack 1 costs in acknowledged publishes/s (a master and a replica on
+# 127.0.0.1, parley bench publish-durable with and without it; docs/cluster.md).
+bench-replicas-ack: release
+	PARLEY_BIN=$(CURDIR)/.build/release/parley python3 Tests/bench/replicas_ack_cost.py
+
 bench-failover:
 	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) python3 Tests/bench/sentinel_failover.py
