@@ -87,6 +87,15 @@ class RoundRobinProxy:
                 return
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
+    def _connect(self):
+        """The next backend that takes a connection (a dead one is skipped, as balancers do)."""
+        for _ in self.backends:
+            try:
+                return socket.create_connection(self._next(), timeout=60)
+            except OSError:
+                continue
+        return None
+
     def _serve(self, client):
         buffered = b""
         try:
@@ -95,7 +104,10 @@ class RoundRobinProxy:
                 if head is None:
                     return
                 body, buffered = _read_body(client, buffered, _length(head))
-                backend = socket.create_connection(self._next(), timeout=60)
+                backend = self._connect()
+                if backend is None:
+                    client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    return
                 backend.sendall(head + body)
                 if _header(head, b"upgrade") == b"websocket":
                     if buffered:

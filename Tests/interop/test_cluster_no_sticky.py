@@ -6,6 +6,8 @@ and the upgrade, exactly as on one node.
 
 Run: PARLEY_BIN=.build/release/parley .venv-interop/bin/pytest -q Tests/interop/test_cluster_no_sticky.py
 """
+import json
+
 import pytest
 import socketio
 
@@ -61,3 +63,46 @@ def test_an_unknown_node_or_a_forged_relay_is_refused(balanced):
     r = requests.get(nodes[0].base + "/socket.io/?EIO=4&transport=polling&sid=b~abcdefghijklmnopqrst", timeout=5,
                      headers={"X-Parley-Relay": "guess", "X-Parley-Relay-For": "10.0.0.1"})
     assert r.status_code == 400, r.text
+
+
+def test_a_killed_node_behind_the_balancer():
+    """SIGKILL one of three nodes: a request for one of its sessions through another node is
+    answered at once (502, then 400 once its lease is gone), and SocketChat goes on through
+    the balancer on the other two."""
+    import time
+
+    import requests
+    from cluster_support import RedisProcess, eventually, start_nodes
+
+    redis = RedisProcess()
+    nodes = []
+    proxy = None
+    try:
+        nodes = start_nodes(["a", "b", "c"], redis=redis, prefix="nosticky-kill-%d" % time.time_ns())
+        for node in nodes:
+            node.wait_ready()
+        a, _, c = nodes
+        proxy = RoundRobinProxy([("127.0.0.1", node.http) for node in nodes])
+        opened = requests.get(c.base + "/socket.io/?EIO=4&transport=polling", timeout=5)
+        sid = json.loads(opened.text[1:])["sid"]
+        assert sid.startswith("c~"), sid
+        # Through a: handed on to c while c lives.
+        r = requests.post(a.base + "/socket.io/?EIO=4&transport=polling&sid=" + sid, data="40", timeout=5)
+        assert r.status_code == 200 and r.text == "ok", (r.status_code, r.text)
+        c.kill()
+        started = time.time()
+        r = requests.get(a.base + "/socket.io/?EIO=4&transport=polling&sid=" + sid, timeout=10)
+        assert r.status_code == 502 and "cannot be reached" in r.text and time.time() - started < 3, (r.status_code, r.text)
+        assert (a.metric("parley_engineio_relay_failures_total") or 0) >= 1
+        # Once c's registration has lapsed (its lease), the session is simply unknown.
+        eventually("c's registration gone", lambda: requests.get(a.base + "/socket.io/?EIO=4&transport=polling&sid=" + sid,
+                                                                  timeout=5).status_code == 400, timeout=15)
+        # SocketChat through the balancer, on the two nodes left.
+        run_socketchat_sequence(socketio, proxy.url, ["polling"], "polling")
+        run_socketchat_sequence(socketio, proxy.url, ["polling", "websocket"], "websocket")
+    finally:
+        if proxy:
+            proxy.stop()
+        for node in nodes:
+            node.stop()
+        redis.stop()
