@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+import ParleyTestSupport
 @testable import ParleyCore
 
 /// Records every delivery, in order.
@@ -38,6 +39,41 @@ extension Hub {
 private let alice = Member(id: "a1", clientData: ["name": "alice", "color": "#FF0000"])
 private let bob = Member(id: "b2", clientData: ["name": "bob"])
 private let carol = Member(id: "c3")
+
+@Suite struct HubHistoryBudgetTests {
+    @Test func historyReadsPastTheServerWideBoundAreRefusedUntilOthersAreAnswered() throws {
+        var configuration = HubConfiguration()
+        configuration.historyPageBytes = 1 << 20
+        configuration.maxHistoryBytesInFlight = 3 << 20
+        let store = GatedStore(gatesPages: true)
+        let hub = Hub(configuration: configuration, store: store)
+        let key = RoomKey(channel: "c", room: "r")
+        let answers = Mutex<[Result<MessagePage, ParleyError>]>([])
+        func read() { hub.storedHistory(of: key, limit: 10) { result in answers.withLock { $0.append(result) } } }
+        // Three pages' worth may be read at once; a fourth is refused at once, saying why.
+        for _ in 0..<4 { read() }
+        #expect(store.heldPageReads == 3)
+        let refused = answers.withLock { $0 }
+        #expect(refused.count == 1)
+        guard case .failure(let error) = refused.first else { Issue.record("\(refused)"); return }
+        #expect(error.code == .unavailable && error.message.contains("retry"))
+        #expect(hub.historyReadBytesInFlight == 3 << 20)
+        // Once they are answered, reads go again.
+        store.releasePages()
+        #expect(hub.historyReadBytesInFlight == 0)
+        read()
+        #expect(store.heldPageReads == 1)
+        store.releasePages()
+        #expect(answers.withLock { $0 }.filter { if case .success = $0 { true } else { false } }.count == 4)
+        // One read always goes, however small the bound.
+        var tiny = configuration
+        tiny.maxHistoryBytesInFlight = 1
+        let lone = Hub(configuration: tiny, store: GatedStore())
+        let page = Mutex<Result<MessagePage, ParleyError>?>(nil)
+        lone.storedHistory(of: key, limit: 10) { result in page.withLock { $0 = result } }
+        #expect(try #require(page.withLock { $0 }).get().messages.isEmpty)
+    }
+}
 
 @Suite struct HubTests {
     @Test func joinerGetsSnapshotOthersGetJoin() throws {

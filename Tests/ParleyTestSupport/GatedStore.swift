@@ -4,7 +4,17 @@ import Synchronization
 /// An in-memory store whose appends complete only when the test says so.
 public final class GatedStore: MessageStore {
     public let inner = InMemoryMessageStore()
-    public init() {}
+    /// History pages (`messages(in:before:…)`) wait for ``releasePages()`` too.
+    public let gatesPages: Bool
+    private let heldPages = Mutex<[@Sendable () -> Void]>([])
+    public init(gatesPages: Bool = false) { self.gatesPages = gatesPages }
+
+    /// Answers every held history page read, in order, on this thread.
+    public func releasePages() {
+        for read in heldPages.withLock({ held in defer { held = [] }; return held }) { read() }
+    }
+
+    public var heldPageReads: Int { heldPages.withLock { $0.count } }
     private let held = Mutex<[(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)]>([])
 
     public func append(_ message: Message, clientMessageID: String?, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
@@ -33,7 +43,9 @@ public final class GatedStore: MessageStore {
 
     public func messages(in room: RoomKey, before: Int64?, limit: Int, maxBytes: Int,
                   completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
-        inner.messages(in: room, before: before, limit: limit, maxBytes: maxBytes, completion: completion)
+        guard gatesPages else { return inner.messages(in: room, before: before, limit: limit, maxBytes: maxBytes, completion: completion) }
+        let inner = self.inner
+        heldPages.withLock { $0.append { inner.messages(in: room, before: before, limit: limit, maxBytes: maxBytes, completion: completion) } }
     }
     public func deleteMessage(in room: RoomKey, offset: Int64, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         inner.deleteMessage(in: room, offset: offset, completion: completion)

@@ -31,6 +31,10 @@ public struct HubConfiguration: Sendable {
     /// `history` reply, a subscribe's `history_count`, an admin listing. A page always holds
     /// one message, however large, and says there is more when it ends early.
     public var historyPageBytes: Int = 1 << 20
+    /// Most bytes of history pages being read from the store at once, over every door and
+    /// connection (each read counts as a full page until it is answered). A read past it is
+    /// refused as unavailable (retry in a moment); one read always goes.
+    public var maxHistoryBytesInFlight: Int = 64 << 20
     /// Most publishes one session may make to a room while its join to it is still on its
     /// way; they go out once it is back (``Hub/publish(_:to:from:session:messageID:whenStored:)``).
     public var maxPublishesAwaitingJoin: Int = 64
@@ -70,6 +74,8 @@ public final class Hub: Sendable {
     let localTypists = Mutex<[RoomKey: TypingTracker]>([:])
     /// Told of every message stored through this node's publishes (push notifications).
     let storedObserver = Mutex<(@Sendable (Message) -> Void)?>(nil)
+    /// Bytes of history pages being read now (``HubConfiguration/maxHistoryBytesInFlight``).
+    let historyBytesInFlight = Atomic<Int>(0)
 
     /// `observer` is told of every message (and action) this node publishes, once stored, on
     /// the store's thread: it must return at once. One observer; a second call replaces it.
@@ -271,8 +277,29 @@ public final class Hub: Sendable {
     /// REST, admin).
     public func storedHistory(of key: RoomKey, before offset: Int64? = nil, limit: Int,
                               completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
-        store.messages(in: key, before: offset, limit: limit, maxBytes: configuration.historyPageBytes, completion: completion)
+        let page = configuration.historyPageBytes
+        guard reserveHistoryRead(page) else {
+            return completion(.failure(ParleyError(.unavailable, "the server is reading too much history at once; retry in a moment")))
+        }
+        store.messages(in: key, before: offset, limit: limit, maxBytes: page) { [self] result in
+            completion(result)
+            historyBytesInFlight.subtract(page, ordering: .relaxed)
+        }
     }
+
+    /// Counts a history read of up to `bytes` against the server-wide bound: false when it is
+    /// full (the first read always goes, however large a page is).
+    func reserveHistoryRead(_ bytes: Int) -> Bool {
+        let before = historyBytesInFlight.add(bytes, ordering: .relaxed).oldValue
+        guard before == 0 || before + bytes <= configuration.maxHistoryBytesInFlight else {
+            historyBytesInFlight.subtract(bytes, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    /// Bytes of history being read from the store now, for `/metrics`.
+    public var historyReadBytesInFlight: Int { historyBytesInFlight.load(ordering: .relaxed) }
 
     /// The message `id` of `key` in its current state (nil when the room has no such message,
     /// or retention dropped it; an action's id is no message), from the store: what a

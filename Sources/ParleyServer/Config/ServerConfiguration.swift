@@ -93,6 +93,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `history_count`, an admin listing); a page always holds one message and says
     /// `has_more` when it ends early.
     public var historyPageBytes = 1 << 20
+    /// Most bytes of history pages read from the store at once, server-wide.
+    public var historyBytesInFlight = 64 << 20
     /// `history` requests per second one native connection may make (token bucket rate)...
     public var historyRatePerSecond = 5.0
     /// ...and the burst it may make at once.

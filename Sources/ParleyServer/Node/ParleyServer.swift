@@ -217,6 +217,7 @@ public final class ParleyServer: Sendable {
         hubConfiguration.historyBytesTotal = configuration.historyBytesTotal
         hubConfiguration.backlogHighMark = configuration.roomBacklog
         hubConfiguration.historyPageBytes = configuration.historyPageBytes
+        hubConfiguration.maxHistoryBytesInFlight = configuration.historyBytesInFlight
         if let problem = configuration.clusterProblem { throw StartupError(description: problem) }
         let metrics = ServerMetrics(loopCount: loopCount)
         let throttle = LogThrottle()
@@ -342,6 +343,11 @@ public final class ParleyServer: Sendable {
             throw error
         }
         Self.addStoreReadiness(core)
+        core.addMetricsProvider { [hub] out in
+            out.family("parley_history_read_bytes_in_flight", "gauge",
+                       help: "bytes of history pages being read from the store now (bounded by --history-inflight-bytes)")
+            out.sample("parley_history_read_bytes_in_flight", hub.historyReadBytesInFlight)
+        }
         Self.startBans(core, logger: logger, polling: cluster != nil)
         core.connectionSync?.start(directory: core.directory) { error in
             throttle.log("connection roster", to: logger, .warn, "this node's connections cannot be published to the cluster",
