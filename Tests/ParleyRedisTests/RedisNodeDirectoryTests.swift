@@ -31,6 +31,13 @@ import ParleyTestSupport
         #expect(await awaitCallback { done in b.address(of: "a", nowMillis: 1, completion: done) } == "127.0.0.1:8001")
         #expect(await awaitCallback { done in b.address(of: "a", nowMillis: RedisNodeDirectory.cacheMillis + 1, completion: done) } == nil)
         #expect(try await client.call("GET", "t:relay:secret").string == "secret-of-a")
+        // Lost (a failover to a replica without it): the nodes put theirs back, and a newcomer
+        // adopts it rather than making another.
+        try await client.call("DEL", "t:relay:secret")
+        b.reassertSecret()
+        try await Task.sleep(for: .milliseconds(100))
+        let newcomer = RedisNodeDirectory(redis: client, keyspace: keyspace)
+        #expect(try await awaitCallback { done in newcomer.loadSecret(candidate: "secret-of-c", completion: done) }.get() == "secret-of-a")
     }
 }
 

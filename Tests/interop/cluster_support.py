@@ -180,6 +180,28 @@ class RedisProcess:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+class RedisSentinel(RedisProcess):
+    """One `redis-server --sentinel` on a free port, watching `master` as `name` (quorum 2,
+    down after 1 s, failover timeout 3 s)."""
+
+    def __init__(self, master, name="mymaster"):
+        port = free_port()
+        directory = tempfile.mkdtemp(prefix="parley-sentinel-%d-" % port)
+        config = os.path.join(directory, "sentinel.conf")
+        with open(config, "w") as f:
+            f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"
+                    "sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 3000\n"
+                    "sentinel parallel-syncs %s 1\n" % (port, directory, name, master.port, name, name, name))
+        self.port, self.directory = port, directory
+        self.args = ["redis-server", config, "--sentinel", "--logfile", os.path.join(directory, "redis.log")]
+        self.proc = None
+        self._launch()
+
+    def master_port(self, name="mymaster"):
+        out = self.cli("SENTINEL", "get-master-addr-by-name", name).split()
+        return int(out[1]) if len(out) == 2 else None
+
+
 class RedisCluster:
     """A local Redis Cluster of `masters` masters without replicas."""
 

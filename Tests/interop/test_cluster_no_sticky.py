@@ -106,3 +106,70 @@ def test_a_killed_node_behind_the_balancer():
         for node in nodes:
             node.stop()
         redis.stop()
+
+
+def test_a_sentinel_failover_in_the_middle_behind_the_balancer():
+    """Two nodes on a Sentinel-watched master with one replica, behind the round-robin
+    balancer: chat goes on across a SIGKILL of the master (the nodes follow the promoted
+    replica), and every SocketChat behaviour holds through the balancer afterwards."""
+    import time
+
+    from cluster_support import RedisProcess, RedisSentinel, eventually, start_nodes
+    from sio_support import ChatClient
+
+    master = RedisProcess()
+    replica = RedisProcess(extra=("--replicaof", "127.0.0.1", str(master.port)))
+    sentinels, nodes, clients, proxy = [], [], [], None
+    try:
+        eventually("the replica in sync", lambda: "master_link_status:up" in replica.cli("INFO", "replication"), timeout=15)
+        sentinels = [RedisSentinel(master) for _ in range(3)]
+        eventually("the sentinels see the replica", lambda: all(
+            "num-slaves" in s.cli("SENTINEL", "master", "mymaster") and
+            s.cli("SENTINEL", "replicas", "mymaster").count("ip") >= 1 for s in sentinels), timeout=15)
+        seeds = ",".join(s.address for s in sentinels)
+        nodes = start_nodes(["a", "b"], redis=master, prefix="nosticky-failover-%d" % time.time_ns(),
+                            extra=["--redis-sentinel", seeds, "--redis-sentinel-master", "mymaster"])
+        for node in nodes:
+            node.wait_ready()
+        proxy = RoundRobinProxy([("127.0.0.1", node.http) for node in nodes])
+        alice = ChatClient(socketio, proxy.url, ["polling"])
+        bob = ChatClient(socketio, proxy.url, ["polling", "websocket"])
+        clients += [alice, bob]
+        alice.emit("connectUser", "alice-f")
+        bob.emit("connectUser", "bob-f")
+        alice.wait_for("userConnectUpdate", lambda a: a[0]["nickname"] == "bob-f")
+        bob.emit("chatMessage", "bob-f", "before the failover")
+        alice.wait_for("newChatMessage", lambda a: a[1] == "before the failover")
+
+        master.kill()
+        killed = time.time()
+        eventually("a replica promoted", lambda: sentinels[0].master_port() == replica.port, timeout=20)
+
+        def delivered():
+            text = "after the failover %d" % time.time_ns()
+            bob.emit("chatMessage", "bob-f", text)
+            try:
+                alice.wait_for("newChatMessage", lambda a: a[1] == text, timeout=1)
+                return True
+            except AssertionError:
+                return False
+
+        eventually("chat across the failover", delivered, timeout=20)
+        resumed = time.time() - killed
+        assert resumed < 15, resumed
+        # Every behaviour through the balancer on the promoted master.
+        run_socketchat_sequence(socketio, proxy.url, ["polling"], "polling")
+        run_socketchat_sequence(socketio, proxy.url, ["polling", "websocket"], "websocket")
+        assert sum(node.metric("parley_engineio_relayed_total") or 0 for node in nodes) > 0
+    finally:
+        for client in clients:
+            try:
+                client.disconnect()
+            except Exception:
+                pass
+        if proxy:
+            proxy.stop()
+        for node in nodes:
+            node.stop()
+        for process in sentinels + [replica, master]:
+            process.stop()

@@ -50,6 +50,13 @@ public final class RedisNodeDirectory: Sendable {
     /// Takes `secret` as the cluster's (what ``loadSecret(candidate:completion:)`` read).
     func adopt(secret: String) { secretValue.withLock { $0 = secret } }
 
+    /// Puts the known secret back if Redis lost it (a failover to a replica that had not
+    /// received it, a flushed database), so a node that starts later adopts the same one.
+    public func reassertSecret() {
+        guard let secret else { return }
+        redis.send(RedisCommand("SET", .string(prefix + "secret"), .string(secret), "NX")) { _ in }
+    }
+
     /// Says where `node` is, for `leaseMillis` (renew well before it ends).
     public func register(node: String, address: String, leaseMillis: Int64, completion: @escaping @Sendable (RedisError?) -> Void) {
         redis.send(RedisCommand("SET", .string(prefix + "node:" + node), .string(address), "PX", .integer(leaseMillis))) { result in

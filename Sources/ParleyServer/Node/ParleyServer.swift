@@ -430,7 +430,7 @@ public final class ParleyServer: Sendable {
         guard let address else { return }
         let lease = configuration.presenceLeaseMillis
         let register: @Sendable () -> Void = {
-            if cluster.nodes.secret == nil { cluster.nodes.loadSecret(candidate: secret) { _ in } }
+            if cluster.nodes.secret == nil { cluster.nodes.loadSecret(candidate: secret) { _ in } } else { cluster.nodes.reassertSecret() }
             cluster.nodes.register(node: cluster.nodeID, address: address, leaseMillis: Int64(lease)) { _ in }
         }
         register()
