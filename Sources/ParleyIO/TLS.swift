@@ -17,14 +17,19 @@ public final class TLSContext: @unchecked Sendable {
         isServer = true
         verifyPeer = false
         parley_ssl_ctx_min_tls12(context)
-        guard SSL_CTX_use_certificate_chain_file(context, certificateChainFile) == 1 else {
-            throw TLSContext.lastError("cannot load TLS certificate \(certificateChainFile)")
+        try Self.use(certificate: certificateChainFile, key: privateKeyFile, in: context, named: "TLS")
+    }
+
+    /// Loads a PEM certificate chain and its private key into `context`, checked to match.
+    private static func use(certificate: String, key: String, in context: OpaquePointer, named what: String) throws(IOError) {
+        guard SSL_CTX_use_certificate_chain_file(context, certificate) == 1 else {
+            throw TLSContext.lastError("cannot load \(what) certificate \(certificate)")
         }
-        guard SSL_CTX_use_PrivateKey_file(context, privateKeyFile, SSL_FILETYPE_PEM) == 1 else {
-            throw TLSContext.lastError("cannot load TLS private key \(privateKeyFile)")
+        guard SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1 else {
+            throw TLSContext.lastError("cannot load \(what) private key \(key)")
         }
         guard SSL_CTX_check_private_key(context) == 1 else {
-            throw TLSContext.lastError("TLS private key \(privateKeyFile) does not match the certificate")
+            throw TLSContext.lastError("\(what) private key \(key) does not match the certificate")
         }
     }
 
@@ -44,15 +49,7 @@ public final class TLSContext: @unchecked Sendable {
         case (nil, nil):
             break
         case (let certificate?, let key?):
-            guard SSL_CTX_use_certificate_chain_file(context, certificate) == 1 else {
-                throw TLSContext.lastError("cannot load the client certificate \(certificate)")
-            }
-            guard SSL_CTX_use_PrivateKey_file(context, key, SSL_FILETYPE_PEM) == 1 else {
-                throw TLSContext.lastError("cannot load the client key \(key)")
-            }
-            guard SSL_CTX_check_private_key(context) == 1 else {
-                throw TLSContext.lastError("the client key \(key) does not match the certificate")
-            }
+            try Self.use(certificate: certificate, key: key, in: context, named: "TLS client")
         default:
             throw IOError(message: "a client certificate needs its private key, and the key its certificate")
         }

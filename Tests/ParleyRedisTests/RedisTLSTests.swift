@@ -26,18 +26,23 @@ import ParleyTestSupport
                     "-keyout", "\(directory)/other.key", "-out", "\(directory)/other.crt")
     }
 
-    @Test func rediss() async throws {
+    /// A redis-server on a TLS port with the certificates of ``certificates(in:)`` (in a
+    /// fresh directory the caller removes).
+    static func tlsServer(clientCertificates: Bool, extra: [String] = []) throws -> (RedisServer, port: Int, directory: String) {
         let directory = NSTemporaryDirectory() + "parley-redis-tls-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try Self.certificates(in: directory)
+        try certificates(in: directory)
         let tlsPort = try RedisServer.freePort()
         let redis = try RedisServer.start(extraArguments: [
             "--tls-port", "\(tlsPort)", "--tls-cert-file", "\(directory)/server.crt", "--tls-key-file", "\(directory)/server.key",
-            "--tls-ca-cert-file", "\(directory)/ca.crt", "--tls-auth-clients", "no",
-            "--user", "chat", "on", ">s3cret", "~*", "&*", "+@all",
-        ])
-        defer { redis.stop() }
+            "--tls-ca-cert-file", "\(directory)/ca.crt", "--tls-auth-clients", clientCertificates ? "yes" : "no",
+        ] + extra)
+        return (redis, tlsPort, directory)
+    }
+
+    @Test func rediss() async throws {
+        let (redis, tlsPort, directory) = try Self.tlsServer(clientCertificates: false, extra: ["--user", "chat", "on", ">s3cret", "~*", "&*", "+@all"])
+        defer { redis.stop(); try? FileManager.default.removeItem(atPath: directory) }
         let group = EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }
 
@@ -81,16 +86,8 @@ import ParleyTestSupport
     }
 
     @Test func aServerThatAsksForAClientCertificateTakesOnlyOneItsCASigned() async throws {
-        let directory = NSTemporaryDirectory() + "parley-redis-mtls-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        try Self.certificates(in: directory)
-        let tlsPort = try RedisServer.freePort()
-        let redis = try RedisServer.start(extraArguments: [
-            "--tls-port", "\(tlsPort)", "--tls-cert-file", "\(directory)/server.crt", "--tls-key-file", "\(directory)/server.key",
-            "--tls-ca-cert-file", "\(directory)/ca.crt", "--tls-auth-clients", "yes",
-        ])
-        defer { redis.stop() }
+        let (redis, tlsPort, directory) = try Self.tlsServer(clientCertificates: true)
+        defer { redis.stop(); try? FileManager.default.removeItem(atPath: directory) }
         let group = EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }
         let endpoint = try RedisEndpoint(url: "rediss://127.0.0.1:\(tlsPort)")

@@ -3,6 +3,7 @@ the next backend in turn, on a fresh backend connection (never sticky by sid or 
 connection). An Upgrade request's connection is joined to its backend for good, as any load
 balancer does with a WebSocket.
 """
+import contextlib
 import itertools
 import socket
 import threading
@@ -43,6 +44,14 @@ def _read_body(sock, rest, length):
     return rest[:length], rest[length:]
 
 
+def _listen():
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    return listener, listener.getsockname()[1]
+
+
 def _pipe(source, target):
     try:
         while True:
@@ -65,11 +74,7 @@ class RoundRobinProxy:
         self.turn = itertools.cycle(range(len(self.backends)))
         self.lock = threading.Lock()
         self.counts = [0] * len(self.backends)
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(128)
-        self.port = self.listener.getsockname()[1]
+        self.listener, self.port = _listen()
         self.url = "http://127.0.0.1:%d" % self.port
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -142,11 +147,7 @@ class TCPRoundRobinProxy:
         self.backends = list(backends)
         self.turn = itertools.cycle(range(len(self.backends)))
         self.lock = threading.Lock()
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(128)
-        self.port = self.listener.getsockname()[1]
+        self.listener, self.port = _listen()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -168,3 +169,17 @@ class TCPRoundRobinProxy:
 
     def stop(self):
         self.listener.close()
+
+
+@contextlib.contextmanager
+def two_balanced_nodes(prefix):
+    """Two cluster nodes on one fresh Redis behind a RoundRobinProxy: yields (proxy, nodes)."""
+    from cluster_support import two_nodes_on_redis
+    with two_nodes_on_redis(prefix) as nodes:
+        for node in nodes:
+            node.wait_ready()
+        proxy = RoundRobinProxy([("127.0.0.1", node.http) for node in nodes])
+        try:
+            yield proxy, nodes
+        finally:
+            proxy.stop()

@@ -11,21 +11,14 @@ import json
 import pytest
 import socketio
 
-from cluster_support import two_nodes_on_redis
-from rr_proxy import RoundRobinProxy
+from rr_proxy import RoundRobinProxy, two_balanced_nodes
 from sio_support import run_late_post_after_upgrade, run_reconnect_sequence, run_socketchat_sequence
 
 
 @pytest.fixture(scope="module")
 def balanced():
-    with two_nodes_on_redis("nosticky") as nodes:
-        for node in nodes:
-            node.wait_ready()
-        proxy = RoundRobinProxy([("127.0.0.1", node.http) for node in nodes])
-        try:
-            yield proxy, nodes
-        finally:
-            proxy.stop()
+    with two_balanced_nodes("nosticky") as balanced:
+        yield balanced
 
 
 def relayed(nodes):

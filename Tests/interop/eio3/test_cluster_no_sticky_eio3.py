@@ -9,21 +9,14 @@ import pytest
 import socketio
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from cluster_support import two_nodes_on_redis  # noqa: E402
-from rr_proxy import RoundRobinProxy  # noqa: E402
+from rr_proxy import two_balanced_nodes  # noqa: E402
 from sio_support import run_late_post_after_upgrade, run_reconnect_sequence, run_socketchat_sequence  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def balanced():
-    with two_nodes_on_redis("nosticky3") as nodes:
-        for node in nodes:
-            node.wait_ready()
-        proxy = RoundRobinProxy([("127.0.0.1", node.http) for node in nodes])
-        try:
-            yield proxy, nodes
-        finally:
-            proxy.stop()
+    with two_balanced_nodes("nosticky3") as balanced:
+        yield balanced
 
 
 @pytest.mark.parametrize("transports,expected", [(["polling"], "polling"), (["polling", "websocket"], "websocket"),
