@@ -261,6 +261,7 @@ class Node:
     def __init__(self, name, redis=None, cluster=None, prefix="parley", lease=3, extra=()):
         assert (redis is None) != (cluster is None)
         self.name = name
+        self.prefix = prefix
         self.log_path = tempfile.mktemp(prefix="parley-node-%s-" % name, suffix=".log")
         target = ["--redis", redis.url] if redis else ["--redis-cluster", cluster.seeds]
         self.process = ParleyProcess(extra_args=[*target, "--node-id", name, "--redis-prefix", prefix,

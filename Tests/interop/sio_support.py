@@ -23,7 +23,10 @@ class ChatClient:
         self.sio = socketio_module.Client(reconnection=False)
         for name in SOCKETCHAT_EVENTS:
             self.sio.on(name, self._recorder(name))
-        self.sio.connect(url, transports=transports)
+        # python-socketio 5 waits 1 s for the namespace by default: too short on a loaded CI
+        # machine (4.x does not wait, and has no such argument).
+        extra = {"wait_timeout": TIMEOUT} if not getattr(socketio_module, "__version__", "5").startswith("4.") else {}
+        self.sio.connect(url, transports=transports, **extra)
         deadline = time.time() + TIMEOUT
         while not self.sio.connected or not self.sio.sid:
             assert time.time() < deadline, "not connected"

@@ -150,9 +150,18 @@ def test_a_sentinel_failover_in_the_middle_behind_the_balancer():
         eventually("chat across the failover", delivered, timeout=20)
         resumed = time.time() - killed
         assert resumed < 15, resumed
+        # Both nodes back on the promoted master (ready, and registered for the relay there)
+        # before new clients come.
+        for node in nodes:
+            node.wait_ready()
+        eventually("both nodes registered on the new master", lambda: all(
+            replica.cli("GET", "%s:relay:node:%s" % (node.prefix, node.name)) for node in nodes), timeout=10)
         # Every behaviour through the balancer on the promoted master.
-        run_socketchat_sequence(socketio, proxy.url, ["polling"], "polling")
-        run_socketchat_sequence(socketio, proxy.url, ["polling", "websocket"], "websocket")
+        try:
+            run_socketchat_sequence(socketio, proxy.url, ["polling"], "polling")
+            run_socketchat_sequence(socketio, proxy.url, ["polling", "websocket"], "websocket")
+        except Exception as error:
+            raise AssertionError("%s\n%s" % (error, "\n".join("--- node %s\n%s" % (n.name, n.log()[-3000:]) for n in nodes))) from error
         assert sum(node.metric("parley_engineio_relayed_total") or 0 for node in nodes) > 0
     finally:
         for client in clients:

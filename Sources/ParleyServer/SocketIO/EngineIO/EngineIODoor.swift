@@ -111,7 +111,9 @@ struct EngineIODoor {
             return reply(Self.payloadResponse(session.takeOpeningPayload()))
         }
         guard let owner = sessions.owner(of: sid) else {
-            if let relay, !fromNode, body.count <= core.configuration.socketIOMaxPayload, let node = relay.foreignNode(of: sid),
+            // Another node's session: handed on whole (an oversized POST too, so its owner
+            // ends the session as it would for a client of its own).
+            if let relay, !fromNode, let node = relay.foreignNode(of: sid),
                let bytes = relay.forwarded(head, body: body, clientIP: connection.clientIP) {
                 return relay.relay(head, bytes: bytes, connection: connection, to: node, nowMillis: core.hub.clock.nowMillis(),
                                    refuse: Self.refusal(origin: origin))
@@ -243,7 +245,7 @@ struct EngineIODoor {
                let bytes = relay.forwarded(head, body: leftover, clientIP: connection.clientIP) {
                 // The upgrade and all that follows go to the node holding the session.
                 relay.relay(head, bytes: bytes, connection: connection, to: node, nowMillis: core.hub.clock.nowMillis(),
-                                   refuse: Self.refusal(origin: origin))
+                            refuse: Self.refusal(origin: origin))
                 return true
             }
             guard owner != nil else { return refuse(Self.errorResponse(400, code: 1, "Session ID unknown")) }

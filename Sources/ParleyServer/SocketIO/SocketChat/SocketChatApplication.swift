@@ -437,7 +437,6 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     private var nowMillis: Int64 { context.hub.clock.nowMillis() }
 
-    /// The cluster's roster changed elsewhere: send the list as it is now (paced).
     /// The roster read after a lobby leave came back (``SocketChatFanOut/rosterSettled()``):
     /// what was held behind the leave's list goes now.
     func rosterSettled() {
@@ -445,6 +444,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         flushHeld()
     }
 
+    /// The cluster's roster changed elsewhere: send the list as it is now (paced).
     func rosterChanged() {
         // A held list goes with the new state anyway, in its place (before the leave it leads).
         guard socket != nil, !pacer.holdsList else { return }
