@@ -143,6 +143,9 @@ mF/NxI5KIaTYa8TlhEe9bg==
         }
         #expect(answer(200, #"{"name": "projects/p/messages/1"}"#) == .sent)
         #expect(answer(404, error(404, "NOT_FOUND", code: "UNREGISTERED")) == .gone)
+        // A 404 without FCM's UNREGISTERED (a wrong project or endpoint) keeps the device.
+        #expect(answer(404, error(404, "NOT_FOUND", code: nil, message: "Requested entity was not found.")) != .gone)
+        #expect(answer(404, "<html>not found</html>") != .gone)
         #expect(answer(403, error(403, "PERMISSION_DENIED", code: "SENDER_ID_MISMATCH")) == .gone)
         #expect(answer(400, error(400, "INVALID_ARGUMENT", code: "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token")) == .gone)
         #expect(answer(400, error(400, "INVALID_ARGUMENT", code: "INVALID_ARGUMENT", message: "Invalid JSON payload")) != .gone)

@@ -52,6 +52,16 @@ def _listen():
     return listener, listener.getsockname()[1]
 
 
+def _accept_forever(listener, handle):
+    """Calls `handle(client)` on a thread of its own for every connection, until closed."""
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=handle, args=(client,), daemon=True).start()
+
+
 def _pipe(source, target):
     try:
         while True:
@@ -76,21 +86,13 @@ class RoundRobinProxy:
         self.counts = [0] * len(self.backends)
         self.listener, self.port = _listen()
         self.url = "http://127.0.0.1:%d" % self.port
-        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=_accept_forever, args=(self.listener, self._serve), daemon=True).start()
 
     def _next(self):
         with self.lock:
             index = next(self.turn)
             self.counts[index] += 1
             return self.backends[index]
-
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _connect(self):
         """The next backend that takes a connection (a dead one is skipped, as balancers do)."""
@@ -148,24 +150,19 @@ class TCPRoundRobinProxy:
         self.turn = itertools.cycle(range(len(self.backends)))
         self.lock = threading.Lock()
         self.listener, self.port = _listen()
-        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=_accept_forever, args=(self.listener, self._join), daemon=True).start()
 
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            with self.lock:
-                backend = self.backends[next(self.turn)]
-            try:
-                upstream = socket.create_connection(backend, timeout=10)
-                upstream.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            threading.Thread(target=_pipe, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=_pipe, args=(upstream, client), daemon=True).start()
+    def _join(self, client):
+        with self.lock:
+            backend = self.backends[next(self.turn)]
+        try:
+            upstream = socket.create_connection(backend, timeout=10)
+            upstream.settimeout(None)
+        except OSError:
+            client.close()
+            return
+        threading.Thread(target=_pipe, args=(upstream, client), daemon=True).start()
+        _pipe(client, upstream)
 
     def stop(self):
         self.listener.close()

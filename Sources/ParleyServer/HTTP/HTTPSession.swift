@@ -243,8 +243,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     /// or `X-Forwarded-For` names (``TrustedProxies``).
     private func clientIP(of head: HTTPRequestHead) -> String {
         // A request another node of the cluster handed on names its client (EngineIORelay).
-        if let relay = core.engineIORelay.service, relay.isFromNode(head), let client = head.headers[EngineIORelay.clientHeader],
-           !client.isEmpty, client.utf8.count <= 64 {
+        if let client = head.headers[EngineIORelay.clientHeader], !client.isEmpty, client.utf8.count <= 64,
+           let relay = core.engineIORelay.service, relay.isFromNode(head) {
             return client
         }
         let proxies = TrustedProxies(core.configuration.trustedProxies)

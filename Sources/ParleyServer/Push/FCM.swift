@@ -131,8 +131,9 @@ final class FCMProvider: Sendable {
         let message = error?["message"]?.stringValue ?? ""
         switch response.status {
         case 200: return .sent
+        // Only FCM's own word removes a device: a bare 404 (a wrong project id or endpoint)
+        // must not wipe every device of the server.
         case _ where code == "UNREGISTERED" || code == "SENDER_ID_MISMATCH": return .gone
-        case 404: return .gone
         case 400 where message.localizedCaseInsensitiveContains("registration token"): return .gone
         case 401:
             accessToken.withLock { $0 = nil }

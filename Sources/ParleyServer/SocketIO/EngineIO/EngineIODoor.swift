@@ -114,9 +114,9 @@ struct EngineIODoor {
             // Another node's session: handed on whole (an oversized POST too, so its owner
             // ends the session as it would for a client of its own).
             if let relay, !fromNode, let node = relay.foreignNode(of: sid),
-               let bytes = relay.forwarded(head, body: body, clientIP: connection.clientIP) {
-                return relay.relay(head, bytes: bytes, connection: connection, to: node, nowMillis: core.hub.clock.nowMillis(),
-                                   refuse: Self.refusal(origin: origin))
+               relay.handOn(head, body: body, connection: connection, to: node, nowMillis: core.hub.clock.nowMillis(),
+                            refuse: Self.refusal(origin: origin)) {
+                return
             }
             return reply(Self.errorResponse(400, code: 1, "Session ID unknown"))
         }
@@ -227,10 +227,7 @@ struct EngineIODoor {
     func upgrade(_ head: HTTPRequestHead, leftover: [UInt8], connection: TCPConnection, from httpGuard: SessionGuard) -> Bool {
         let origin = head.headers["Origin"]
         func refuse(_ response: HTTPResponse) -> Bool {
-            var response = response
-            Self.addCORS(&response, origin: origin)
-            connection.write(response.encoded(keepAlive: false))
-            connection.close()
+            Self.refusal(origin: origin)(connection, response)
             return false
         }
         guard let version = version(of: head) else {
@@ -241,11 +238,10 @@ struct EngineIODoor {
         var owner: EventLoop?
         if let sid {
             owner = sessions.owner(of: sid)
+            // The upgrade and all that follows go to the node holding the session.
             if owner == nil, let relay = core.engineIORelay.service, !relay.isFromNode(head), let node = relay.foreignNode(of: sid),
-               let bytes = relay.forwarded(head, body: leftover, clientIP: connection.clientIP) {
-                // The upgrade and all that follows go to the node holding the session.
-                relay.relay(head, bytes: bytes, connection: connection, to: node, nowMillis: core.hub.clock.nowMillis(),
-                            refuse: Self.refusal(origin: origin))
+               relay.handOn(head, body: leftover, connection: connection, to: node, nowMillis: core.hub.clock.nowMillis(),
+                            refuse: Self.refusal(origin: origin)) {
                 return true
             }
             guard owner != nil else { return refuse(Self.errorResponse(400, code: 1, "Session ID unknown")) }

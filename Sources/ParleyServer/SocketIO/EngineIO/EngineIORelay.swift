@@ -70,10 +70,12 @@ final class EngineIORelay: Sendable {
         return Array(text.utf8) + body
     }
 
-    /// Hands `connection` (and the request it carries) to `node`. `refuse` answers the client
-    /// when the node is unknown or cannot be reached.
-    func relay(_ head: HTTPRequestHead, bytes: [UInt8], connection: TCPConnection, to node: String, nowMillis: Int64,
-               refuse: @escaping @Sendable (TCPConnection, HTTPResponse) -> Void) {
+    /// Hands `connection`, and the request `head` with `body` it carries, to `node`; false
+    /// (nothing done) before the cluster's secret is known. `refuse` answers the client when
+    /// the node is unknown or cannot be reached.
+    func handOn(_ head: HTTPRequestHead, body: [UInt8], connection: TCPConnection, to node: String, nowMillis: Int64,
+                refuse: @escaping @Sendable (TCPConnection, HTTPResponse) -> Void) -> Bool {
+        guard let bytes = forwarded(head, body: body, clientIP: connection.clientIP) else { return false }
         let client = LoopBound(connection, on: connection.loop)
         directory.address(of: node, nowMillis: nowMillis) { address in
             client.run { connection in
@@ -101,6 +103,7 @@ final class EngineIORelay: Sendable {
                 }
             }
         }
+        return true
     }
 
     func writeMetrics(into out: inout PrometheusText) {
