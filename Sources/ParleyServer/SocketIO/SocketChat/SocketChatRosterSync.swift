@@ -14,6 +14,12 @@ final class SocketChatRosterSync: Sendable {
     private let store: any SocketChatRosterStore
     private let clock: any WallClock
     private let lastVersion = Mutex<Int64?>(nil)
+    /// This node's own changes: counted when made, and while their writes are on the way. A
+    /// read that overlapped one is not applied (it may predate the write and bring back what
+    /// this node just changed, such as a user who came back listed as departed); the read
+    /// after the write applies it.
+    private let localChanges = Atomic<Int>(0)
+    private let writesInFlight = Atomic<Int>(0)
     private let poller = Mutex<Task<Void, Never>?>(nil)
     private let onChange = Mutex<(@Sendable () -> Void)?>(nil)
     private let onError: @Sendable (ParleyError) -> Void
@@ -49,12 +55,16 @@ final class SocketChatRosterSync: Sendable {
 
     private func write(then done: @escaping @Sendable () -> Void = {}, _ body: @escaping @Sendable () async throws(ParleyError) -> Void) {
         let onError = self.onError
+        localChanges.add(1, ordering: .sequentiallyConsistent)
+        writesInFlight.add(1, ordering: .sequentiallyConsistent)
         Task.detached { [self] in
             do throws(ParleyError) {
                 try await body()
+                writesInFlight.subtract(1, ordering: .sequentiallyConsistent)
                 done()
                 await refreshIfChanged()
             } catch {
+                writesInFlight.subtract(1, ordering: .sequentiallyConsistent)
                 done()
                 onError(error)
             }
@@ -74,7 +84,10 @@ final class SocketChatRosterSync: Sendable {
         do throws(ParleyError) {
             let version = try await store.version()
             guard lastVersion.withLock({ $0 }) != version else { return }
+            let seen = localChanges.load(ordering: .sequentiallyConsistent)
             let loaded = try await store.load(nowMillis: clock.nowMillis(), lifetimeMillis: roster.departedLifetimeMillis)
+            guard writesInFlight.load(ordering: .sequentiallyConsistent) == 0,
+                  localChanges.load(ordering: .sequentiallyConsistent) == seen else { return }
             lastVersion.withLock { $0 = loaded.version }
             if roster.replaceDeparted(with: loaded.entries) { onChange.withLock { $0 }?() }
         } catch {
