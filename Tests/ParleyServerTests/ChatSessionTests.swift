@@ -31,7 +31,7 @@ import Testing
                                   loopContexts: LoopLocal(ChatSessionTests.group) { [hub, lobby = configuration.lobby] _ in
                                       LoopContext(encoders: LoopEncoders(socketChat: SocketChatFanOut(
                                           hub: hub, lobby: lobby, roster: SocketChatRoster()), line: LineTranscript()))
-                                  })
+                                  }, historyBytes: DoorContext.historyBudget(configuration))
         }
 
         func session(_ door: DoorKind, channel: String? = "demo", ip: String = "192.0.2.7", id: SessionID = 1) -> ChatSession {
@@ -260,6 +260,41 @@ import Testing
         #expect(session.admitPublish(to: "r") == nil)
         world.clock.advance(millis: 1_000)
         #expect(session.history(of: "r", before: nil, limit: 10) { _ in } == nil)
+    }
+
+    /// Bytes of history are budgeted per client address, over all its connections: opening
+    /// more connections (each with its own request rate) reads no more.
+    @Test func historyBytesAreBudgetedPerAddressAcrossConnections() async throws {
+        let world = World { $0.historyBytesPerIPPerSecond = 64 << 10; $0.historyRatePerSecond = 100 }
+        let key = RoomKey(channel: "demo", room: "r")
+        let big = JSONValue.string(String(repeating: "b", count: 100 << 10))
+        for _ in 0..<5 { _ = try await world.hub.publish(big, to: key, from: nil) }
+        func read(_ session: ChatSession) async -> ChatRefusal? {
+            await withCheckedContinuation { continuation in
+                let refusal = session.history(of: "r", before: nil, limit: 10) { result in
+                    if case .success(let page) = result { #expect(page.messages.count == 5) } else { Issue.record("\(result)") }
+                    continuation.resume(returning: nil)
+                }
+                if let refusal { continuation.resume(returning: refusal) }
+            }
+        }
+        let first = world.session(.native, ip: "192.0.2.7", id: 1)
+        try enter(first, world, as: "h1")
+        // 500 KiB read against a burst of 256 KiB: the address is in debt.
+        #expect(await read(first) == nil)
+        let second = world.session(.native, ip: "192.0.2.7", id: 2)
+        try enter(second, world, as: "h2")
+        #expect(await read(second)?.code == .historyRateLimited)
+        #expect(await read(first)?.code == .historyRateLimited)
+        // Another address has its own budget.
+        let other = world.session(.native, ip: "198.51.100.9", id: 3)
+        try enter(other, world, as: "h3")
+        #expect(await read(other) == nil)
+        // The debt (about 244 KiB at 64 KiB/s) is waited off in about four seconds.
+        world.clock.advance(millis: 3_000)
+        #expect(await read(second)?.code == .historyRateLimited)
+        world.clock.advance(millis: 1_000)
+        #expect(await read(second) == nil)
     }
 
     // MARK: rooms and publishing

@@ -121,6 +121,55 @@ import Testing
         #expect(try Self.breaches(server, "rest_rate") == 2)
     }
 
+    /// Bytes published are budgeted per address over every connection and door, REST
+    /// included: the per-connection message rates count messages, and one address may open
+    /// a thousand connections.
+    @Test func publishedBytesAreBudgetedPerAddressOnEveryDoor() async throws {
+        let server = try InProcessServer { $0.publishBytesPerIPPerSecond = 64 << 10 }
+        defer { server.stop() }
+        let big = JSONValue.string(String(repeating: "p", count: 100 << 10))
+        let first = try await server.native(ip: "192.0.2.5")
+        // 300 KiB against a burst of 256 KiB: the third goes (the address had some left), and
+        // leaves it in debt.
+        for _ in 0..<3 { #expect(try await first.publishAcknowledged(big, to: "r")["error"] == nil) }
+        let second = try await server.native(ip: "192.0.2.5")
+        let refused = try await second.publishAcknowledged(.string("small"), to: "r")
+        #expect(refused["error"]?.stringValue?.contains("publish byte budget of your address spent (65536 bytes per second)") == true)
+        let rest = try await server.request("POST", "/demo/r/publish", json: "\"hi\"", ip: "192.0.2.5")
+        #expect(rest.status == 429)
+        #expect(rest.header("Retry-After") == "1")
+        #expect(rest.body.hasPrefix("publish byte budget of your address spent"))
+        // Another address has its own budget, on every door.
+        #expect(try await server.request("POST", "/demo/r/publish", json: "\"hi\"", ip: "198.51.100.3").status == 200)
+        #expect(try await server.native(ip: "198.51.100.3").publishAcknowledged(big, to: "r")["error"] == nil)
+        // The debt (about 44 KiB at 64 KiB/s) is waited off within a second.
+        server.clock.advance(millis: 1_000)
+        #expect(try await second.publishAcknowledged(.string("small"), to: "r")["error"] == nil)
+        #expect(try Self.breaches(server, "publish_bytes") == 2)
+    }
+
+    /// History reads are charged to the address, over all its connections.
+    @Test func historyBytesAreBudgetedPerAddressOverItsConnections() async throws {
+        let server = try InProcessServer { $0.historyBytesPerIPPerSecond = 64 << 10 }
+        defer { server.stop() }
+        let writer = try await server.native(ip: "203.0.113.1")
+        let big = JSONValue.string(String(repeating: "h", count: 100 << 10))
+        for _ in 0..<3 { #expect(try await writer.publishAcknowledged(big, to: "h")["error"] == nil) }
+        let reader = try await server.native(ip: "192.0.2.6")
+        // A page of 300 KiB against a burst of 256 KiB: the address is in debt, and a fresh
+        // connection from it (a request rate of its own) reads no more than the first.
+        #expect(try await reader.history("h")["messages"]?.arrayValue?.count == 3)
+        let fresh = try await server.native(ip: "192.0.2.6")
+        for client in [reader, fresh] {
+            let refused = try await client.history("h")
+            #expect(refused["error"]?.stringValue?.contains("history byte budget of your address spent") == true)
+        }
+        #expect(try await writer.history("h")["messages"] != nil)
+        #expect(try Self.breaches(server, "history_rate") == 2)
+        server.clock.advance(millis: 1_000)
+        #expect(try await fresh.history("h")["messages"]?.arrayValue?.count == 3)
+    }
+
     @Test func metricsListEveryLimitAndOpenConnections() async throws {
         let server = try InProcessServer { $0.webSocketMaxMessageSize = 1024; $0.nativeMaxRooms = 1 }
         defer { server.stop() }

@@ -33,6 +33,8 @@ import Testing
         "--fcm-token-endpoint": ("https://oauth.test/token", #""https://oauth.test/token""#),
         "--relay-address": ("10.0.0.7:8080", #""10.0.0.7:8080""#),
         "--history-inflight-bytes": ("2097152", "2097152"),
+        "--history-bytes-per-ip": ("1048576", "1048576"),
+        "--publish-bytes-per-ip": ("2097152", "2097152"),
         "--redis-tls-cert": ("/tmp/client.crt", #""/tmp/client.crt""#), "--redis-tls-key": ("/tmp/client.key", #""/tmp/client.key""#),
         "--apns-sandbox-endpoint": ("https://sandbox.apns.test", #""https://sandbox.apns.test""#),
         "push.coalesce_ms": ("500", "500"), "push.max_queued": ("50", "50"), "push.max_per_user_per_minute": ("5", "5"),

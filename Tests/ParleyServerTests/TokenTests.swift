@@ -177,9 +177,9 @@ import ParleyCore
     }
 }
 
-@Suite struct RESTRateLimiterTests {
+@Suite struct IPRateLimiterTests {
     @Test func theTableIsBoundedAndForgetsRefilledAddressesAsItGoes() {
-        let limiter = RESTRateLimiter(ratePerSecond: 10, burst: 2, capacity: 1_000, shardCount: 4)
+        let limiter = IPRateLimiter(ratePerSecond: 10, burst: 2, capacity: 1_000, shardCount: 4)
         // 50,000 addresses, one request each: the table never passes its bound.
         for n in 0..<50_000 {
             #expect(limiter.allow(ip: "10.0.\(n / 256).\(n % 256)", nowMillis: 0))
@@ -191,10 +191,30 @@ import ParleyCore
         for _ in 0..<2_000 { _ = limiter.allow(ip: "192.0.2.1", nowMillis: 1_000 + 0) }
         #expect(limiter.trackedAddresses < 1_000)
         // The limit itself still holds for a busy address.
-        let busy = RESTRateLimiter(ratePerSecond: 1, burst: 2)
+        let busy = IPRateLimiter(ratePerSecond: 1, burst: 2)
         #expect(busy.allow(ip: "a", nowMillis: 0))
         #expect(busy.allow(ip: "a", nowMillis: 0))
         #expect(!busy.allow(ip: "a", nowMillis: 0))
         #expect(busy.allow(ip: "a", nowMillis: 1_000))
+    }
+
+    /// A budget charged after the work (bytes read): it may go into debt, one burst deep at
+    /// most, and the address waits it off; a refilled bucket of any size is forgotten at once.
+    @Test func aChargedBudgetGoesIntoDebtAndIsWaitedOff() {
+        let bytes = IPRateLimiter(ratePerSecond: 1_000_000, burst: 4_000_000)
+        #expect(bytes.hasBudget(ip: "a", nowMillis: 0))
+        bytes.charge(ip: "a", 6_000_000, nowMillis: 0)
+        #expect(!bytes.hasBudget(ip: "a", nowMillis: 0))
+        #expect(!bytes.hasBudget(ip: "a", nowMillis: 2_000))
+        #expect(bytes.hasBudget(ip: "a", nowMillis: 2_001))
+        // The debt stops at one burst: a huge charge is waited off in one burst's time (4 s).
+        bytes.charge(ip: "b", 1e15, nowMillis: 0)
+        #expect(!bytes.hasBudget(ip: "b", nowMillis: 3_999))
+        #expect(bytes.hasBudget(ip: "b", nowMillis: 4_001))
+        // isFull does not count tokens one by one (a burst of millions).
+        var bucket = TokenBucket(ratePerSecond: 1, burst: 1e12)
+        #expect(bucket.isFull(nowMillis: 0))
+        _ = bucket.take(nowMillis: 0)
+        #expect(!bucket.isFull(nowMillis: 0))
     }
 }

@@ -2,7 +2,8 @@
 """`make bench-attack`: honest clients on every door, quiet and under attack (docs/security.md,
 "A standing check").
 
-Two runs in one sitting, each on a fresh release `parley serve` with its default settings:
+Quiet and attacked runs in one sitting, alternating (BENCH_PAIRS pairs, default 3; the targets
+are checked on the medians), each on a fresh release `parley serve` with its default settings:
 
 - quiet: `parley bench fanout` processes chat on every door (native, Socket.IO, line), each at
   a modest open-loop rate: the line bench, then a native and a Socket.IO bench at once;
@@ -13,7 +14,13 @@ Two runs in one sitting, each on a fresh release `parley serve` with its default
 Reported per door: p50/p99 and lost/duplicated deliveries; for the server: peak RSS (VmHWM),
 whether it stayed up; /proc/loadavg before each run. Exits 1 when a target is missed: the
 server exited, peak RSS over 1 GiB, an honest door lost a message or saw errors, or an honest
-p99 over twice the quiet run's.
+median p99 over twice the quiet runs' median.
+
+The attacker's own Python runs at nice 10 (every attack thread lowers its own priority): on the
+internet an attacker's CPU is not the server's, while here the attacker, the honest benches and
+the server share two cores, and an attacker at the same priority measures the scheduler rather
+than the server. What the server spends on the attacks is not lowered by this, and is reported
+(server CPU per run).
 
 Every process started here is stopped by its pid; every wait has a timeout. BENCH_SCALE=0.3
 shortens the runs.
@@ -54,6 +61,16 @@ PHASES = [("line",), ("native", "socketio")]
 # server and the honest benches, and an unpaced Python attacker takes a core of its own, which
 # measures the machine rather than the server. The server's CPU per run is reported too.
 PAUSE = float(os.environ.get("BENCH_ATTACK_PAUSE", "0.05"))
+PAIRS = max(1, int(os.environ.get("BENCH_PAIRS", "3")))
+ATTACKER_NICE = 10
+
+
+def lower_this_threads_priority():
+    """Linux nice values are per thread: this attack thread yields to the server and the benches."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), ATTACKER_NICE)
+    except OSError:
+        pass
 
 
 def cpu_seconds(pid):
@@ -127,6 +144,7 @@ class Attacker:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _one(self, name, run, n):
+        lower_this_threads_priority()
         try:
             run(n)
             self.counts[name] += 1
@@ -134,6 +152,7 @@ class Attacker:
             self.failures.append("%s: %r" % (name, error))
 
     def _run(self):
+        lower_this_threads_priority()
         n = 0
         while not self.stopping.is_set():
             for name, run in self.attacks:  # in turn
@@ -216,36 +235,49 @@ def run(attacked):
         server.kill()
 
 
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    return values[len(values) // 2] if values else None
+
+
 def main():
-    quiet = run(attacked=False)
-    attacked = run(attacked=True)
+    runs = {"quiet": [], "attacked": []}
+    for _ in range(PAIRS):
+        runs["quiet"].append(run(attacked=False))
+        runs["attacked"].append(run(attacked=True))
     missed = []
-    print("honest clients, quiet vs attacked (default settings, %d s, one sitting)" % DURATION)
+    print("honest clients, quiet vs attacked (default settings, %d s per door, %d alternating pairs, one sitting)" % (DURATION, PAIRS))
     print("%-9s %-9s %9s %9s %6s %6s %7s  %s" % ("door", "run", "p50 ms", "p99 ms", "lost", "dup", "errors", "loadavg"))
+    p99 = {}
     for door, _, _ in DOORS:
-        for name, r in (("quiet", quiet), ("attacked", attacked)):
-            x = r["results"][door]
-            lat = x.get("latency_ms", {})
-            print("%-9s %-9s %9.2f %9.2f %6s %6s %7s  %s" % (door, name, lat.get("p50", float("nan")), lat.get("p99", float("nan")),
-                                                        x.get("lost"), x.get("duplicated"), x.get("errors"), r["load"]))
-            if not x.get("ok"):
-                missed.append("%s %s: not clean (%s)" % (door, name, x.get("error_samples")))
-        q99 = quiet["results"][door].get("latency_ms", {}).get("p99")
-        a99 = attacked["results"][door].get("latency_ms", {}).get("p99")
+        for name in ("quiet", "attacked"):
+            for r in runs[name]:
+                x = r["results"][door]
+                lat = x.get("latency_ms", {})
+                print("%-9s %-9s %9.2f %9.2f %6s %6s %7s  %s" % (door, name, lat.get("p50", float("nan")), lat.get("p99", float("nan")),
+                                                            x.get("lost"), x.get("duplicated"), x.get("errors"), r["load"]))
+                if not x.get("ok"):
+                    missed.append("%s %s: not clean (%s)" % (door, name, x.get("error_samples")))
+            p99[door, name] = median(r["results"][door].get("latency_ms", {}).get("p99") for r in runs[name])
+        q99, a99 = p99[door, "quiet"], p99[door, "attacked"]
+        print("%-9s median p99: quiet %s ms, attacked %s ms (%s)" % (
+            door, "%.2f" % q99 if q99 else "?", "%.2f" % a99 if a99 else "?", "%.2f×" % (a99 / q99) if q99 and a99 else "?"))
         if q99 and a99 and a99 > P99_FACTOR * q99:
-            missed.append("%s: attacked p99 %.2f ms is over %.0f× the quiet %.2f ms" % (door, a99, P99_FACTOR, q99))
-    for name, r in (("quiet", quiet), ("attacked", attacked)):
-        rss = r["rss"]
-        print("server %-8s peak RSS %s, %s, server CPU %s s, attacker CPU %.1f s" % (
-            name, "%.0f MiB" % (rss / 2**20) if rss else "?", "up" if r["alive"] else "EXITED",
-            "%.1f" % r["server_cpu"] if r["server_cpu"] is not None else "?", r["attacker_cpu"] if name == "attacked" else 0))
-        if not r["alive"]:
-            missed.append("the server exited in the %s run" % name)
-        if rss and rss > PEAK_RSS_LIMIT:
-            missed.append("%s peak RSS %.0f MiB is over %d MiB" % (name, rss / 2**20, PEAK_RSS_LIMIT >> 20))
-    print("attacks run: %s (%d rounds of in turn + together)" % (attacked["attacks"], attacked["attack_rounds"]))
-    if attacked["attack_failures"]:
-        print("attack errors (the attacker's side): %s" % attacked["attack_failures"])
+            missed.append("%s: attacked median p99 %.2f ms is over %.0f× the quiet %.2f ms" % (door, a99, P99_FACTOR, q99))
+    for name in ("quiet", "attacked"):
+        for r in runs[name]:
+            rss = r["rss"]
+            print("server %-8s peak RSS %s, %s, server CPU %s s, attacker CPU %.1f s" % (
+                name, "%.0f MiB" % (rss / 2**20) if rss else "?", "up" if r["alive"] else "EXITED",
+                "%.1f" % r["server_cpu"] if r["server_cpu"] is not None else "?", r["attacker_cpu"] if name == "attacked" else 0))
+            if not r["alive"]:
+                missed.append("the server exited in a %s run" % name)
+            if rss and rss > PEAK_RSS_LIMIT:
+                missed.append("%s peak RSS %.0f MiB is over %d MiB" % (name, rss / 2**20, PEAK_RSS_LIMIT >> 20))
+    for r in runs["attacked"]:
+        print("attacks run: %s (%d rounds of in turn + together)" % (r["attacks"], r["attack_rounds"]))
+        if r["attack_failures"]:
+            print("attack errors (the attacker's side): %s" % r["attack_failures"])
     for m in missed:
         print("MISSED: " + m)
     print("all targets met" if not missed else "%d target(s) missed" % len(missed))

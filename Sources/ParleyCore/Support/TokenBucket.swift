@@ -34,6 +34,13 @@ public struct TokenBucket: Sendable {
         return true
     }
 
+    /// Spends `amount` whether or not that many are left (a cost known only afterwards): the
+    /// bucket may go into debt, at most one burst deep, and refills from there.
+    public mutating func charge(_ amount: Double, nowMillis: Int64) {
+        refill(nowMillis: nowMillis)
+        tokens = max(-burst, tokens - amount)
+    }
+
     /// Tokens available now.
     public mutating func available(nowMillis: Int64) -> Double {
         refill(nowMillis: nowMillis)

@@ -95,6 +95,14 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var historyPageBytes = 1 << 20
     /// Most bytes of history pages read from the store at once, server-wide.
     public var historyBytesInFlight = 64 << 20
+    /// Bytes of history one client address may read per second, over all its connections
+    /// (token bucket; the burst is four seconds' worth): past it, `history` is refused until
+    /// the address has waited its reads off.
+    public var historyBytesPerIPPerSecond = 4 << 20
+    /// Bytes of messages one client address may publish per second, over all its connections
+    /// and doors (REST included; burst four seconds' worth): the per-connection message rates
+    /// count messages, and an address may open many connections.
+    public var publishBytesPerIPPerSecond = 8 << 20
     /// `history` requests per second one native connection may make (token bucket rate)...
     public var historyRatePerSecond = 5.0
     /// ...and the burst it may make at once.

@@ -349,13 +349,13 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             // loop, then back on it in request order.
             answering = true
             let me = LoopBound(self, on: connection.loop)
-            let (router, core, remote) = (self.router, self.core, connection.remoteAddress)
+            let (router, core, remote, clientIP) = (self.router, self.core, connection.remoteAddress, connection.clientIP)
             Task {
                 let response: HTTPResponse
                 if let operations {
                     response = await operations.handler(RESTRequest(head: head, params: operations.params, body: body, remote: remote), core)
                 } else {
-                    response = await RESTRoutes.handle(router: router, head: head, body: body, remote: remote, core: core)
+                    response = await RESTRoutes.handle(router: router, head: head, body: body, remote: remote, clientIP: clientIP, core: core)
                 }
                 me.run { $0.answered(response, head: head, keepAlive: keepAlive) }
             }

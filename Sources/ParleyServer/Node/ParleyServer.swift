@@ -32,7 +32,7 @@ final class ServerCore: Sendable {
     /// Total and per-IP connection admission.
     let gate: ConnectionGate
     /// REST requests per IP.
-    let restRate: RESTRateLimiter
+    let restRate: IPRateLimiter
     /// Serves https:// and wss:// when configured.
     let tls: TLSContext?
     /// Attachments: uploads, downloads, the registry (Files/).
@@ -102,7 +102,7 @@ final class ServerCore: Sendable {
         self.loopContexts = loopContexts
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
-        restRate = RESTRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
+        restRate = IPRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
         loops = group.loops
         inboxes = group.loops.map { LoopInbox(loop: $0, contexts: loopContexts, metrics: metrics.loops[$0.index]) }
         startedUnixMillis = LogDestination.unixMillis()
@@ -111,7 +111,8 @@ final class ServerCore: Sendable {
         doorContext = DoorContext(hub: hub, settings: settings, directory: directory, bans: bans, limits: limits,
                                   metrics: metrics, logger: logger, logThrottle: logThrottle, inbox: { inboxes[$0.index] },
                                   memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "", loopContexts: loopContexts,
-                                  reads: readStore, push: push)
+                                  reads: readStore, historyBytes: DoorContext.historyBudget(configuration),
+                                  publishBytes: DoorContext.publishBudget(configuration), push: push)
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }

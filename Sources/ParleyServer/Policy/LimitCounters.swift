@@ -16,6 +16,8 @@ enum Limit: String, CaseIterable, Sendable {
     case openChannels = "open_channels"
     /// Native `history` requests over the per-connection rate.
     case historyRate = "history_rate"
+    /// An address past its bytes of published messages (`--publish-bytes-per-ip`), any door.
+    case publishBytes = "publish_bytes"
     case restRate = "rest_rate"
     /// A request from a web page that may not use this server, or for a host it does not
     /// serve while bound to loopback (``WebOriginPolicy``).

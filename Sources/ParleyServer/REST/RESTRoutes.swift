@@ -9,6 +9,8 @@ struct RESTRequest: Sendable {
     let body: [UInt8]
     /// The client's address (`ip:port`), for logs.
     var remote: String? = nil
+    /// The client's IP (the forwarded one behind a trusted proxy), for per-address budgets.
+    var clientIP: String? = nil
 }
 
 /// A REST route: answers one request using the hub, when it has the answer (a publish
@@ -38,10 +40,10 @@ enum RESTRoutes {
 
     /// Routes `head` and runs its handler; 404 / 405 as text otherwise.
     static func handle(router: HTTPRouter<RESTHandler>, head: HTTPRequestHead, body: [UInt8], remote: String? = nil,
-                       core: ServerCore) async -> HTTPResponse {
+                       clientIP: String? = nil, core: ServerCore) async -> HTTPResponse {
         switch router.match(method: head.method, path: head.path) {
         case .found(let handler, let params):
-            let request = RESTRequest(head: head, params: params, body: body, remote: remote)
+            let request = RESTRequest(head: head, params: params, body: body, remote: remote, clientIP: clientIP)
             if let refusal = RESTAuth.check(request, core: core) {
                 if refusal.status == 401 || refusal.status == 403 {
                     if head.method == "POST" { core.metrics.publishesRefused.counter(.forbidden).increment() }
@@ -73,6 +75,7 @@ enum RESTRoutes {
         case .success(let value): body = value
         case .failure(let failure): return failure.response
         }
+        if let refusal = core.doorContext.chargePublish(request.body.count, from: request.clientIP) { return publishBudgetSpent(refusal, core) }
         core.metrics.messagesReceived.counter(.http).increment()
         do {
             // Attachments are filled in from the upload registry (Files/AttachmentPublish.swift).
@@ -88,6 +91,14 @@ enum RESTRoutes {
             }
             return failure(error)
         }
+    }
+
+    /// 429 with `Retry-After` for an address past `--publish-bytes-per-ip`.
+    static func publishBudgetSpent(_ refusal: ChatRefusal, _ core: ServerCore) -> HTTPResponse {
+        core.metrics.publishesRefused.counter(.rateLimited).increment()
+        var response = HTTPResponse.text(429, refusal.message + "\n")
+        response.headers.set("Retry-After", "1")
+        return response
     }
 
     /// Publishes to each room on its own and reports per room, in the order asked: 200 when
@@ -111,6 +122,9 @@ enum RESTRoutes {
         switch parseBody(request.body) {
         case .success(let value): parsed = value
         case .failure(let failure): return failure.response
+        }
+        if let refusal = core.doorContext.chargePublish(request.body.count * names.count, from: request.clientIP) {
+            return publishBudgetSpent(refusal, core)
         }
         let resolved: ResolvedPublish
         do {

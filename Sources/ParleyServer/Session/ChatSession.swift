@@ -297,6 +297,10 @@ final class ChatSession {
     func publishAdmitted(_ body: JSONValue, to room: String, as sender: Member? = nil, messageID: String? = nil,
                          whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) -> Result<RoomBacklog?, ChatRefusal> {
         guard let from = sender ?? member, let key = key(room) else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
+        if let refusal = context.chargePublish(body.approximateSize, from: clientIP ?? remote) {
+            context.metrics.publishesRefused.counter(.rateLimited).increment()
+            return .failure(refusal)
+        }
         do {
             return .success(try context.hub.publish(body, to: key, from: from, session: sessionID, messageID: messageID, whenStored: whenStored))
         } catch {
@@ -356,8 +360,20 @@ final class ChatSession {
             return ChatRefusal(.historyRateLimited,
                                "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly")
         }
-        context.hub.storedHistory(of: key, before: offset, limit: min(limit, configuration.historyPageLimit, allowed),
-                                  completion: completion)
+        // The bytes read are charged to the client's address, over all its connections: a
+        // page's cost is known once it is read, so the address may go into debt and waits it off.
+        let budget = context.historyBytes, address = clientIP ?? remote ?? "", clock = context.clock
+        guard budget.hasBudget(ip: address, nowMillis: clock.nowMillis()) else {
+            context.limits.breached(.historyRate, remote: remote)
+            return ChatRefusal(.historyRateLimited,
+                               "history byte budget of your address spent (\(configuration.historyBytesPerIPPerSecond) bytes per second); try again shortly")
+        }
+        context.hub.storedHistory(of: key, before: offset, limit: min(limit, configuration.historyPageLimit, allowed)) { result in
+            if case .success(let page) = result {
+                budget.charge(ip: address, Double(page.messages.reduce(0) { $0 + $1.approximateSize }), nowMillis: clock.nowMillis())
+            }
+            completion(result)
+        }
         return nil
     }
 

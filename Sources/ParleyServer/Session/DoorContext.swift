@@ -27,6 +27,35 @@ struct DoorContext: Sendable {
     /// Users' read marks and conversations (SQLite, Redis in a cluster, memory in tests).
     var reads: any ReadStateStore = InMemoryReadStateStore()
 
+    /// Bytes of history each client address may read (``ServerConfiguration/historyBytesPerIPPerSecond``),
+    /// over all its connections and doors.
+    var historyBytes = DoorContext.historyBudget(ServerConfiguration())
+    /// Bytes of messages each client address may publish (``ServerConfiguration/publishBytesPerIPPerSecond``),
+    /// over all its connections and doors, REST included.
+    var publishBytes = DoorContext.publishBudget(ServerConfiguration())
+
+    static func historyBudget(_ configuration: ServerConfiguration) -> IPRateLimiter {
+        let rate = Double(configuration.historyBytesPerIPPerSecond)
+        return IPRateLimiter(ratePerSecond: rate, burst: 4 * rate)
+    }
+
+    static func publishBudget(_ configuration: ServerConfiguration) -> IPRateLimiter {
+        let rate = Double(configuration.publishBytesPerIPPerSecond)
+        return IPRateLimiter(ratePerSecond: rate, burst: 4 * rate)
+    }
+
+    /// Charges `bytes` published by `address` to its budget: a refusal when the address had
+    /// nothing left (the bytes are not charged then).
+    func chargePublish(_ bytes: Int, from address: String?) -> ChatRefusal? {
+        let address = address ?? "", now = nowMillis
+        guard publishBytes.hasBudget(ip: address, nowMillis: now) else {
+            limits.breached(.publishBytes, remote: address)
+            return ChatRefusal(.rateLimited, "publish byte budget of your address spent (\(configuration.publishBytesPerIPPerSecond) bytes per second); slow down")
+        }
+        publishBytes.charge(ip: address, Double(bytes), nowMillis: now)
+        return nil
+    }
+
     /// Push notifications, once the server set them up (nil: off).
     var push = StartedService<PushService>()
 

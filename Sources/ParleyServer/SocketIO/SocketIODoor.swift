@@ -31,14 +31,14 @@ final class SocketIOShared: Sendable {
     let counters = SocketIOCounters()
     let log = SocketIOLog()
     /// Polling requests per IP, checked before a request is routed to its session.
-    let pollingRate: RESTRateLimiter
+    let pollingRate: IPRateLimiter
 
     init(configuration: ServerConfiguration, group: EventLoopGroup, clock: any WallClock = SystemWallClock(),
          rosterStore: (any SocketChatRosterStore)? = nil, onError: @escaping @Sendable (ParleyError) -> Void = { _ in }) {
         let roster = SocketChatRoster(clock: clock)
         self.roster = roster
         rosterSync = rosterStore.map { SocketChatRosterSync(roster: roster, store: $0, clock: clock, onError: onError) }
-        pollingRate = RESTRateLimiter(ratePerSecond: configuration.socketIOPollingRatePerSecond,
+        pollingRate = IPRateLimiter(ratePerSecond: configuration.socketIOPollingRatePerSecond,
                                       burst: configuration.socketIOPollingRatePerSecond * 2)
         loops = LoopLocal(group) { _ in EngineIOLoop() }
     }

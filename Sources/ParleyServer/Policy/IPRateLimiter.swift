@@ -1,11 +1,11 @@
 import ParleyCore
 import Synchronization
 
-/// Per-IP token buckets for the REST API. The table is bounded and pruned a little on every
-/// request (never all at once under a lock): addresses whose bucket has refilled are
-/// forgotten, and past the bound the oldest address goes. Split into shards by address, so
-/// requests from different addresses rarely wait for one another.
-final class RESTRateLimiter: Sendable {
+/// Per-IP token buckets: REST requests, Socket.IO polls, bytes of history read. The table is
+/// bounded and pruned a little on every request (never all at once under a lock): addresses
+/// whose bucket has refilled are forgotten, and past the bound the oldest address goes. Split
+/// into shards by address, so requests from different addresses rarely wait for one another.
+final class IPRateLimiter: Sendable {
     let ratePerSecond: Double
     let burst: Double
     /// Most addresses remembered (across shards).
@@ -38,6 +38,22 @@ final class RESTRateLimiter: Sendable {
 
     /// Takes a token for `ip`; false when it has none left.
     func allow(ip address: String, nowMillis: Int64) -> Bool {
+        withBucket(of: address, nowMillis: nowMillis) { $0.take(nowMillis: nowMillis) }
+    }
+
+    /// Whether `ip` has anything left of a budget charged afterwards (``charge(ip:_:nowMillis:)``):
+    /// a cost known only once the work is done, such as the bytes of a history page.
+    func hasBudget(ip address: String, nowMillis: Int64) -> Bool {
+        withBucket(of: address, nowMillis: nowMillis) { $0.available(nowMillis: nowMillis) > 0 }
+    }
+
+    /// Spends `amount` of `ip`'s budget, into debt if need be (down to one burst below empty):
+    /// the address waits until it is paid back.
+    func charge(ip address: String, _ amount: Double, nowMillis: Int64) {
+        withBucket(of: address, nowMillis: nowMillis) { $0.charge(amount, nowMillis: nowMillis) }
+    }
+
+    private func withBucket<R>(of address: String, nowMillis: Int64, _ body: (inout TokenBucket) -> R) -> R {
         // One bucket per limit key: an IPv6 client's /64 shares one.
         let ip = IPAddress.limitKey(address)
         let perShard = capacity / shards.count
@@ -48,9 +64,9 @@ final class RESTRateLimiter: Sendable {
                 shard.order.append(ip)
             }
             var bucket = shard.buckets[ip] ?? TokenBucket(ratePerSecond: ratePerSecond, burst: burst)
-            let allowed = bucket.take(nowMillis: nowMillis)
+            let result = body(&bucket)
             shard.buckets[ip] = bucket
-            return allowed
+            return result
         }
     }
 
@@ -80,8 +96,6 @@ extension TokenBucket {
     /// True when the bucket would be full at `nowMillis` (nothing to remember).
     func isFull(nowMillis: Int64) -> Bool {
         var copy = self
-        // A full bucket can give `burst` tokens right now.
-        for _ in 0..<Int(burst.rounded(.down)) { if !copy.take(nowMillis: nowMillis) { return false } }
-        return true
+        return copy.available(nowMillis: nowMillis) >= burst
     }
 }
