@@ -165,9 +165,18 @@ import Testing
             #expect(refused["error"]?.stringValue?.contains("history byte budget of your address spent") == true)
         }
         #expect(try await writer.history("h")["messages"] != nil)
-        #expect(try Self.breaches(server, "history_rate") == 2)
+        // A subscribe's history_count reads history too: refused while in debt (a subscribe
+        // without history goes), and what a snapshot brought is charged.
+        let refusedSubscribe = try await fresh.subscribe("h", historyCount: 10)
+        #expect(refusedSubscribe["error"]?.stringValue?.contains("history byte budget of your address spent") == true)
+        #expect(try await fresh.subscribe("h2")["error"] == nil)
+        #expect(try Self.breaches(server, "history_rate") == 3)
         server.clock.advance(millis: 1_000)
         #expect(try await fresh.history("h")["messages"]?.arrayValue?.count == 3)
+        let subscriber = try await server.native(ip: "192.0.2.8")
+        #expect(try await subscriber.subscribe("h", historyCount: 3)["error"] == nil)
+        for _ in 0..<3 { _ = try await subscriber.next { $0["type"]?.stringValue == "history_message" } }
+        #expect(try await subscriber.history("h")["error"]?.stringValue?.contains("history byte budget") == true)
     }
 
     @Test func metricsListEveryLimitAndOpenConnections() async throws {

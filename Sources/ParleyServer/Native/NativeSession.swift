@@ -418,6 +418,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             if members.truncated && snapshot.members.count <= limit { context.limits.breached(.membersListed) }
             sendJSON(members.json)
         }
+        chat.historyCharge(snapshot.history)
         for (index, message) in snapshot.history.enumerated() {
             sendJSON(NativeEncoding.historyMessage(message, index: index))
         }

@@ -239,9 +239,10 @@ final class ChatSession {
             context.limits.breached(.roomsPerConnection)
             return .failure(ChatRefusal(.tooManyRooms, "too many rooms (limit \(maxRooms) per connection)"))
         }
+        let historyCount = min(historyCount, allowed, configuration.nativeMaxHistoryCount)
+        if historyCount > 0, let refusal = historyBudgetSpent() { return .failure(refusal) }
         do {
-            try context.hub.subscribe(sessionID, as: member, to: key, inbox: inbox,
-                                      historyCount: min(historyCount, allowed, configuration.nativeMaxHistoryCount), since: since)
+            try context.hub.subscribe(sessionID, as: member, to: key, inbox: inbox, historyCount: historyCount, since: since)
         } catch {
             return .failure(ChatRefusal(.refused, error.message))
         }
@@ -297,7 +298,7 @@ final class ChatSession {
     func publishAdmitted(_ body: JSONValue, to room: String, as sender: Member? = nil, messageID: String? = nil,
                          whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) -> Result<RoomBacklog?, ChatRefusal> {
         guard let from = sender ?? member, let key = key(room) else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
-        if let refusal = context.chargePublish(body.approximateSize, from: clientIP ?? remote) {
+        if let refusal = context.chargePublish(body.approximateSize, from: budgetAddress) {
             context.metrics.publishesRefused.counter(.rateLimited).increment()
             return .failure(refusal)
         }
@@ -360,22 +361,37 @@ final class ChatSession {
             return ChatRefusal(.historyRateLimited,
                                "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly")
         }
-        // The bytes read are charged to the client's address, over all its connections: a
-        // page's cost is known once it is read, so the address may go into debt and waits it off.
-        let budget = context.historyBytes, address = clientIP ?? remote ?? "", clock = context.clock
-        guard budget.hasBudget(ip: address, nowMillis: clock.nowMillis()) else {
-            context.limits.breached(.historyRate, remote: remote)
-            return ChatRefusal(.historyRateLimited,
-                               "history byte budget of your address spent (\(configuration.historyBytesPerIPPerSecond) bytes per second); try again shortly")
-        }
+        if let refusal = historyBudgetSpent() { return refusal }
+        let charge = historyCharge
         context.hub.storedHistory(of: key, before: offset, limit: min(limit, configuration.historyPageLimit, allowed)) { result in
-            if case .success(let page) = result {
-                budget.charge(ip: address, Double(page.messages.reduce(0) { $0 + $1.approximateSize }), nowMillis: clock.nowMillis())
-            }
+            if case .success(let page) = result { charge(page.messages) }
             completion(result)
         }
         return nil
     }
+
+    /// The refusal of a read of history (a `history` page, a subscribe's `history_count`)
+    /// when the client's address has spent its history bytes (`--history-bytes-per-ip`).
+    func historyBudgetSpent() -> ChatRefusal? {
+        guard !context.historyBytes.hasBudget(ip: budgetAddress, nowMillis: context.nowMillis) else { return nil }
+        context.limits.breached(.historyRate, remote: remote)
+        return ChatRefusal(.historyRateLimited,
+                           "history byte budget of your address spent (\(configuration.historyBytesPerIPPerSecond) bytes per second); try again shortly")
+    }
+
+    /// Charges history messages read for this session to its address, over all its
+    /// connections: a page's cost is known once it is read, so the address may go into debt
+    /// and waits it off. Callable from any thread.
+    var historyCharge: @Sendable ([Message]) -> Void {
+        let (budget, address, clock) = (context.historyBytes, budgetAddress, context.clock)
+        return { messages in
+            guard !messages.isEmpty else { return }
+            budget.charge(ip: address, Double(messages.reduce(0) { $0 + $1.approximateSize }), nowMillis: clock.nowMillis())
+        }
+    }
+
+    /// The address per-address budgets count against (the forwarded one behind a trusted proxy).
+    private var budgetAddress: String { clientIP ?? remote ?? "" }
 
     // MARK: reloads
 
