@@ -472,3 +472,57 @@ private func equivalent(_ v: JSONValue, _ any: Any) -> Bool {
         return o.allSatisfy { key, value in other[key].map { equivalent(value, $0) } ?? false }
     }
 }
+
+/// The word-at-a-time string scans (``JSONBytes``) against the byte-by-byte rule: every byte
+/// value at every place of a word, and strings with a special byte at every offset around the
+/// eight-byte steps.
+@Suite struct JSONWordScanTests {
+    static func word(_ bytes: [UInt8]) -> UInt64 {
+        bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+    }
+
+    @Test func everyByteAtEveryPlaceIsSeen() {
+        for place in 0..<8 {
+            for value in 0...255 {
+                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 8)
+                bytes[place] = UInt8(value)
+                let b = UInt8(value)
+                let escape = b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\")
+                #expect(JSONBytes.needsEscape(Self.word(bytes)) == escape, "byte \(value) at \(place)")
+                #expect(JSONBytes.needsLook(Self.word(bytes)) == (escape || b >= 0x80), "byte \(value) at \(place)")
+            }
+        }
+        // Words of bytes that each pass, next to ones that borrow: none is taken for another.
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let bytes = (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let escape = bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+            #expect(JSONBytes.needsEscape(Self.word(bytes)) == escape, "\(bytes)")
+            #expect(JSONBytes.needsLook(Self.word(bytes)) == (escape || bytes.contains { $0 >= 0x80 }), "\(bytes)")
+        }
+    }
+
+    @Test func stringsWithASpecialByteAtEveryOffsetRoundTrip() throws {
+        for special in ["\"", "\\", "\n", "\u{01}", "é", "😀", "\u{7F}"] {
+            for offset in 0..<20 {
+                for length in [offset + 1, offset + 9, 40] {
+                    var text = String(repeating: "x", count: offset) + special
+                    text += String(repeating: "y", count: max(0, length - offset - 1))
+                    var w = JSONWriter()
+                    w.write(.string(text))
+                    #expect(try JSONParser.parse(w.bytes) == .string(text), "\(special.debugDescription) at \(offset)")
+                }
+            }
+        }
+        // A control character in a long run is still refused, wherever it is.
+        for offset in 0..<20 {
+            let raw = Array("\"".utf8) + [UInt8](repeating: UInt8(ascii: "z"), count: offset) + [0x07] + Array("zz\"".utf8)
+            #expect(throws: JSONParseError.self) { try JSONParser.parse(raw) }
+        }
+        // Invalid UTF-8 after a run of plain bytes is still refused.
+        for offset in 0..<20 {
+            let raw = Array("\"".utf8) + [UInt8](repeating: UInt8(ascii: "z"), count: offset) + [0xC0, 0x80] + Array("\"".utf8)
+            #expect(throws: JSONParseError.self) { try JSONParser.parse(raw) }
+        }
+    }
+}

@@ -279,8 +279,11 @@ private struct ByteParser {
         let open = pos
         let start = pos + 1
         var i = start
-        // Fast path: no escapes, so the string is a slice of the input.
+        // Fast path: no escapes, so the string is a slice of the input. Plain ASCII goes eight
+        // bytes at a time; a word with anything else in it goes byte by byte.
         while i < bytes.count {
+            while i &+ 8 <= bytes.count, !JSONBytes.needsLook(bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i &+= 8 }
+            guard i < bytes.count else { break }
             let b = bytes[i]
             if b == quote {
                 try checkStringLength(i - start, open)
@@ -296,6 +299,7 @@ private struct ByteParser {
         scratch.removeAll(keepingCapacity: true)
         var runStart = start
         while true {
+            while i &+ 8 <= bytes.count, !JSONBytes.needsLook(bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i &+= 8 }
             guard i < bytes.count else { throw fail(open, "unterminated string") }
             let b = bytes[i]
             if b == quote {
@@ -414,5 +418,29 @@ private struct ByteParser {
             throw fail(i, "invalid UTF-8")
         }
         return i + length
+    }
+}
+
+/// Word-at-a-time tests over eight bytes of JSON text (SWAR): whether any of them needs a
+/// closer look. Each test is exact for "any byte": a borrow can only start at a byte that
+/// already matched.
+enum JSONBytes {
+    @inline(__always) static func anyBelow(_ word: UInt64, _ n: UInt8) -> Bool {
+        (word &- 0x0101_0101_0101_0101 &* UInt64(n)) & ~word & 0x8080_8080_8080_8080 != 0
+    }
+
+    @inline(__always) static func anyEqual(_ word: UInt64, _ byte: UInt8) -> Bool {
+        anyBelow(word ^ (0x0101_0101_0101_0101 &* UInt64(byte)), 1)
+    }
+
+    /// A byte that ends or escapes a string, a control character, or a byte of a multi-byte
+    /// UTF-8 sequence (validated one by one).
+    @inline(__always) static func needsLook(_ word: UInt64) -> Bool {
+        word & 0x8080_8080_8080_8080 != 0 || needsEscape(word)
+    }
+
+    /// A byte a JSON string must escape: `"`, `\\`, or a control character.
+    @inline(__always) static func needsEscape(_ word: UInt64) -> Bool {
+        anyBelow(word, 0x20) || anyEqual(word, UInt8(ascii: "\"")) || anyEqual(word, UInt8(ascii: "\\"))
     }
 }

@@ -184,11 +184,17 @@ public struct JSONWriter: Sendable {
         s.withUTF8 { utf8 in
             bytes.append(UInt8(ascii: "\""))
             var runStart = 0
-            for i in 0..<utf8.count {
-                let b = utf8[i]
+            var i = 0
+            let raw = UnsafeRawBufferPointer(utf8)
+            while i < utf8.count {
+                // Eight bytes that need no escape at a time (UTF-8 passes through as it is).
+                while i &+ 8 <= utf8.count, !JSONBytes.needsEscape(raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i &+= 8 }
+                guard i < utf8.count else { break }
+                let at = i, b = utf8[at]
+                i += 1
                 guard b < 0x20 || b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") else { continue }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<i]))
-                runStart = i + 1
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<at]))
+                runStart = at + 1
                 bytes.append(UInt8(ascii: "\\"))
                 switch b {
                 case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
