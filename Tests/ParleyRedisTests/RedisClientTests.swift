@@ -33,12 +33,9 @@ import ParleyTestSupport
     }
 
     @Test func commandsFromAnyThreadUseEveryLoop() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.stop() }
-        let group = EventLoopGroup(loopCount: 2)
-        defer { group.shutdown() }
-        let client = RedisClient(endpoint: try RedisEndpoint(url: redis.url), group: group, configuration: fastConfiguration())
-        defer { client.close() }
+        let fixture = try RedisFixture.start(loops: 2)
+        defer { fixture.stop() }
+        let client = fixture.client
         let done = Locked(0)
         for index in 0..<1_000 {
             client.send(RedisCommand("SET", .string("key:\(index)"), .integer(Int64(index)))) { result in
@@ -172,12 +169,9 @@ import ParleyTestSupport
     }
 
     @Test func aCommandWithoutReplyTimesOutAndTheConnectionRecovers() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.stop() }
-        let group = EventLoopGroup(loopCount: 1)
-        defer { group.shutdown() }
-        let client = RedisClient(endpoint: try RedisEndpoint(url: redis.url), group: group, configuration: fastConfiguration())
-        defer { client.close() }
+        let fixture = try RedisFixture.start()
+        defer { fixture.stop() }
+        let client = fixture.client
         try await client.call("PING")
         let start = ContinuousClock.now
         // BLPOP blocks for 5 s; the command allows 200 ms.

@@ -7,12 +7,9 @@ import ParleyTestSupport
 /// Where nodes are reached, and the cluster's relay secret, against a real redis-server.
 @Suite(.serialized) struct RedisNodeDirectoryTests {
     @Test func nodesFindEachOtherAndShareOneSecret() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.stop() }
-        let group = EventLoopGroup(loopCount: 1)
-        defer { group.shutdown() }
-        let client = RedisClient(endpoint: try RedisEndpoint(url: redis.url), group: group, configuration: fastConfiguration())
-        defer { client.close() }
+        let fixture = try RedisFixture.start()
+        defer { fixture.stop() }
+        let client = fixture.client
         let keyspace = try RedisKeyspace(prefix: "t")
         let a = RedisNodeDirectory(redis: client, keyspace: keyspace), b = RedisNodeDirectory(redis: client, keyspace: keyspace)
         // The first node's candidate becomes the secret; the second reads it, not its own.
@@ -21,12 +18,13 @@ import ParleyTestSupport
         #expect(first == "secret-of-a" && second == "secret-of-a" && b.secret == "secret-of-a")
         // A registered node is found; one that never registered, or whose lease ran out, is not.
         let registered = try await awaitCallback { (done: @escaping @Sendable (Bool) -> Void) in
-            a.register(node: "a", address: "127.0.0.1:8001", leaseMillis: 300) { done($0 == nil) }
+            a.register(node: "a", address: "127.0.0.1:8001", leaseMillis: 1_000) { done($0 == nil) }
         }
         #expect(registered)
         #expect(await awaitCallback { done in b.address(of: "a", nowMillis: 0, completion: done) } == "127.0.0.1:8001")
         #expect(await awaitCallback { done in b.address(of: "ghost", nowMillis: 0, completion: done) } == nil)
-        try await Task.sleep(for: .milliseconds(450))
+        // (A lease of a second: a shorter one could run out before the first read on a busy machine.)
+        try await Task.sleep(for: .milliseconds(1_200))
         // The cached answer holds for a moment, then the expired lease shows.
         #expect(await awaitCallback { done in b.address(of: "a", nowMillis: 1, completion: done) } == "127.0.0.1:8001")
         #expect(await awaitCallback { done in b.address(of: "a", nowMillis: RedisNodeDirectory.cacheMillis + 1, completion: done) } == nil)

@@ -32,12 +32,9 @@ import ParleyTestSupport
     }
 
     @Test func evalshaFallsBackToEvalOnNOSCRIPT() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.stop() }
-        let group = EventLoopGroup(loopCount: 1)
-        defer { group.shutdown() }
-        let client = RedisClient(endpoint: try RedisEndpoint(url: redis.url), group: group, configuration: fastConfiguration())
-        defer { client.close() }
+        let fixture = try RedisFixture.start()
+        defer { fixture.stop() }
+        let (redis, client) = (fixture.redis, fixture.client)
         let script = RedisScript("return {KEYS[1], ARGV[1], 42}")
 
         // Never loaded: EVALSHA fails with NOSCRIPT, EVAL runs it (and caches it).
@@ -69,12 +66,9 @@ import ParleyTestSupport
     }
 
     @Test func anAtomicIdempotentPublish() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.stop() }
-        let group = EventLoopGroup(loopCount: 1)
-        defer { group.shutdown() }
-        let client = RedisClient(endpoint: try RedisEndpoint(url: redis.url), group: group, configuration: fastConfiguration())
-        defer { client.close() }
+        let fixture = try RedisFixture.start()
+        defer { fixture.stop() }
+        let (group, client) = (fixture.group, fixture.client)
         let log = SubscriberLog()
         let subscriber = client.makeSubscriber(on: group.loops[0], handler: log.handler)
         defer { subscriber.close() }

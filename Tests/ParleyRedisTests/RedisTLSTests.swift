@@ -28,6 +28,15 @@ import ParleyTestSupport
 
     /// A redis-server on a TLS port with the certificates of ``certificates(in:)`` (in a
     /// fresh directory the caller removes).
+    /// A client the server turns away: reported down, and a command through it fails.
+    static func expectRefused(_ client: RedisClient, _ what: String) async throws {
+        try await eventually("\(what) is reported down", timeout: 10) { client.status.state == .down }
+        guard case .failure = try await client.result(RedisCommand("PING"), timeout: 5) else {
+            Issue.record("a command went through: \(what)")
+            return
+        }
+    }
+
     static func tlsServer(clientCertificates: Bool, extra: [String] = []) throws -> (RedisServer, port: Int, directory: String) {
         let directory = NSTemporaryDirectory() + "parley-redis-tls-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -62,11 +71,7 @@ import ParleyTestSupport
         untrusting.tls = RedisTLS(context: try TLSContext(clientTrusting: "\(directory)/other.crt"))
         let refused = RedisClient(endpoint: endpoint, group: group, configuration: untrusting)
         defer { refused.close() }
-        try await eventually("the untrusted server is reported down", timeout: 10) { refused.status.state == .down }
-        guard case .failure = try await refused.result(RedisCommand("PING"), timeout: 5) else {
-            Issue.record("a command went through a server whose certificate is not trusted")
-            return
-        }
+        try await Self.expectRefused(refused, "a server whose certificate is not trusted")
         // The wrong name is refused too (the certificate names 127.0.0.1 and localhost).
         var misnamed = configuration
         misnamed.tls?.serverName = "redis.example"
@@ -102,11 +107,7 @@ import ParleyTestSupport
         without.tls = RedisTLS(context: try TLSContext(clientTrusting: "\(directory)/ca.crt"))
         let bare = RedisClient(endpoint: endpoint, group: group, configuration: without)
         defer { bare.close() }
-        try await eventually("a client without a certificate is down", timeout: 10) { bare.status.state == .down }
-        guard case .failure = try await bare.result(RedisCommand("PING"), timeout: 5) else {
-            Issue.record("a command went through without a client certificate")
-            return
-        }
+        try await Self.expectRefused(bare, "a client without a certificate")
         var foreign = fastConfiguration()
         foreign.tls = RedisTLS(context: try TLSContext(clientTrusting: "\(directory)/ca.crt", certificateFile: "\(directory)/other.crt",
                                                        privateKeyFile: "\(directory)/other.key"))

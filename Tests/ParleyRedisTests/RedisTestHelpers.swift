@@ -78,3 +78,30 @@ func fastConfiguration() -> RedisConfiguration {
     configuration.reconnectMaxDelayMillis = 200
     return configuration
 }
+
+/// A redis-server on a free port, an event loop group and a client of the server
+/// (``fastConfiguration()``): what most tests here start with. `stop()` ends all three.
+struct RedisFixture {
+    let redis: RedisServer
+    let group: EventLoopGroup
+    let client: RedisClient
+
+    static func start(loops: Int = 1) throws -> RedisFixture {
+        let redis = try RedisServer.start()
+        let group = EventLoopGroup(loopCount: loops)
+        do {
+            let client = RedisClient(endpoint: try RedisEndpoint(url: redis.url), group: group, configuration: fastConfiguration())
+            return RedisFixture(redis: redis, group: group, client: client)
+        } catch {
+            group.shutdown()
+            redis.stop()
+            throw error
+        }
+    }
+
+    func stop() {
+        client.close()
+        group.shutdown()
+        redis.stop()
+    }
+}
