@@ -31,7 +31,8 @@ import Testing
                                   loopContexts: LoopLocal(ChatSessionTests.group) { [hub, lobby = configuration.lobby] _ in
                                       LoopContext(encoders: LoopEncoders(socketChat: SocketChatFanOut(
                                           hub: hub, lobby: lobby, roster: SocketChatRoster()), line: LineTranscript()))
-                                  }, historyBytes: DoorContext.historyBudget(configuration))
+                                  }, historyBytes: DoorContext.byteBudget(configuration.historyBytesPerIPPerSecond),
+                                  publishBytes: DoorContext.byteBudget(configuration.publishBytesPerIPPerSecond))
         }
 
         func session(_ door: DoorKind, channel: String? = "demo", ip: String = "192.0.2.7", id: SessionID = 1) -> ChatSession {
@@ -295,6 +296,22 @@ import Testing
         #expect(await read(second)?.code == .historyRateLimited)
         world.clock.advance(millis: 1_000)
         #expect(await read(second) == nil)
+    }
+
+    /// Replies and edits carry bodies: they are charged to the address like publishes.
+    @Test func repliesAndEditsSpendThePublishByteBudget() throws {
+        let world = World { $0.publishBytesPerIPPerSecond = 64 << 10 }
+        let session = world.session(.native)
+        try enter(session, world, as: "r1")
+        let big = JSONValue.string(String(repeating: "r", count: 100 << 10))
+        for _ in 0..<3 { _ = try session.publish(big, to: "r").get() }
+        for request in [MessageActionRequest.reply(to: "m1", body: "me too", messageID: nil), .edit("m1", body: "v2")] {
+            let refusal = session.act(request, in: "r") { _ in }
+            #expect(refusal?.code == .rateLimited, "\(request.name)")
+            #expect(refusal?.message.contains("publish byte budget of your address spent") == true, "\(request.name)")
+        }
+        // A reaction carries no body: it is not refused for bytes.
+        #expect(session.act(.react("m1", emoji: "👍"), in: "r") { _ in } == nil)
     }
 
     // MARK: rooms and publishing

@@ -111,8 +111,8 @@ final class ServerCore: Sendable {
         doorContext = DoorContext(hub: hub, settings: settings, directory: directory, bans: bans, limits: limits,
                                   metrics: metrics, logger: logger, logThrottle: logThrottle, inbox: { inboxes[$0.index] },
                                   memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "", loopContexts: loopContexts,
-                                  reads: readStore, historyBytes: DoorContext.historyBudget(configuration),
-                                  publishBytes: DoorContext.publishBudget(configuration), push: push)
+                                  reads: readStore, historyBytes: DoorContext.byteBudget(configuration.historyBytesPerIPPerSecond),
+                                  publishBytes: DoorContext.byteBudget(configuration.publishBytesPerIPPerSecond), push: push)
     }
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }

@@ -47,6 +47,16 @@ final class IPRateLimiter: Sendable {
         withBucket(of: address, nowMillis: nowMillis) { $0.available(nowMillis: nowMillis) > 0 }
     }
 
+    /// Whether `ip` had anything left, and if so spends `amount` (into debt if need be): one
+    /// look at the bucket, for a cost known before the work (the bytes of a publish).
+    func spend(ip address: String, _ amount: Double, nowMillis: Int64) -> Bool {
+        withBucket(of: address, nowMillis: nowMillis) { bucket in
+            guard bucket.available(nowMillis: nowMillis) > 0 else { return false }
+            bucket.charge(amount, nowMillis: nowMillis)
+            return true
+        }
+    }
+
     /// Spends `amount` of `ip`'s budget, into debt if need be (down to one burst below empty):
     /// the address waits until it is paid back.
     func charge(ip address: String, _ amount: Double, nowMillis: Int64) {

@@ -75,7 +75,7 @@ enum RESTRoutes {
         case .success(let value): body = value
         case .failure(let failure): return failure.response
         }
-        if let refusal = core.doorContext.chargePublish(request.body.count, from: request.clientIP) { return publishBudgetSpent(refusal, core) }
+        if let refusal = core.doorContext.chargePublish(request.body.count, from: request.clientIP) { return publishBudgetSpent(refusal) }
         core.metrics.messagesReceived.counter(.http).increment()
         do {
             // Attachments are filled in from the upload registry (Files/AttachmentPublish.swift).
@@ -94,8 +94,7 @@ enum RESTRoutes {
     }
 
     /// 429 with `Retry-After` for an address past `--publish-bytes-per-ip`.
-    static func publishBudgetSpent(_ refusal: ChatRefusal, _ core: ServerCore) -> HTTPResponse {
-        core.metrics.publishesRefused.counter(.rateLimited).increment()
+    static func publishBudgetSpent(_ refusal: ChatRefusal) -> HTTPResponse {
         var response = HTTPResponse.text(429, refusal.message + "\n")
         response.headers.set("Retry-After", "1")
         return response
@@ -124,7 +123,7 @@ enum RESTRoutes {
         case .failure(let failure): return failure.response
         }
         if let refusal = core.doorContext.chargePublish(request.body.count * names.count, from: request.clientIP) {
-            return publishBudgetSpent(refusal, core)
+            return publishBudgetSpent(refusal)
         }
         let resolved: ResolvedPublish
         do {

@@ -298,10 +298,7 @@ final class ChatSession {
     func publishAdmitted(_ body: JSONValue, to room: String, as sender: Member? = nil, messageID: String? = nil,
                          whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) -> Result<RoomBacklog?, ChatRefusal> {
         guard let from = sender ?? member, let key = key(room) else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
-        if let refusal = context.chargePublish(body.approximateSize, from: budgetAddress) {
-            context.metrics.publishesRefused.counter(.rateLimited).increment()
-            return .failure(refusal)
-        }
+        if let refusal = context.chargePublish(body.approximateSize, from: budgetAddress) { return .failure(refusal) }
         do {
             return .success(try context.hub.publish(body, to: key, from: from, session: sessionID, messageID: messageID, whenStored: whenStored))
         } catch {
@@ -336,6 +333,8 @@ final class ChatSession {
         guard let member, let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
         if let problem = MessageActionRules.problem(with: request) { return problem }
         if let refusal = admitPublish(to: room) { return refusal }
+        // A reply or an edit carries a body, like a publish.
+        if let body = request.body, let refusal = context.chargePublish(body.approximateSize, from: budgetAddress) { return refusal }
         // Moderation needs a token that grants it: without one, everything else is allowed on
         // an open channel, but nobody moderates.
         let canModerate = if access?.isAuthenticated == true, case .success = check(.moderate, room: room) { true } else { false }

@@ -29,31 +29,24 @@ struct DoorContext: Sendable {
 
     /// Bytes of history each client address may read (``ServerConfiguration/historyBytesPerIPPerSecond``),
     /// over all its connections and doors.
-    var historyBytes = DoorContext.historyBudget(ServerConfiguration())
+    var historyBytes = DoorContext.byteBudget(ServerConfiguration().historyBytesPerIPPerSecond)
     /// Bytes of messages each client address may publish (``ServerConfiguration/publishBytesPerIPPerSecond``),
     /// over all its connections and doors, REST included.
-    var publishBytes = DoorContext.publishBudget(ServerConfiguration())
+    var publishBytes = DoorContext.byteBudget(ServerConfiguration().publishBytesPerIPPerSecond)
 
-    static func historyBudget(_ configuration: ServerConfiguration) -> IPRateLimiter {
-        let rate = Double(configuration.historyBytesPerIPPerSecond)
-        return IPRateLimiter(ratePerSecond: rate, burst: 4 * rate)
+    /// A per-address budget of `perSecond` bytes, with four seconds' worth as its burst.
+    static func byteBudget(_ perSecond: Int) -> IPRateLimiter {
+        IPRateLimiter(ratePerSecond: Double(perSecond), burst: 4 * Double(perSecond))
     }
 
-    static func publishBudget(_ configuration: ServerConfiguration) -> IPRateLimiter {
-        let rate = Double(configuration.publishBytesPerIPPerSecond)
-        return IPRateLimiter(ratePerSecond: rate, burst: 4 * rate)
-    }
-
-    /// Charges `bytes` published by `address` to its budget: a refusal when the address had
-    /// nothing left (the bytes are not charged then).
+    /// Charges `bytes` published by `address` to its budget: a refusal (counted) when the
+    /// address had nothing left (the bytes are not charged then).
     func chargePublish(_ bytes: Int, from address: String?) -> ChatRefusal? {
-        let address = address ?? "", now = nowMillis
-        guard publishBytes.hasBudget(ip: address, nowMillis: now) else {
-            limits.breached(.publishBytes, remote: address)
-            return ChatRefusal(.rateLimited, "publish byte budget of your address spent (\(configuration.publishBytesPerIPPerSecond) bytes per second); slow down")
-        }
-        publishBytes.charge(ip: address, Double(bytes), nowMillis: now)
-        return nil
+        let address = address ?? ""
+        guard !publishBytes.spend(ip: address, Double(bytes), nowMillis: nowMillis) else { return nil }
+        limits.breached(.publishBytes, remote: address)
+        metrics.publishesRefused.counter(.rateLimited).increment()
+        return ChatRefusal(.rateLimited, "publish byte budget of your address spent (\(configuration.publishBytesPerIPPerSecond) bytes per second); slow down")
     }
 
     /// Push notifications, once the server set them up (nil: off).

@@ -18,6 +18,14 @@ enum MessageActionRequest: Sendable, Equatable {
         }
     }
 
+    /// The body it carries (a reply's message, an edit's new body).
+    var body: JSONValue? {
+        switch self {
+        case .reply(_, let body, _), .edit(_, let body): body
+        case .delete, .react, .unreact: nil
+        }
+    }
+
     /// The command's name, as the native door spells it.
     var name: String {
         switch self {
