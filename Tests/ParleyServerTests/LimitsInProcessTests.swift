@@ -179,6 +179,32 @@ import Testing
         #expect(try await subscriber.history("h")["error"]?.stringValue?.contains("history byte budget") == true)
     }
 
+    /// The line door's join history counts against the address's history bytes too; an
+    /// address that has spent them still joins, without the recent lines (a line client cannot
+    /// ask for them again).
+    @Test func aLineJoinsHistoryIsChargedAndLeftOutOnceSpent() async throws {
+        let server = try InProcessServer { $0.historyBytesPerIPPerSecond = 64 << 10 }
+        defer { server.stop() }
+        let writer = try await server.native(ip: "203.0.113.1")
+        for n in 0..<3 {
+            let line = "line \(n) " + String(repeating: "l", count: 100 << 10)
+            #expect(try await writer.publishAcknowledged(.string(line), to: "observable-room")["error"] == nil)
+        }
+        let first = try await server.line(ip: "192.0.2.9")
+        first.send("iam:first\n")
+        #expect(try await first.readLine(until: { $0.contains("line 2 ") }).contains("line 2 "))
+        _ = try await first.readLine(until: { $0 == "first has joined" })
+        // 300 KiB read against a burst of 256 KiB: the next join from the address has none.
+        let second = try await server.line(ip: "192.0.2.9")
+        second.send("iam:second\n")
+        #expect(try await second.readLine(until: { $0 == "second has joined" || $0.contains("line ") }) == "second has joined")
+        #expect(try Self.breaches(server, "history_rate") == 1)
+        // Another address gets them.
+        let other = try await server.line(ip: "198.51.100.4")
+        other.send("iam:other\n")
+        #expect(try await other.readLine(until: { $0 == "other has joined" || $0.contains("line 0 ") }).contains("line 0 "))
+    }
+
     @Test func metricsListEveryLimitAndOpenConnections() async throws {
         let server = try InProcessServer { $0.webSocketMaxMessageSize = 1024; $0.nativeMaxRooms = 1 }
         defer { server.stop() }

@@ -264,7 +264,10 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
             if refusal.closes { connection.close() }
             return
         }
-        if case .failure(let refusal) = chat.join(lobby.room, historyCount: context.configuration.joinHistory) {
+        // The lobby's recent lines count against the address's history bytes; an address that
+        // has spent them joins without (a line client cannot ask again for them).
+        let history = chat.historyBudgetSpent() == nil ? context.configuration.joinHistory : 0
+        if case .failure(let refusal) = chat.join(lobby.room, historyCount: history) {
             chat.end()
             reply("error: \(words(refusal))")
         }
@@ -293,6 +296,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         }
         // The lobby's recent messages first, as ordinary `NAME:TEXT` lines (the protocol has
         // no way to mark them), then the joiner's own join, which ends the history.
+        chat.historyCharge(snapshot.history)
         for message in snapshot.history {
             if let frame = LineEncoding.encode(.message(message), transcript: transcript) { connection.write(frame) }
         }
