@@ -16,6 +16,11 @@ whether it stayed up; /proc/loadavg before each run. Exits 1 when a target is mi
 server exited, peak RSS over 1 GiB, an honest door lost a message or saw errors, or an honest
 median p99 over twice the quiet runs' median.
 
+The attacker connects from 127.0.0.2, the honest benches from 127.0.0.1: the server's
+per-address budgets (connections, history and published bytes, REST) are meant to stop one
+address without touching another, and with one address for both the attacker spent the honest
+clients' budgets (every 127.0.0.0/8 address is this machine's loopback).
+
 The attacker's own Python runs at nice 10 (every attack thread lowers its own priority): on the
 internet an attacker's CPU is not the server's, while here the attacker, the honest benches and
 the server share two cores, and an attacker at the same priority measures the scheduler rather
@@ -27,6 +32,7 @@ shortens the runs.
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -65,8 +71,25 @@ PAIRS = max(1, int(os.environ.get("BENCH_PAIRS", "3")))
 ATTACKER_NICE = 10
 
 
-def lower_this_threads_priority():
-    """Linux nice values are per thread: this attack thread yields to the server and the benches."""
+ATTACKER_ADDRESS = "127.0.0.2"
+_attacker = threading.local()
+_plain_connect = socket.socket.connect
+
+
+def _connect_from_the_attackers_address(sock, address):
+    """In an attack thread, an IPv4 socket is bound to ATTACKER_ADDRESS before it connects."""
+    if getattr(_attacker, "active", False) and sock.family == socket.AF_INET and sock.getsockname()[1] == 0:
+        sock.bind((ATTACKER_ADDRESS, 0))
+    return _plain_connect(sock, address)
+
+
+socket.socket.connect = _connect_from_the_attackers_address
+
+
+def become_attacker():
+    """This thread connects from ATTACKER_ADDRESS, and (Linux nice values are per thread)
+    yields to the server and the benches."""
+    _attacker.active = True
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), ATTACKER_NICE)
     except OSError:
@@ -144,7 +167,7 @@ class Attacker:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _one(self, name, run, n):
-        lower_this_threads_priority()
+        become_attacker()
         try:
             run(n)
             self.counts[name] += 1
@@ -152,7 +175,7 @@ class Attacker:
             self.failures.append("%s: %r" % (name, error))
 
     def _run(self):
-        lower_this_threads_priority()
+        become_attacker()
         n = 0
         while not self.stopping.is_set():
             for name, run in self.attacks:  # in turn

@@ -187,13 +187,14 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         case .history(let room, let before, let limit, let callback):
             let me = LoopBound(self, on: connection.loop)
             // Each request reads a page (up to --history-page-bytes) from the store.
+            // The page (up to a MiB) is encoded here, on the store thread that read it, so the
+            // connection's loop and its other connections do not wait for it.
             let refusal = chat.history(of: room, before: before, limit: limit) { result in
-                me.execute { session in
-                    switch result {
-                    case .success(let page): session.sendJSON(NativeEncoding.historyPage(callback: callback, page))
-                    case .failure(let error): session.sendJSON(NativeEncoding.reply(callback: callback, error: error.message))
-                    }
+                let reply = switch result {
+                case .success(let page): NativeEncoding.historyPage(callback: callback, page)
+                case .failure(let error): NativeEncoding.reply(callback: callback, error: error.message)
                 }
+                me.execute { $0.sendJSON(reply) }
             }
             if let refusal { sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message)) }
         }
@@ -376,8 +377,10 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     // MARK: writing
 
     /// One JSON text frame for this connection alone (compressed when negotiated).
+    /// Sends JSONWriter output: valid UTF-8 by construction (its strings are Swift strings),
+    /// so it goes as it is, without a copy into a String and a second validation.
     func sendJSON(_ json: [UInt8]) {
-        webSocket.sendText(String(decoding: json, as: UTF8.self))
+        webSocket.sendText(utf8: json)
     }
 
     // MARK: room events
