@@ -76,11 +76,22 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     /// Random letters plus the connection id: unguessable enough for a public id, and unique
     /// within the process without coordination.
     static func makeClientID(connectionID: UInt64) -> String {
+        // Ten base-62 digits of one 64-bit random number (62^10 < 2^64): one call for
+        // randomness per connection, not one per character.
         var generator = SystemRandomNumberGenerator()
-        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        let prefix = String((0..<10).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
-        return prefix + String(connectionID, radix: 36)
+        var random = generator.next() as UInt64
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        for _ in 0..<10 {
+            bytes.append(clientIDAlphabet[Int(random % 62)])
+            random /= 62
+        }
+        var id = String(decoding: bytes, as: UTF8.self)
+        id += String(connectionID, radix: 36)
+        return id
     }
+
+    private static let clientIDAlphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789".utf8)
 
     func start() {
         // `unowned`: the idle watch and the expiry timer belong to the session and stop when

@@ -1,9 +1,10 @@
 import ParleyCore
 import Synchronization
 
-/// Per-IP token buckets: REST requests, Socket.IO polls, bytes of history read. The table is
-/// bounded and pruned a little on every request (never all at once under a lock): addresses
-/// whose bucket has refilled are forgotten, and past the bound the oldest address goes. Split
+/// Per-IP token buckets: REST requests, Socket.IO polls, bytes published and of history read.
+/// The table is bounded and pruned a little whenever an address is added (never all at once
+/// under a lock): addresses whose bucket has refilled are forgotten, and past the bound the
+/// oldest address goes. Split
 /// into shards by address, so requests from different addresses rarely wait for one another.
 final class IPRateLimiter: Sendable {
     let ratePerSecond: Double
@@ -23,7 +24,7 @@ final class IPRateLimiter: Sendable {
         var order = FIFO<String>()
     }
 
-    /// Entries looked at by the pruner per request.
+    /// Entries looked at by the pruner per address added.
     static let pruneStep = 2
 
     init(ratePerSecond: Double, burst: Double, capacity: Int = 100_000, shardCount: Int = 16) {
@@ -36,21 +37,39 @@ final class IPRateLimiter: Sendable {
     /// Addresses remembered now.
     var trackedAddresses: Int { shards.reduce(0) { $0 + $1.lock.withLock { $0.buckets.count } } }
 
-    /// Takes a token for `ip`; false when it has none left.
-    func allow(ip address: String, nowMillis: Int64) -> Bool {
-        withBucket(of: address, nowMillis: nowMillis) { $0.take(nowMillis: nowMillis) }
+    /// An address as the limiter counts it: its limit key (an IPv6 client's /64) and that
+    /// key's hash, worked out once. A session that charges the same address over and over
+    /// keeps one (``ChatSession``), so a publish does not parse its address again.
+    struct Key: Sendable, Equatable {
+        let address: String
+        let text: String
+        let hash: Int
+        init(_ address: String) {
+            self.address = address
+            text = IPAddress.limitKey(address)
+            hash = text.hashValue
+        }
     }
 
-    /// Whether `ip` has anything left of a budget charged afterwards (``charge(ip:_:nowMillis:)``):
+    /// Takes a token for `ip`; false when it has none left.
+    func allow(ip address: String, nowMillis: Int64) -> Bool {
+        allow(Key(address), nowMillis: nowMillis)
+    }
+
+    func allow(_ key: Key, nowMillis: Int64) -> Bool {
+        withBucket(of: key, nowMillis: nowMillis) { $0.take(nowMillis: nowMillis) }
+    }
+
+    /// Whether `ip` has anything left of a budget charged afterwards (``charge(_:_:nowMillis:)``):
     /// a cost known only once the work is done, such as the bytes of a history page.
-    func hasBudget(ip address: String, nowMillis: Int64) -> Bool {
-        withBucket(of: address, nowMillis: nowMillis) { $0.available(nowMillis: nowMillis) > 0 }
+    func hasBudget(_ key: Key, nowMillis: Int64) -> Bool {
+        withBucket(of: key, nowMillis: nowMillis) { $0.available(nowMillis: nowMillis) > 0 }
     }
 
     /// Whether `ip` had anything left, and if so spends `amount` (into debt if need be): one
     /// look at the bucket, for a cost known before the work (the bytes of a publish).
-    func spend(ip address: String, _ amount: Double, nowMillis: Int64) -> Bool {
-        withBucket(of: address, nowMillis: nowMillis) { bucket in
+    func spend(_ key: Key, _ amount: Double, nowMillis: Int64) -> Bool {
+        withBucket(of: key, nowMillis: nowMillis) { bucket in
             guard bucket.available(nowMillis: nowMillis) > 0 else { return false }
             bucket.charge(amount, nowMillis: nowMillis)
             return true
@@ -59,23 +78,24 @@ final class IPRateLimiter: Sendable {
 
     /// Spends `amount` of `ip`'s budget, into debt if need be (down to one burst below empty):
     /// the address waits until it is paid back.
-    func charge(ip address: String, _ amount: Double, nowMillis: Int64) {
-        withBucket(of: address, nowMillis: nowMillis) { $0.charge(amount, nowMillis: nowMillis) }
+    func charge(_ key: Key, _ amount: Double, nowMillis: Int64) {
+        withBucket(of: key, nowMillis: nowMillis) { $0.charge(amount, nowMillis: nowMillis) }
     }
 
-    private func withBucket<R>(of address: String, nowMillis: Int64, _ body: (inout TokenBucket) -> R) -> R {
-        // One bucket per limit key: an IPv6 client's /64 shares one.
-        let ip = IPAddress.limitKey(address)
+    /// One look at the address's bucket (a single hash lookup when it is known). The pruner
+    /// runs when an address is added, the only time the table grows.
+    private func withBucket<R>(of key: Key, nowMillis: Int64, _ body: (inout TokenBucket) -> R) -> R {
         let perShard = capacity / shards.count
-        return shards[Int(UInt(bitPattern: ip.hashValue) % UInt(shards.count))].lock.withLock { shard in
-            prune(&shard, nowMillis: nowMillis, limit: perShard)
-            if shard.buckets[ip] == nil {
-                if shard.buckets.count >= perShard { evictOldest(&shard) }
-                shard.order.append(ip)
+        return shards[Int(UInt(bitPattern: key.hash) % UInt(shards.count))].lock.withLock { shard in
+            if let index = shard.buckets.index(forKey: key.text) {
+                return body(&shard.buckets.values[index])
             }
-            var bucket = shard.buckets[ip] ?? TokenBucket(ratePerSecond: ratePerSecond, burst: burst)
+            prune(&shard, nowMillis: nowMillis, limit: perShard)
+            if shard.buckets.count >= perShard { evictOldest(&shard) }
+            shard.order.append(key.text)
+            var bucket = TokenBucket(ratePerSecond: ratePerSecond, burst: burst)
             let result = body(&bucket)
-            shard.buckets[ip] = bucket
+            shard.buckets[key.text] = bucket
             return result
         }
     }

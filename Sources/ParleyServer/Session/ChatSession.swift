@@ -298,7 +298,7 @@ final class ChatSession {
     func publishAdmitted(_ body: JSONValue, to room: String, as sender: Member? = nil, messageID: String? = nil,
                          whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) -> Result<RoomBacklog?, ChatRefusal> {
         guard let from = sender ?? member, let key = key(room) else { return .failure(ChatRefusal(.notIdentified, "handshake first")) }
-        if let refusal = context.chargePublish(body.approximateSize, from: budgetAddress) { return .failure(refusal) }
+        if let refusal = context.chargePublish(body.approximateSize, from: budgetKey) { return .failure(refusal) }
         do {
             return .success(try context.hub.publish(body, to: key, from: from, session: sessionID, messageID: messageID, whenStored: whenStored))
         } catch {
@@ -334,7 +334,7 @@ final class ChatSession {
         if let problem = MessageActionRules.problem(with: request) { return problem }
         if let refusal = admitPublish(to: room) { return refusal }
         // A reply or an edit carries a body, like a publish.
-        if let body = request.body, let refusal = context.chargePublish(body.approximateSize, from: budgetAddress) { return refusal }
+        if let body = request.body, let refusal = context.chargePublish(body.approximateSize, from: budgetKey) { return refusal }
         // Moderation needs a token that grants it: without one, everything else is allowed on
         // an open channel, but nobody moderates.
         let canModerate = if access?.isAuthenticated == true, case .success = check(.moderate, room: room) { true } else { false }
@@ -372,7 +372,7 @@ final class ChatSession {
     /// The refusal of a read of history (a `history` page, a subscribe's `history_count`)
     /// when the client's address has spent its history bytes (`--history-bytes-per-ip`).
     func historyBudgetSpent() -> ChatRefusal? {
-        guard !context.historyBytes.hasBudget(ip: budgetAddress, nowMillis: context.nowMillis) else { return nil }
+        guard !context.historyBytes.hasBudget(budgetKey, nowMillis: context.nowMillis) else { return nil }
         context.limits.breached(.historyRate, remote: remote)
         return ChatRefusal(.historyRateLimited,
                            "history byte budget of your address spent (\(configuration.historyBytesPerIPPerSecond) bytes per second); try again shortly")
@@ -382,15 +382,26 @@ final class ChatSession {
     /// connections: a page's cost is known once it is read, so the address may go into debt
     /// and waits it off. Callable from any thread.
     var historyCharge: @Sendable ([Message]) -> Void {
-        let (budget, address, clock) = (context.historyBytes, budgetAddress, context.clock)
+        let (budget, key, clock) = (context.historyBytes, budgetKey, context.clock)
         return { messages in
             guard !messages.isEmpty else { return }
-            budget.charge(ip: address, Double(messages.reduce(0) { $0 + $1.approximateSize }), nowMillis: clock.nowMillis())
+            budget.charge(key, Double(messages.reduce(0) { $0 + $1.approximateSize }), nowMillis: clock.nowMillis())
         }
     }
 
     /// The address per-address budgets count against (the forwarded one behind a trusted proxy).
     private var budgetAddress: String { clientIP ?? remote ?? "" }
+
+    /// ``budgetAddress`` as the limiters key it, worked out again only when the address
+    /// changed (a proxy header named the client), not on every publish.
+    private var budgetKey: IPRateLimiter.Key {
+        let address = budgetAddress
+        if let cached = cachedBudgetKey, cached.address == address { return cached }
+        let key = IPRateLimiter.Key(address)
+        cachedBudgetKey = key
+        return key
+    }
+    private var cachedBudgetKey: IPRateLimiter.Key?
 
     // MARK: reloads
 

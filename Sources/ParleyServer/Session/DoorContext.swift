@@ -42,9 +42,13 @@ struct DoorContext: Sendable {
     /// Charges `bytes` published by `address` to its budget: a refusal (counted) when the
     /// address had nothing left (the bytes are not charged then).
     func chargePublish(_ bytes: Int, from address: String?) -> ChatRefusal? {
-        let address = address ?? ""
-        guard !publishBytes.spend(ip: address, Double(bytes), nowMillis: nowMillis) else { return nil }
-        limits.breached(.publishBytes, remote: address)
+        chargePublish(bytes, from: IPRateLimiter.Key(address ?? ""))
+    }
+
+    /// As ``chargePublish(_:from:)`` for an address already keyed (a session's own).
+    func chargePublish(_ bytes: Int, from key: IPRateLimiter.Key) -> ChatRefusal? {
+        guard !publishBytes.spend(key, Double(bytes), nowMillis: nowMillis) else { return nil }
+        limits.breached(.publishBytes, remote: key.address)
         metrics.publishesRefused.counter(.rateLimited).increment()
         return ChatRefusal(.rateLimited, "publish byte budget of your address spent (\(configuration.publishBytesPerIPPerSecond) bytes per second); slow down")
     }
