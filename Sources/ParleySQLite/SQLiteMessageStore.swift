@@ -23,13 +23,18 @@ public struct SQLiteStoreOptions: Sendable {
     /// would pass it fails with ``SQLiteMessageStore/budgetReachedMessage(_:)``; retention's
     /// deletions free pages that later messages reuse.
     public var maxBytes: Int?
+    /// WAL pages after which the writer checkpoints them into the database file.
+    public var walCheckpointPages = 10_000
     public init() {}
 }
 
 /// The embedded default store: one SQLite file in WAL mode. A dedicated writer thread owns
 /// the only writing connection and commits every append queued since its last commit as one
 /// transaction (group commit); a reader thread with its own connection serves reads, which
-/// WAL lets run while the writer commits. Nothing here ever runs on an event loop.
+/// WAL lets run while the writer commits. The writer's answers (every append's completion,
+/// and with it the broker's fan-out) run on a third thread, in the order the writer gave
+/// them, one hand-over per commit: the writer commits the next batch while the last one is
+/// delivered. Nothing here ever runs on an event loop.
 public final class SQLiteMessageStore: MessageStore {
     /// The error text of a commit refused because the database reached its size budget.
     public static func budgetReachedMessage(_ maxBytes: Int) -> String {
@@ -45,6 +50,8 @@ public final class SQLiteMessageStore: MessageStore {
     public let openedAtSchemaVersion: Int64
     private let writer: WorkerThread<WriteJob>
     private let reader: WorkerThread<ReadJob>
+    /// Runs the writer's answers, a commit's worth at a time, in order.
+    private let answers: WorkerThread<[@Sendable () -> Void]>
     private let clockMillis: @Sendable () -> Int64
     private let closed = Atomic<Bool>(false)
     private let unreadable = Atomic<Int>(0)
@@ -88,6 +95,13 @@ public final class SQLiteMessageStore: MessageStore {
             // of busy rooms on every group commit (with thousands of rooms, a few percent of
             // the server's CPU in pread). At most 32 MiB, only as the database grows.
             try write.exec("PRAGMA cache_size = -32768")
+            // The writer checkpoints the WAL into the database file once it holds this many
+            // pages. With many busy rooms every commit dirties a page per room; SQLite's
+            // default (1,000 pages) copied the same hot pages back again and again (a
+            // checkpoint every few dozen commits). At 10,000 a page is copied once for many
+            // commits, the WAL stays under about 40 MiB, and chat-like load (2,000 rooms x 5 at
+            // 20,000 publishes/s) kept up better: p99 1.4 s against 1.7-2.5 s, same CPU.
+            try write.exec("PRAGMA wal_autocheckpoint = \(max(1, options.walCheckpointPages))")
             openedAt = try Self.migrate(write)
             if let pages = options.maxPageCount { try write.exec("PRAGMA max_page_count = \(pages)") }
             if let maxBytes = options.maxBytes {
@@ -110,9 +124,21 @@ public final class SQLiteMessageStore: MessageStore {
         }
         connections = [write, read]
         openedAtSchemaVersion = openedAt
+        // One job per commit: bounded by the writer's own queue bound.
+        let answers = WorkerThread<[@Sendable () -> Void]>(name: "parley-sqlite-a", idleMillis: 3_600_000, handle: { batches in
+            for batch in batches { for answer in batch { answer() } }
+        })
+        self.answers = answers
         writer = WorkerThread(name: "parley-sqlite-w", idleMillis: options.retentionIntervalMillis, limit: options.maxQueuedWrites,
-                              handle: { jobs in state.handle(jobs, nowMillis: clockMillis()) },
-                              idle: { state.enforceRetention(nowMillis: clockMillis()) })
+                              handle: { jobs in
+                                  state.handle(jobs, nowMillis: clockMillis())
+                                  answers.submit(state.takeAnswers())
+                              },
+                              idle: {
+                                  state.enforceRetention(nowMillis: clockMillis())
+                                  let done = state.takeAnswers()
+                                  if !done.isEmpty { answers.submit(done) }
+                              })
         reader = WorkerThread(name: "parley-sqlite-r", idleMillis: 3_600_000, limit: options.maxQueuedReads, handle: { jobs in
             for job in jobs { job(read) }
         })
@@ -122,8 +148,9 @@ public final class SQLiteMessageStore: MessageStore {
     public func close() {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
         writer.stop()
+        answers.stop()
         reader.stop()
-        // Both threads have ended: nothing else can touch the connections now. Closing the
+        // The threads have ended: nothing else can touch the connections now. Closing the
         // last one checkpoints the WAL into the database file.
         for connection in connections.reversed() { connection.close() }
     }
@@ -455,6 +482,19 @@ private final class WriterState: @unchecked Sendable {
     let connection: SQLiteConnection
     let retention: StoreRetention
     var rooms: [RoomKey: (id: Int64, last: Int64)] = [:]
+    /// Rooms whose `last_offset` row is behind ``rooms`` (their newest message row says it).
+    var unsavedLastOffsets: Set<RoomKey> = []
+    /// Completions of the jobs handled so far, in order, for the answer thread.
+    private var pendingAnswers: [@Sendable () -> Void] = []
+
+    /// Queues a job's completion (with its result already worked out) for the answer thread.
+    func answer(_ completion: @escaping @Sendable () -> Void) { pendingAnswers.append(completion) }
+
+    /// The completions queued since the last call, in order.
+    func takeAnswers() -> [@Sendable () -> Void] {
+        defer { pendingAnswers = [] }
+        return pendingAnswers
+    }
     let maxBatch = 8_192
     let retentionIntervalMillis: Int64
     /// When retention runs next (also under constant load, when the thread is never idle).
@@ -468,7 +508,14 @@ private final class WriterState: @unchecked Sendable {
         self.retention = retention
         self.retentionIntervalMillis = retentionIntervalMillis
         self.maxBytes = maxBytes
-        let statement = try connection.statement("SELECT id, channel, name, last_offset FROM rooms")
+        // `rooms.last_offset` is written only before retention deletes (``saveLastOffsets()``),
+        // not with every batch: a room's last offset is the larger of it and its newest row
+        // (one seek down the primary key per room).
+        let statement = try connection.statement("""
+            SELECT r.id, r.channel, r.name,
+                   max(r.last_offset, coalesce((SELECT max(m.offset) FROM messages m WHERE m.room_id = r.id), 0))
+            FROM rooms r
+            """)
         while try statement.step() {
             rooms[RoomKey(channel: statement.string(1) ?? "", room: statement.string(2) ?? "")] = (statement.int64(0), statement.int64(3))
         }
@@ -493,16 +540,20 @@ private final class WriterState: @unchecked Sendable {
                 enforceRetention(nowMillis: now, completion: completion)
             case .lastOffsets(let completion):
                 flush()
-                completion(lastOffsets())
+                let offsets = lastOffsets()
+                answer { completion(offsets) }
             case .loadRoom(let room, let since, let completion):
                 flush()
-                completion(Result { () throws(ParleyError) in try loadRoom(room, clientMessageIDsSince: since) })
+                let result = Result { () throws(ParleyError) in try loadRoom(room, clientMessageIDsSince: since) }
+                answer { completion(result) }
             case .delete(let room, let offset, let completion):
                 flush()
-                completion(Result { () throws(ParleyError) in try delete(room, offset: offset) })
+                let result = Result { () throws(ParleyError) in try delete(room, offset: offset) }
+                answer { completion(result) }
             case .maxPageCount(let pages, let completion):
                 flush()
-                completion(Result { () throws(ParleyError) in try connection.exec("PRAGMA max_page_count = \(pages)") })
+                let result = Result { () throws(ParleyError) in try connection.exec("PRAGMA max_page_count = \(pages)") }
+                answer { completion(result) }
             }
         }
         flush()
@@ -661,33 +712,36 @@ private final class WriterState: @unchecked Sendable {
                 room.last = message.offset
                 touched[message.room] = room
             }
-            let update = "UPDATE rooms SET last_offset = ?1 WHERE id = ?2"
-            for room in touched.values {
-                let statement = try connection.statement(update)
-                statement.bind(1, room.last)
-                statement.bind(2, room.id)
-                try statement.run()
-            }
+            // No `UPDATE rooms` per batch: the rows just inserted say the last offset.
             try connection.exec("COMMIT")
         } catch {
             try? connection.exec("ROLLBACK")
             let error = budgetError(error, batchBytes: batch.reduce(0) { $0 + 2 * $1.0.approximateSize }) ?? error
-            for (_, _, completion) in batch { completion(.failure(error)) }
+            for (_, _, completion) in batch { answer { completion(.failure(error)) } }
             return
         }
-        for (key, room) in touched { rooms[key] = room }
-        for (index, (_, _, completion)) in batch.enumerated() { completion(results[index]) }
+        for (key, room) in touched {
+            rooms[key] = room
+            unsavedLastOffsets.insert(key)
+        }
+        for (index, (_, _, completion)) in batch.enumerated() {
+            let result = results[index]
+            answer { completion(result) }
+        }
     }
 
     func enforceRetention(nowMillis: Int64, completion: (@Sendable (Result<Void, ParleyError>) -> Void)? = nil) {
         nextRetentionMillis = nowMillis + retentionIntervalMillis
         guard !retention.keepsEverything else {
-            completion?(.success(()))
+            if let completion { answer { completion(.success(())) } }
             return
         }
         let result = Result { () throws(ParleyError) in
             try connection.exec("BEGIN IMMEDIATE")
             do throws(ParleyError) {
+                // Before any row goes, the offsets it carried are written down: a room whose
+                // messages all went keeps counting from where it was.
+                try saveLastOffsets()
                 for (key, room) in rooms {
                     let policy = retention.policy(for: key.channel)
                     var floor: Int64 = 0
@@ -710,11 +764,24 @@ private final class WriterState: @unchecked Sendable {
                     try delete.run()
                 }
                 try connection.exec("COMMIT")
+                unsavedLastOffsets.removeAll()
             } catch {
                 try? connection.exec("ROLLBACK")
                 throw error
             }
         }
-        completion?(result)
+        if let completion { answer { completion(result) } }
+    }
+
+    /// Writes `rooms.last_offset` of every room that stored messages since the last time; in
+    /// the caller's transaction.
+    func saveLastOffsets() throws(ParleyError) {
+        for key in unsavedLastOffsets {
+            guard let room = rooms[key] else { continue }
+            let statement = try connection.statement("UPDATE rooms SET last_offset = ?1 WHERE id = ?2")
+            statement.bind(1, room.last)
+            statement.bind(2, room.id)
+            try statement.run()
+        }
     }
 }

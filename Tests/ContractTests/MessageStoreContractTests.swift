@@ -250,6 +250,31 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         again.close()
     }
 
+    /// A room's last offset is written down only before retention deletes (its newest row
+    /// says it otherwise): a room whose every message aged out still counts on after a reopen,
+    /// and one that stored more since the last retention pass counts from its newest row.
+    @Test func offsetsSurviveRetentionAndReopen() async throws {
+        let path = temporaryDatabase()
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = false
+        options.retention = StoreRetention(maxAgeMillis: 1000)
+        do {
+            let store = try SQLiteMessageStore(path: path, options: options, clockMillis: { 0 })
+            for offset in Int64(1)...4 { try await store.append(message(offset, at: 100)) }
+            for offset in Int64(1)...2 { try await store.append(message(offset, in: other, at: 100)) }
+            try await store.enforceRetention(nowMillis: 10_000)
+            #expect(try await store.messages(in: room, after: 0, limit: 10).isEmpty)
+            // Stored after the pass: only its row says offset 3.
+            try await store.append(message(3, in: other, at: 9_000))
+            store.close()
+        }
+        let again = try SQLiteMessageStore(path: path, options: options, clockMillis: { 0 })
+        defer { again.close() }
+        #expect(try again.recover(clientMessageIDsSince: 0).lastOffsets == [room: 4, other: 3])
+        try await again.append(message(5))
+        #expect(try await again.messages(in: room, after: 0, limit: 10).map(\.offset) == [5])
+    }
+
     @Test func aTombstoneSurvivesReopen() async throws {
         let path = temporaryDatabase()
         do {
@@ -328,7 +353,11 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
 
     @Test func walIsCheckpointedWhileRunningAndOnClose() async throws {
         let path = temporaryDatabase()
-        let store = try StoreKind.sqlite.make(path: path) as! SQLiteMessageStore
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = false
+        // 1,000 pages (4 MiB) instead of the default 10,000, so a few MiB show it working.
+        options.walCheckpointPages = 1_000
+        let store = try SQLiteMessageStore(path: path, options: options)
         let big = JSONValue.string(String(repeating: "y", count: 2_000))
         for offset in Int64(1)...5_000 { try await store.append(message(offset, body: big)) }
         let wal = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
