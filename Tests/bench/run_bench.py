@@ -389,7 +389,10 @@ def main():
                    ["fanout", "--url", ws] + fan + pid + ["--rate", "100", "--duration", secs(10), "--warmup", "2"],
                    syscalls_of=server.pid)
         # Many small rooms, durable: 2,000 x 5 = 10,000 sockets, 20,000 publishes/s.
-        run("chat", "chat-like native 2000x5, 20k pub/s", "p99<=50ms, 0 lost, <=12us/pub",
+        # Targets (issue 29): p99 <= 25 ms, nothing lost, server CPU per publish <= 1.5x the
+        # fan-out yardstick's in the same sitting (a C epoll server beside the repository; 33-55 us
+        # per publish on this machine, Benchmarks.md).
+        run("chat", "chat-like native 2000x5, 20k pub/s", "p99<=25ms, 0 lost, <=1.5x yardstick us/pub",
             ["fanout", "--url", ws, "--rooms", "2000", "--members", "5", "--publishers", "2000",
              "--rate", "20000", "--size", "100", "--duration", secs(10), "--warmup", "2"] + pid, timeout=600,
             per_publish_members=5)
