@@ -25,6 +25,11 @@ public struct SQLiteStoreOptions: Sendable {
     public var maxBytes: Int?
     /// WAL pages after which the writer checkpoints them into the database file.
     public var walCheckpointPages = 10_000
+    /// When appends come from many connections at once (the last commit held two or more) and
+    /// fewer than 64 wait, the writer waits this long for more before it commits, so a commit
+    /// (and its fsync) serves several: at moderate rates a commit held one or two messages and
+    /// cost the writer about 160 µs. A lone writer waiting for each append never waits. 0: off.
+    public var gatherMicros = 1_000
     public init() {}
 }
 
@@ -130,6 +135,7 @@ public final class SQLiteMessageStore: MessageStore {
         })
         self.answers = answers
         writer = WorkerThread(name: "parley-sqlite-w", idleMillis: options.retentionIntervalMillis, limit: options.maxQueuedWrites,
+                              gather: options.gatherMicros > 0 ? (2, 64, options.gatherMicros) : nil,
                               handle: { jobs in
                                   state.handle(jobs, nowMillis: clockMillis())
                                   answers.submit(state.takeAnswers())

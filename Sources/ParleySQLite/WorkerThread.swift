@@ -21,7 +21,14 @@ final class WorkerThread<Job: Sendable>: Sendable {
 
     /// `handle` runs on the new thread only; `idle` runs there when `idleMillis` pass with
     /// nothing queued.
-    init(name: String, idleMillis: Int, limit: Int = 1_000_000, handle: @escaping @Sendable ([Job]) -> Void,
+    ///
+    /// `gather`: when the last call handled at least `minJobs` jobs (jobs are arriving from
+    /// many places at once) and fewer than `untilJobs` wait now, the thread waits `micros`
+    /// for more before taking them, so one call (one group commit) takes several. A single
+    /// caller waiting for each job in turn never sees a batch of two, so it never waits.
+    init(name: String, idleMillis: Int, limit: Int = 1_000_000,
+         gather: (minJobs: Int, untilJobs: Int, micros: Int)? = nil,
+         handle: @escaping @Sendable ([Job]) -> Void,
          idle: @escaping @Sendable () -> Void = {}) {
         self.name = name
         self.limit = limit
@@ -29,13 +36,19 @@ final class WorkerThread<Job: Sendable>: Sendable {
         finished = Semaphore()
         let queue = self.queue, wakeup = self.wakeup, finished = self.finished
         DetachedThread.start(name: name) {
+            var lastBatch = 0
             while true {
                 let signalled = wakeup.wait(timeoutMillis: idleMillis)
+                if let gather, lastBatch >= gather.minJobs,
+                   queue.state.withLock({ !$0.stopping && $0.jobs.count < gather.untilJobs }) {
+                    usleep(UInt32(gather.micros))
+                }
                 let (jobs, stopping) = queue.state.withLock { state -> ([Job], Bool) in
                     let jobs = state.jobs
                     state.jobs.removeAll(keepingCapacity: true)
                     return (jobs, state.stopping)
                 }
+                lastBatch = jobs.count
                 if !jobs.isEmpty { handle(jobs) } else if !signalled { idle() }
                 if stopping && jobs.isEmpty { break }
             }
