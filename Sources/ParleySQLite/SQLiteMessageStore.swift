@@ -728,7 +728,8 @@ private final class WriterState: @unchecked Sendable {
         }
         for (key, room) in touched {
             rooms[key] = room
-            unsavedLastOffsets.insert(key)
+            // Only retention deletes rows: a store that keeps everything never needs the row.
+            if !retention.keepsEverything { unsavedLastOffsets.insert(key) }
         }
         for (index, (_, _, completion)) in batch.enumerated() {
             let result = results[index]
