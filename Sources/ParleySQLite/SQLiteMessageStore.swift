@@ -57,6 +57,8 @@ public final class SQLiteMessageStore: MessageStore {
     private let reader: WorkerThread<ReadJob>
     /// Runs the writer's answers, a commit's worth at a time, in order.
     private let answers: WorkerThread<[@Sendable () -> Void]>
+    /// Commits whose answers may wait before the writer waits for them.
+    static let maxCommitsAwaitingAnswers = 8
     private let clockMillis: @Sendable () -> Int64
     private let closed = Atomic<Bool>(false)
     private let unreadable = Atomic<Int>(0)
@@ -129,7 +131,7 @@ public final class SQLiteMessageStore: MessageStore {
         }
         connections = [write, read]
         openedAtSchemaVersion = openedAt
-        // One job per commit: bounded by the writer's own queue bound.
+        // One job per commit; the writer waits past maxCommitsAwaitingAnswers of them.
         let answers = WorkerThread<[@Sendable () -> Void]>(name: "parley-sqlite-a", idleMillis: 3_600_000, handle: { batches in
             for batch in batches { for answer in batch { answer() } }
         })
@@ -138,6 +140,10 @@ public final class SQLiteMessageStore: MessageStore {
                               gather: options.gatherMicros > 0 ? (2, 64, options.gatherMicros) : nil,
                               handle: { jobs in
                                   state.handle(jobs, nowMillis: clockMillis())
+                                  // Every queue has a bound: the writer waits while the answer
+                                  // thread is this many commits behind, as it did when it ran
+                                  // the answers itself (what they hold stays bounded).
+                                  answers.waitUntilFewer(than: Self.maxCommitsAwaitingAnswers)
                                   answers.submit(state.takeAnswers())
                               },
                               idle: {

@@ -73,6 +73,12 @@ final class WorkerThread<Job: Sendable>: Sendable {
     /// Jobs waiting now.
     var depth: Int { queue.state.withLock { $0.jobs.count } }
 
+    /// Blocks the caller (another worker, never a loop) until fewer than `count` jobs wait:
+    /// back-pressure from this thread to the one feeding it.
+    func waitUntilFewer(than count: Int) {
+        while depth >= count { usleep(200) }
+    }
+
     /// Runs every queued job, then ends the thread and waits for it.
     func stop() {
         queue.state.withLock { $0.stopping = true }
