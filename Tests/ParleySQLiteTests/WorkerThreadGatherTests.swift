@@ -10,18 +10,26 @@ import ParleyTestSupport
 @Suite struct WorkerThreadGatherTests {
     @Test func concurrentJobsAreGatheredIntoOneBatch() throws {
         let batches = Mutex<[[Int]]>([])
+        let release = Semaphore()
         let worker = WorkerThread<Int>(name: "gather-test", idleMillis: 60_000, gather: (2, 64, 300_000),
-                                       handle: { jobs in batches.withLock { $0.append(jobs) } })
+                                       handle: { jobs in
+                                           batches.withLock { $0.append(jobs) }
+                                           if jobs == [0] { release.wait(timeoutMillis: 10_000) }
+                                       })
         defer { worker.stop() }
-        // Two jobs queued before the thread looks: one batch of two, which turns gathering on.
+        // Job 0 holds the thread while jobs 1 and 2 queue: they are one batch of two, which
+        // turns gathering on.
+        worker.submit(0)
+        try eventuallyBlocking("job 0 is being handled") { batches.withLock { $0 } == [[0]] }
         worker.submit(1)
         worker.submit(2)
-        try eventuallyBlocking("the first batch") { batches.withLock { $0.flatMap { $0 } } == [1, 2] }
+        release.post()
+        try eventuallyBlocking("the batch of two") { batches.withLock { $0 } == [[0], [1, 2]] }
         // The next job wakes the thread, which waits up to 300 ms: a job 30 ms later joins it.
         worker.submit(3)
         Thread.sleep(forTimeInterval: 0.03)
         worker.submit(4)
-        try eventuallyBlocking("jobs 3 and 4") { batches.withLock { $0.flatMap { $0 } } == [1, 2, 3, 4] }
+        try eventuallyBlocking("jobs 3 and 4") { batches.withLock { $0.flatMap { $0 } } == [0, 1, 2, 3, 4] }
         #expect(batches.withLock { $0.last } == [3, 4])
     }
 

@@ -48,25 +48,28 @@ def summarize(lines):
     out.append("==== unit test summary ====")
     if failed:
         out.append("failed: " + ", ".join(failed[:40]))
-    for l in errors[:30]:
-        out.append("  " + l.strip()[:400])
+    for l in errors[:4]:
+        out.append("  " + l.strip()[:200])
     crash = None
     for i, l in enumerate(lines):
         if "*** Signal" in l or "Program crashed" in l or re.search(r"Thread \d+ crashed", l):
             crash = i
             break
     if crash is not None:
-        if started:
-            out.append("running when it crashed: " + ", ".join(started.keys()))
+        # CI keeps only about twenty lines of the tail: the crashed thread alone (it ends at
+        # the next thread's header), its first frames, and the running test's name last.
         shown = 0
-        for l in lines[crash:]:
+        for j, l in enumerate(lines[crash:]):
             if l.startswith("Registers") or l.startswith("Images"):
                 break
-            if l.strip():
-                out.append("  " + l.rstrip()[:300])
-                shown += 1
-            if shown >= 40:
+            if j > 0 and re.match(r"\s*Thread \d+", l) and "crashed" not in l:
                 break
+            if l.strip() and l.strip() != "...":
+                out.append("  " + l.rstrip()[:200])
+                shown += 1
+            if shown >= 14:
+                break
+        out.append("running when it crashed: " + (", ".join(started.keys()) or "(no test had started)"))
     return out
 
 
