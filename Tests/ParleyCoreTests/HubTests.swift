@@ -75,6 +75,61 @@ private let carol = Member(id: "c3")
     }
 }
 
+@Suite struct HubSubscriptionReadBoundTests {
+    /// A subscribe's `history_count` read and a resume's pages count in the same server-wide
+    /// bound as `history` requests, but wait their turn instead of being refused.
+    @Test func subscriptionsReadHistoryInTurnUnderTheServerWideBound() throws {
+        var configuration = HubConfiguration()
+        configuration.historyPageBytes = 1 << 20
+        configuration.maxHistoryBytesInFlight = 1 << 20
+        let store = GatedStore(gatesPages: true)
+        let key = RoomKey(channel: "c", room: "r")
+        for offset in Int64(1)...20 {
+            store.inner.append(Message(id: "m\(offset)", offset: offset, timestampMillis: offset, room: key, sender: nil,
+                                       body: .string("old \(offset)")), clientMessageID: nil) { _ in }
+        }
+        // A hub that starts on a store with history: its memory holds none of it.
+        let hub = Hub(configuration: configuration, store: store)
+        let first = RecordingInbox(), second = RecordingInbox(), third = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: key, inbox: first, historyCount: 5)
+        try hub.subscribe(2, as: bob, to: key, inbox: second, historyCount: 5)
+        try hub.subscribe(3, as: carol, to: key, inbox: third, since: 10)
+        // One page may be read at once: the first read is at the store, the others wait (none
+        // refused), and an explicit read is refused while they wait.
+        #expect(store.heldPageReads == 1)
+        #expect(hub.historyReadsWaiting == 2)
+        #expect(hub.historyReadBytesInFlight == 1 << 20)
+        let refused = Mutex<Result<MessagePage, ParleyError>?>(nil)
+        hub.storedHistory(of: key, limit: 10) { result in refused.withLock { $0 = result } }
+        guard case .failure(let error)? = refused.withLock({ $0 }) else { Issue.record("an explicit read went past the bound"); return }
+        #expect(error.code == .unavailable)
+        // Each answer lets the next read start.
+        store.releasePages()
+        #expect(first.snapshots.last?.history.map(\.offset) == Array(16...20))
+        #expect(store.heldPageReads == 1 && hub.historyReadsWaiting == 1)
+        #expect(third.snapshots.isEmpty)
+        store.releasePages()
+        #expect(second.snapshots.last?.history.map(\.offset) == Array(16...20))
+        // The resume's replay (`after` reads, not gated by this store) went in its turn.
+        #expect(third.snapshots.last?.replay.map(\.offset) == Array(11...20))
+        #expect(hub.historyReadBytesInFlight == 0 && hub.historyReadsWaiting == 0)
+    }
+
+    @Test func pastItsBoundOnWaitingReadsASubscribeFailsClearly() {
+        let gate = HistoryReadGate(maxBytes: 10, maxWaiting: 1)
+        let started = Mutex<[Int]>([])
+        #expect(gate.reserveOrWait(10) { started.withLock { $0.append(1) } })
+        #expect(gate.reserveOrWait(10) { started.withLock { $0.append(2) } })
+        #expect(!gate.reserveOrWait(10) { started.withLock { $0.append(3) } })
+        #expect(!gate.tryReserve(1))
+        #expect(started.withLock { $0 } == [1])
+        gate.release(10)
+        #expect(started.withLock { $0 } == [1, 2] && gate.bytesInFlight == 10)
+        gate.release(10)
+        #expect(gate.bytesInFlight == 0 && gate.tryReserve(1))
+    }
+}
+
 @Suite struct HubTests {
     @Test func joinerGetsSnapshotOthersGetJoin() throws {
         let hub = Hub()

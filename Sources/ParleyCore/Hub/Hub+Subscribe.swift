@@ -234,12 +234,14 @@ extension Hub {
         let maxBytes = configuration.historyPageBytes
         func history(_ done: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
             if historyCount == 0 { done(.success(MessagePage(messages: [], hasMore: false))); return }
-            store.messages(in: key, before: historyEnd + 1, limit: historyCount, maxBytes: maxBytes, completion: done)
+            subscriptionRead(maxBytes, done) { store.messages(in: key, before: historyEnd + 1, limit: historyCount, maxBytes: maxBytes, completion: $0) }
         }
         history { historyResult in
             let replay: (@escaping @Sendable (Result<[Message], ParleyError>) -> Void) -> Void = { done in
                 if stored <= from { done(.success([])); return }
-                store.messages(in: key, after: from, limit: min(page, Int(stored - from)), maxBytes: maxBytes, completion: done)
+                self.subscriptionRead(maxBytes, done) {
+                    store.messages(in: key, after: from, limit: min(page, Int(stored - from)), maxBytes: maxBytes, completion: $0)
+                }
             }
             replay { replayResult in
                 switch (historyResult, replayResult) {
@@ -297,7 +299,8 @@ extension Hub {
             return .done
         }
         guard case .readMore(let after, let limit, let maxBytes) = next else { return }
-        store.messages(in: room.key, after: after, limit: limit, maxBytes: maxBytes) { result in
+        let store = self.store
+        subscriptionRead(maxBytes, { result in
             switch result {
             case .success(let more):
                 self.catchUp(room: room, session: session, token: token, history: history, replay: replay + more,
@@ -305,7 +308,23 @@ extension Hub {
             case .failure(let error):
                 self.failSubscribe(room, session: session, token: token, error: error)
             }
+        }) { store.messages(in: room.key, after: after, limit: limit, maxBytes: maxBytes, completion: $0) }
+    }
+
+    /// A store read a subscription needs (its history, a page of its replay), counted in the
+    /// server-wide bound on history being read (``HistoryReadGate``): it waits for its turn
+    /// rather than being refused, so a crowd of resuming clients reads a bounded amount at
+    /// once. `completion` runs before the read's bytes are released.
+    func subscriptionRead<T: Sendable>(_ bytes: Int, _ completion: @escaping @Sendable (Result<T, ParleyError>) -> Void,
+                                       read: @escaping @Sendable (@escaping @Sendable (Result<T, ParleyError>) -> Void) -> Void) {
+        let gate = historyReads
+        let started = gate.reserveOrWait(bytes) {
+            read { result in
+                completion(result)
+                gate.release(bytes)
+            }
         }
+        if !started { completion(.failure(Self.tooMuchHistory)) }
     }
 
     /// The session has written its last replay page and wants the next (see
@@ -319,7 +338,8 @@ extension Hub {
         }
         guard let position else { return }
         let limit = max(1, min(configuration.replayPageSize, Int(position.upTo - position.after)))
-        store.messages(in: key, after: position.after, limit: limit, maxBytes: configuration.historyPageBytes) { result in
+        let (store, maxBytes) = (self.store, configuration.historyPageBytes)
+        subscriptionRead(maxBytes, { (result: Result<[Message], ParleyError>) in
             switch result {
             case .success(let page):
                 self.catchUp(room: room, session: session, token: position.token, history: nil, replay: page,
@@ -327,7 +347,7 @@ extension Hub {
             case .failure(let error):
                 self.failSubscribe(room, session: session, token: position.token, error: error)
             }
-        }
+        }) { store.messages(in: key, after: position.after, limit: limit, maxBytes: maxBytes, completion: $0) }
     }
 
     private func failSubscribe(_ room: NodeRoom, session: SessionID, token: UInt64, error: ParleyError) {

@@ -74,8 +74,9 @@ public final class Hub: Sendable {
     let localTypists = Mutex<[RoomKey: TypingTracker]>([:])
     /// Told of every message stored through this node's publishes (push notifications).
     let storedObserver = Mutex<(@Sendable (Message) -> Void)?>(nil)
-    /// Bytes of history pages being read now (``HubConfiguration/maxHistoryBytesInFlight``).
-    let historyBytesInFlight = Atomic<Int>(0)
+    /// History pages being read now (``HubConfiguration/maxHistoryBytesInFlight``): explicit
+    /// reads and the reads subscriptions need.
+    let historyReads: HistoryReadGate
 
     /// `observer` is told of every message (and action) this node publishes, once stored, on
     /// the store's thread: it must return at once. One observer; a second call replaces it.
@@ -105,6 +106,7 @@ public final class Hub: Sendable {
         self.broker = broker
         self.presence = presence
         historyBudget = configuration.historyBytesTotal.map { HistoryBudget(limit: $0) }
+        historyReads = HistoryReadGate(maxBytes: configuration.maxHistoryBytesInFlight)
         broker.setDelivery(HubDelivery(hub: self))
     }
 
@@ -278,28 +280,21 @@ public final class Hub: Sendable {
     public func storedHistory(of key: RoomKey, before offset: Int64? = nil, limit: Int,
                               completion: @escaping @Sendable (Result<MessagePage, ParleyError>) -> Void) {
         let page = configuration.historyPageBytes
-        guard reserveHistoryRead(page) else {
-            return completion(.failure(ParleyError(.unavailable, "the server is reading too much history at once; retry in a moment")))
+        guard historyReads.tryReserve(page) else {
+            return completion(.failure(Self.tooMuchHistory))
         }
-        store.messages(in: key, before: offset, limit: limit, maxBytes: page) { [self] result in
+        store.messages(in: key, before: offset, limit: limit, maxBytes: page) { [historyReads] result in
             completion(result)
-            historyBytesInFlight.subtract(page, ordering: .relaxed)
+            historyReads.release(page)
         }
     }
 
-    /// Counts a history read of up to `bytes` against the server-wide bound: false when it is
-    /// full (the first read always goes, however large a page is).
-    func reserveHistoryRead(_ bytes: Int) -> Bool {
-        let before = historyBytesInFlight.add(bytes, ordering: .relaxed).oldValue
-        guard before == 0 || before + bytes <= configuration.maxHistoryBytesInFlight else {
-            historyBytesInFlight.subtract(bytes, ordering: .relaxed)
-            return false
-        }
-        return true
-    }
+    static let tooMuchHistory = ParleyError(.unavailable, "the server is reading too much history at once; retry in a moment")
 
     /// Bytes of history being read from the store now, for `/metrics`.
-    public var historyReadBytesInFlight: Int { historyBytesInFlight.load(ordering: .relaxed) }
+    public var historyReadBytesInFlight: Int { historyReads.bytesInFlight }
+    /// Subscriptions' history reads waiting for their turn now, for `/metrics`.
+    public var historyReadsWaiting: Int { historyReads.waitingReads }
 
     /// The message `id` of `key` in its current state (nil when the room has no such message,
     /// or retention dropped it; an action's id is no message), from the store: what a

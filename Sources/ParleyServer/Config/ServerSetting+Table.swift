@@ -87,7 +87,7 @@ extension ServerSetting {
                       help: "days a stored message is kept"),
         ServerSetting("--history-inflight-bytes", "BYTES", path: "history.inflight_bytes", \.historyBytesInFlight,
                       .integer((1 << 20)...(1 << 40)), reloadable: false,
-                      help: "most bytes of history pages read from the store at once, over every door (a read past it is refused: retry)"),
+                      help: "most bytes of history pages read from the store at once, over every door (a history request past it is refused: retry; a subscribe's history or resume page waits its turn)"),
         ServerSetting("--publish-bytes-per-ip", "BYTES", path: "limits.publish_bytes_per_ip_per_second", \.publishBytesPerIPPerSecond,
                       .integer((64 << 10)...(1 << 40)), reloadable: false,
                       help: "bytes of messages one client address may publish per second over all its connections and doors, REST included (burst: four seconds' worth)"),

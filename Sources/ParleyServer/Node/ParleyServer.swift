@@ -348,6 +348,9 @@ public final class ParleyServer: Sendable {
             out.family("parley_history_read_bytes_in_flight", "gauge",
                        help: "bytes of history pages being read from the store now (bounded by --history-inflight-bytes)")
             out.sample("parley_history_read_bytes_in_flight", hub.historyReadBytesInFlight)
+            out.family("parley_history_reads_waiting", "gauge",
+                       help: "subscriptions' history reads (history_count, resume pages) waiting for room under --history-inflight-bytes")
+            out.sample("parley_history_reads_waiting", hub.historyReadsWaiting)
         }
         Self.startBans(core, logger: logger, polling: cluster != nil)
         core.connectionSync?.start(directory: core.directory) { error in
