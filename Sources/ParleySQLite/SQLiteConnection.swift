@@ -95,6 +95,16 @@ struct Statement {
         parley_sqlite3_bind_text(handle, index, value, Int32(value.utf8.count))
     }
 
+    /// Text given as its UTF-8 bytes (a message body encoded once, ``Message/bodyJSON``).
+    func bind(_ index: Int32, utf8 bytes: [UInt8]) {
+        guard !bytes.isEmpty else { parley_sqlite3_bind_text(handle, index, "", 0); return }
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { text in
+                _ = parley_sqlite3_bind_text(handle, index, text.baseAddress, Int32(text.count))
+            }
+        }
+    }
+
     /// True when a row is ready, false when done.
     func step() throws(ParleyError) -> Bool {
         let status = sqlite3_step(handle)

@@ -535,6 +535,12 @@ private final class WriterState: @unchecked Sendable {
 
     func lastOffsets() -> [RoomKey: Int64] { rooms.mapValues(\.last) }
 
+    static let insertMessageSQL = """
+        INSERT INTO messages (room_id, offset, id, ts, sender_id, client_data, auth_data, body, client_message_id,
+                              kind, target_id, target_offset, emoji, reply_to_id, reply_to_offset, sender_user)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+        """
+
     func handle(_ jobs: [SQLiteMessageStore.WriteJob], nowMillis: Int64) {
         var batch: [(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)] = []
         func flush() {
@@ -682,6 +688,8 @@ private final class WriterState: @unchecked Sendable {
         var touched: [RoomKey: (id: Int64, last: Int64)] = [:]
         do throws(ParleyError) {
             try connection.exec("BEGIN IMMEDIATE")
+            // Prepared once per commit, not looked up (by its text) once per message.
+            let insert = try connection.statement(Self.insertMessageSQL)
             for (index, (message, clientID, _)) in batch.enumerated() {
                 var room: (id: Int64, last: Int64)
                 if let known = touched[message.room] ?? rooms[message.room] {
@@ -699,11 +707,7 @@ private final class WriterState: @unchecked Sendable {
                     continue
                 }
                 if message.isAction { try apply(message, roomID: room.id, room: message.room) }
-                let insert = try connection.statement("""
-                    INSERT INTO messages (room_id, offset, id, ts, sender_id, client_data, auth_data, body, client_message_id,
-                                          kind, target_id, target_offset, emoji, reply_to_id, reply_to_offset, sender_user)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
-                    """)
+                sqlite3_clear_bindings(insert.handle)
                 insert.bind(1, room.id)
                 insert.bind(2, message.offset)
                 insert.bind(3, message.id)
@@ -711,7 +715,7 @@ private final class WriterState: @unchecked Sendable {
                 insert.bind(5, message.sender?.id)
                 insert.bind(6, message.sender?.clientData?.jsonString)
                 insert.bind(7, message.sender?.authData?.jsonString)
-                insert.bind(8, message.body.jsonString)
+                insert.bind(8, utf8: message.bodyJSON)
                 insert.bind(9, clientID)
                 insert.bind(10, message.action?.kind.rawValue)
                 insert.bind(11, message.action?.target.id)

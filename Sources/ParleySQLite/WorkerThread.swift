@@ -37,20 +37,23 @@ final class WorkerThread<Job: Sendable>: Sendable {
         let queue = self.queue, wakeup = self.wakeup, finished = self.finished
         DetachedThread.start(name: name) {
             var lastBatch = 0
+            // Swapped with the queue's buffer under the lock, so taking a batch allocates
+            // nothing (see EventLoop.drainInbox).
+            var jobs: [Job] = []
             while true {
                 let signalled = wakeup.wait(timeoutMillis: idleMillis)
                 if let gather, lastBatch >= gather.minJobs,
                    queue.state.withLock({ !$0.stopping && $0.jobs.count < gather.untilJobs }) {
                     usleep(UInt32(gather.micros))
                 }
-                let (jobs, stopping) = queue.state.withLock { state -> ([Job], Bool) in
-                    let jobs = state.jobs
-                    state.jobs.removeAll(keepingCapacity: true)
-                    return (jobs, state.stopping)
+                let stopping = queue.state.withLock { state -> Bool in
+                    swap(&jobs, &state.jobs)
+                    return state.stopping
                 }
                 lastBatch = jobs.count
                 if !jobs.isEmpty { handle(jobs) } else if !signalled { idle() }
                 if stopping && jobs.isEmpty { break }
+                jobs.removeAll(keepingCapacity: jobs.capacity <= 16_384)
             }
             finished.post()
         }

@@ -41,10 +41,34 @@ public enum WebSocketHandshake {
     }
 
     /// Whether a comma-separated header value contains `token` (case-insensitive).
-    static func headerContainsToken(_ value: String?, _ token: String) -> Bool {
-        guard let value else { return false }
-        return value.split(separator: ",").contains {
-            $0.trimmingCharacters(in: .whitespaces).lowercased() == token
+    static func headerContainsToken(_ header: String?, _ token: String) -> Bool {
+        guard let header else { return false }
+        // Bytes, not Foundation: comma-separated elements, optional whitespace around each,
+        // tokens compared ASCII-case-insensitively (`token` is lowercase). Every upgrade asks
+        // twice (Upgrade, Connection).
+        var value = header, token = token
+        return value.withUTF8 { bytes in
+            token.withUTF8 { wanted in
+                var start = 0
+                while start <= bytes.count {
+                    var end = start
+                    while end < bytes.count && bytes[end] != UInt8(ascii: ",") { end += 1 }
+                    var first = start, last = end
+                    while first < last && (bytes[first] == 0x20 || bytes[first] == 0x09) { first += 1 }
+                    while last > first && (bytes[last - 1] == 0x20 || bytes[last - 1] == 0x09) { last -= 1 }
+                    if last - first == wanted.count {
+                        var same = true
+                        for offset in 0..<wanted.count {
+                            var byte = bytes[first + offset]
+                            if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { byte |= 0x20 }
+                            if byte != wanted[offset] { same = false; break }
+                        }
+                        if same { return true }
+                    }
+                    start = end + 1
+                }
+                return false
+            }
         }
     }
 

@@ -14,6 +14,17 @@ private let goodRequest: [String: String] = [
 ]
 
 @Suite struct HandshakeTests {
+    /// `Connection` and `Upgrade` are comma-separated token lists (RFC 7230 §7, RFC 6455
+    /// §4.2.1): any element, whitespace around it, any case; never a part of an element.
+    @Test func headerTokensAreListElementsInAnyCase() {
+        let yes = ["upgrade", "Upgrade", "UPGRADE", "keep-alive, Upgrade", "keep-alive,upgrade", " upgrade ,", "\tUpGrAdE\t", "a,,upgrade", "x, upgrade, y"]
+        let no: [String?] = [nil, "", ",", " ", "upgrade2", "upgrad", "keep-alive", "up grade", "xupgrade", "upgrade-x, keep-alive", "upgrad e"]
+        for value in yes { #expect(WebSocketHandshake.headerContainsToken(value, "upgrade"), "\(value)") }
+        for value in no { #expect(!WebSocketHandshake.headerContainsToken(value, "upgrade"), "\(String(describing: value))") }
+        #expect(WebSocketHandshake.headerContainsToken("WebSocket", "websocket"))
+        #expect(!WebSocketHandshake.headerContainsToken("websocket/13", "websocket"))
+    }
+
     @Test func rfcSampleAcceptValue() {
         #expect(WebSocketHandshake.acceptValue(forKey: "dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
     }

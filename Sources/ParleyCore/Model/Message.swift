@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A message published to a room, or an action on one (``action``).
 /// A final class, not a struct: a message passes through many hands on its way (hub, broker,
 /// store queue, room history, every loop's delivery), and copying a reference is one retain
@@ -38,10 +40,23 @@ public final class Message: Hashable, Sendable {
     /// Current state: the reactions, in the order each emoji first came, each with every
     /// reactor in order (doors show the count and the first ``Reaction/namesShown`` names).
     public let reactions: [Reaction]
+    /// ``body`` serialized, made by the first who asks (the store writing it, a loop encoding
+    /// it for its sessions) and shared by every later one: a stored message's body is encoded
+    /// once, not once by the store and once per event loop.
+    private let encodedBody: Mutex<[UInt8]?>
 
-    public init(id: String, offset: Int64, timestampMillis: Int64, room: RoomKey, sender: Member?, body: JSONValue,
-                isDeleted: Bool = false, replyTo: MessageReference? = nil, action: MessageAction? = nil,
-                editedMillis: Int64? = nil, editCount: Int = 0, reactions: [Reaction] = []) {
+    public convenience init(id: String, offset: Int64, timestampMillis: Int64, room: RoomKey, sender: Member?, body: JSONValue,
+                            isDeleted: Bool = false, replyTo: MessageReference? = nil, action: MessageAction? = nil,
+                            editedMillis: Int64? = nil, editCount: Int = 0, reactions: [Reaction] = []) {
+        self.init(id: id, offset: offset, timestampMillis: timestampMillis, room: room, sender: sender, body: body,
+                  isDeleted: isDeleted, replyTo: replyTo, action: action, editedMillis: editedMillis, editCount: editCount,
+                  reactions: reactions, encodedBody: nil)
+    }
+
+    private init(id: String, offset: Int64, timestampMillis: Int64, room: RoomKey, sender: Member?, body: JSONValue,
+                 isDeleted: Bool, replyTo: MessageReference?, action: MessageAction?,
+                 editedMillis: Int64?, editCount: Int, reactions: [Reaction], encodedBody: [UInt8]?) {
+        self.encodedBody = Mutex(isDeleted ? nil : encodedBody)
         self.id = id
         self.offset = offset
         self.timestampMillis = timestampMillis
@@ -89,7 +104,18 @@ public final class Message: Hashable, Sendable {
     public func placed(id: String? = nil, offset: Int64, timestampMillis: Int64? = nil) -> Message {
         Message(id: id ?? self.id, offset: offset, timestampMillis: timestampMillis ?? self.timestampMillis, room: room, sender: sender,
                 body: body, isDeleted: isDeleted, replyTo: replyTo, action: action, editedMillis: editedMillis, editCount: editCount,
-                reactions: reactions)
+                reactions: reactions, encodedBody: encodedBody.withLock { $0 })
+    }
+
+    /// ``body`` as compact JSON (``JSONValue/serialized()``), encoded once per message: the
+    /// first caller encodes, every later one (on any thread) gets the same bytes.
+    public var bodyJSON: [UInt8] {
+        encodedBody.withLock { cached in
+            if let cached { return cached }
+            let bytes = body.serialized()
+            cached = bytes
+            return bytes
+        }
     }
 
     /// Whether this entry is an action on another message rather than a message.

@@ -8,7 +8,7 @@ import Synchronization
 /// (``Message/applying(_:)``).
 public struct MessageHistory: Sendable {
     public let capacity: Int
-    /// Most bytes (``Message/approximateSize``) this room's cache holds.
+    /// Most bytes (a message's `cachedSize`: its approximate size and its body's encoding) this room's cache holds.
     public let maxBytes: Int
     private let budget: HistoryBudget?
     private var messages: [Message] = []
@@ -33,7 +33,7 @@ public struct MessageHistory: Sendable {
     public mutating func append(_ message: Message) {
         guard capacity > 0 else { return }
         if let action = message.action { apply(message, to: action.target.offset) }
-        let size = message.approximateSize
+        let size = message.cachedSize
         guard size <= maxBytes else { removeAll(); return }
         if let budget, !budget.reserve(size) {
             // The server's cache is full: this room starts over from this message (reads
@@ -68,7 +68,7 @@ public struct MessageHistory: Sendable {
         guard let index = index(of: target), !messages[index].isDeleted, !messages[index].isAction else { return }
         let state = (current[target] ?? messages[index]).applying(entry)
         current[target] = state
-        let size = messages[index].approximateSize + state.approximateSize
+        let size = messages[index].cachedSize + state.cachedSize
         let grown = size - sizes[index]
         sizes[index] = size
         bytes += grown
@@ -104,7 +104,7 @@ public struct MessageHistory: Sendable {
 
     private mutating func tombstone(at index: Int) {
         let tombstone = messages[index].tombstone
-        let freed = sizes[index] - tombstone.approximateSize
+        let freed = sizes[index] - tombstone.cachedSize
         messages[index] = tombstone
         if freed > 0 {
             sizes[index] -= freed
@@ -212,6 +212,10 @@ public final class HistoryBudget: Sendable {
 }
 
 extension Message {
+    /// What keeping the message in a room's cache costs: ``approximateSize`` plus its body's
+    /// encoding (``bodyJSON``, made once it is stored or delivered, and kept with it).
+    var cachedSize: Int { approximateSize + (isDeleted ? 0 : body.approximateSize) }
+
     /// About how many bytes the message takes in memory.
     public var approximateSize: Int {
         var size = 96 + id.utf8.count + body.approximateSize

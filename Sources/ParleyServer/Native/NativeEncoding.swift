@@ -67,7 +67,8 @@ enum NativeEncoding {
         w.beginObject()
         w.key(Field.type); w.writeString(type)
         w.key(Field.room); w.writeString(message.room.room)
-        w.key(Field.message); w.write(message.body)
+        // Encoded once per message, shared by every loop and the store.
+        w.key(Field.message); w.writeRawValue(message.bodyJSON)
         if message.isDeleted { w.key(Field.deleted); w.writeBool(true) }
         w.key(Field.id); w.writeString(message.id)
         w.key(Field.timestamp); w.writeInt(Int(message.timestampSeconds))
@@ -108,7 +109,7 @@ enum NativeEncoding {
         w.key(Field.id); w.writeString(entry.id)
         w.key(Field.target); w.writeString(action.target.id)
         if action.kind == .edit {
-            w.key(Field.message); w.write(entry.body)
+            w.key(Field.message); w.writeRawValue(entry.bodyJSON)
             if entry.isDeleted { w.key(Field.deleted); w.writeBool(true) }
         }
         if let emoji = action.emoji { w.key(Field.emoji); w.writeString(emoji) }
