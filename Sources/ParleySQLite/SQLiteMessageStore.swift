@@ -23,7 +23,8 @@ public struct SQLiteStoreOptions: Sendable {
     /// would pass it fails with ``SQLiteMessageStore/budgetReachedMessage(_:)``; retention's
     /// deletions free pages that later messages reuse.
     public var maxBytes: Int?
-    /// WAL pages after which the writer checkpoints them into the database file.
+    /// WAL pages after which the WAL starts over: a thread of its own copies it into the
+    /// database file as it grows (``WALCheckpointer``), the writer only the last commits'.
     public var walCheckpointPages = 10_000
     /// When appends come from many connections at once (the last commit held two or more) and
     /// fewer than 64 wait, the writer waits this long for more before it commits, so a commit
@@ -47,7 +48,7 @@ public final class SQLiteMessageStore: MessageStore {
     }
 
     /// The current schema version (`PRAGMA user_version`).
-    public static let schemaVersion: Int64 = 4
+    public static let schemaVersion: Int64 = 5
     public let path: String
     public let options: SQLiteStoreOptions
     /// The schema version the file had when it was opened (0: a new file); below
@@ -64,6 +65,8 @@ public final class SQLiteMessageStore: MessageStore {
     private let unreadable = Atomic<Int>(0)
     private let unreadableHandler = Mutex<(@Sendable (RoomKey, Int64) -> Void)?>(nil)
     private let connections: [SQLiteConnection]
+    /// Copies the WAL into the database file beside the writer.
+    let checkpointer: WALCheckpointer
 
     enum WriteJob: Sendable {
         case append(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)
@@ -102,13 +105,9 @@ public final class SQLiteMessageStore: MessageStore {
             // of busy rooms on every group commit (with thousands of rooms, a few percent of
             // the server's CPU in pread). At most 32 MiB, only as the database grows.
             try write.exec("PRAGMA cache_size = -32768")
-            // The writer checkpoints the WAL into the database file once it holds this many
-            // pages. With many busy rooms every commit dirties a page per room; SQLite's
-            // default (1,000 pages) copied the same hot pages back again and again (a
-            // checkpoint every few dozen commits). At 10,000 a page is copied once for many
-            // commits, the WAL stays under about 40 MiB, and chat-like load (2,000 rooms x 5 at
-            // 20,000 publishes/s) kept up better: p99 1.4 s against 1.7-2.5 s, same CPU.
-            try write.exec("PRAGMA wal_autocheckpoint = \(max(1, options.walCheckpointPages))")
+            // Checkpoints run on their own thread (WALCheckpointer), not inside a commit.
+            // The WAL holds up to `walCheckpointPages` pages: with many busy rooms SQLite's
+            // default (1,000 pages) copied the same hot pages back again and again.
             openedAt = try Self.migrate(write)
             if let pages = options.maxPageCount { try write.exec("PRAGMA max_page_count = \(pages)") }
             if let maxBytes = options.maxBytes {
@@ -129,6 +128,14 @@ public final class SQLiteMessageStore: MessageStore {
         } catch {
             throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
         }
+        let checkpointer: WALCheckpointer
+        do throws(ParleyError) {
+            checkpointer = try WALCheckpointer(path: path, limitPages: options.walCheckpointPages)
+        } catch {
+            throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
+        }
+        checkpointer.watch(write)
+        self.checkpointer = checkpointer
         connections = [write, read]
         openedAtSchemaVersion = openedAt
         // One job per commit; the writer waits past maxCommitsAwaitingAnswers of them.
@@ -140,6 +147,7 @@ public final class SQLiteMessageStore: MessageStore {
                               gather: options.gatherMicros > 0 ? (2, 64, options.gatherMicros) : nil,
                               handle: { jobs in
                                   state.handle(jobs, nowMillis: clockMillis())
+                                  checkpointer.writerCheckpoint(write)
                                   // Every queue has a bound: the writer waits while the answer
                                   // thread is this many commits behind, as it did when it ran
                                   // the answers itself (what they hold stays bounded).
@@ -148,6 +156,7 @@ public final class SQLiteMessageStore: MessageStore {
                               },
                               idle: {
                                   state.enforceRetention(nowMillis: clockMillis())
+                                  checkpointer.writerCheckpoint(write, force: true)
                                   let done = state.takeAnswers()
                                   if !done.isEmpty { answers.submit(done) }
                               })
@@ -162,6 +171,7 @@ public final class SQLiteMessageStore: MessageStore {
         writer.stop()
         answers.stop()
         reader.stop()
+        checkpointer.stop()
         // The threads have ended: nothing else can touch the connections now. Closing the
         // last one checkpoints the WAL into the database file.
         for connection in connections.reversed() { connection.close() }
@@ -220,6 +230,47 @@ public final class SQLiteMessageStore: MessageStore {
         // member id: unread counts leave out a user's own messages from any device.
         """
         ALTER TABLE messages ADD COLUMN sender_user TEXT;
+        """,
+        // 5: messages kept in the order they are written (a rowid log), found by room through
+        // an index. Clustered by (room, offset), every group commit dirtied a page of full
+        // rows per busy room, plus a page of the (room, id) index: with 2,000 busy rooms two
+        // 4 KiB pages went to the WAL per 100-byte message, and the writer was a third of the
+        // server's CPU. Now new rows share the log's last pages, the (room, offset) index's
+        // entries are a dozen bytes, and ids (ordered within a process, MessageIDGenerator)
+        // and the client message ids' timestamps are indexed where they are appended.
+        """
+        CREATE TABLE messages_log (
+            seq INTEGER PRIMARY KEY,
+            room_id INTEGER NOT NULL,
+            offset INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            ts INTEGER NOT NULL,
+            sender_id TEXT,
+            client_data TEXT,
+            auth_data TEXT,
+            body TEXT NOT NULL,
+            client_message_id TEXT,
+            deleted INTEGER NOT NULL DEFAULT 0,
+            kind TEXT,
+            target_id TEXT,
+            target_offset INTEGER,
+            emoji TEXT,
+            reply_to_id TEXT,
+            reply_to_offset INTEGER,
+            state TEXT,
+            sender_user TEXT
+        );
+        INSERT INTO messages_log (room_id, offset, id, ts, sender_id, client_data, auth_data, body, client_message_id,
+                                  deleted, kind, target_id, target_offset, emoji, reply_to_id, reply_to_offset, state, sender_user)
+            SELECT room_id, offset, id, ts, sender_id, client_data, auth_data, body, client_message_id,
+                   deleted, kind, target_id, target_offset, emoji, reply_to_id, reply_to_offset, state, sender_user
+            FROM messages ORDER BY ts, room_id, offset;
+        DROP TABLE messages;
+        ALTER TABLE messages_log RENAME TO messages;
+        CREATE UNIQUE INDEX messages_room ON messages (room_id, offset);
+        CREATE INDEX messages_id ON messages (id) WHERE kind IS NULL;
+        CREATE INDEX messages_target ON messages (room_id, target_offset) WHERE kind IS NOT NULL;
+        CREATE INDEX messages_client_message_id ON messages (ts) WHERE client_message_id IS NOT NULL;
         """,
     ]
 
@@ -380,7 +431,8 @@ public final class SQLiteMessageStore: MessageStore {
         reader.submit { connection in
             let found = Result { () throws(ParleyError) -> [RememberedPublish] in
                 let statement = try connection.statement("""
-                    SELECT r.channel, r.name, m.client_message_id, m.id, m.offset, m.ts FROM messages m
+                    SELECT r.channel, r.name, m.client_message_id, m.id, m.offset, m.ts
+                    FROM messages m INDEXED BY messages_client_message_id
                     JOIN rooms r ON r.id = m.room_id
                     WHERE m.client_message_id IS NOT NULL AND m.ts >= ?1 ORDER BY m.room_id, m.offset
                     """)

@@ -366,6 +366,79 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
     }
 
+    /// Under a stream of concurrent appends the WAL is copied into the database file by the
+    /// checkpointer's own thread, and the writer makes it start over at its limit: it never
+    /// grows past the limit and one commit's worth of pages.
+    @Test func walIsCopiedBesideTheWriterAndStaysBoundedUnderConstantLoad() async throws {
+        let path = temporaryDatabase()
+        var options = SQLiteStoreOptions()
+        options.synchronousFull = false
+        options.walCheckpointPages = 400
+        let store = try SQLiteMessageStore(path: path, options: options)
+        defer { store.close() }
+        let rooms = (0..<100).map { RoomKey(channel: "demo", room: "busy-\($0)") }
+        let body = JSONValue.string(String(repeating: "z", count: 300))
+        let largest = Locked(0)
+        // 64 appends in flight all the time, round robin over the rooms, as the bench does.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for lane in 0..<64 {
+                group.addTask {
+                    var n = lane
+                    while n < 12_800 {
+                        let key = rooms[n % rooms.count]
+                        try await store.append(message(Int64(n / rooms.count + 1), in: key, body: body))
+                        let wal = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+                        largest.withLock { $0 = max($0, wal) }
+                        n += 64
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let runs = store.checkpointer.runs
+        #expect(runs.background > 0, "no checkpoint ran on the checkpointer's thread")
+        // 400 pages, and the commit that crossed it (64 messages of 300 bytes over as many
+        // rooms: a page each and their index pages), in 4 KiB pages with 24-byte headers.
+        #expect(largest.value <= (400 + 3 * 64) * 4_120, "the WAL grew to \(largest.value) bytes")
+        for key in rooms.prefix(3) {
+            #expect(try await store.messages(in: key, after: 0, limit: 1_000).map(\.offset) == Array(1...128))
+        }
+    }
+
+    /// A database of schema 4 (messages clustered by room) is rewritten as the log of schema
+    /// 5 and keeps every message, its id, its client message id and its actions.
+    @Test func aVersion4DatabaseIsMigratedToTheMessageLog() async throws {
+        let path = temporaryDatabase()
+        var handle: OpaquePointer?
+        #expect(sqlite3_open(path, &handle) == SQLITE_OK)
+        let schema4 = SQLiteMessageStore.migrations[0..<4].joined() + """
+            INSERT INTO rooms (id, channel, name, last_offset) VALUES (1, 'demo', 'r', 0), (2, 'demo', 'other', 0);
+            INSERT INTO messages (room_id, offset, id, ts, body, client_message_id) VALUES
+                (1, 1, 'm1', 1700000000000, '"text 1"', 'c1'), (1, 2, 'm2', 1700000000000, '"text 2"', NULL),
+                (2, 1, 'm1', 1700000000000, '"text 1"', NULL);
+            PRAGMA user_version = 4;
+            """
+        #expect(sqlite3_exec(handle, schema4, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(handle)
+        let store = try SQLiteMessageStore(path: path)
+        defer { store.close() }
+        #expect(store.openedAtSchemaVersion == 4)
+        // As written by schema 4: no sender.
+        func unsent(_ message: Message) -> Message {
+            Message(id: message.id, offset: message.offset, timestampMillis: message.timestampMillis, room: message.room,
+                    sender: nil, body: message.body)
+        }
+        #expect(try await store.messages(in: room, after: 0, limit: 10) == [unsent(message(1)), unsent(message(2))])
+        #expect(try await store.messages(in: other, after: 0, limit: 10) == [unsent(message(1, in: other))])
+        #expect(try store.recover(clientMessageIDsSince: 0).recentPublishes.map(\.clientMessageID) == ["c1"])
+        #expect(try await store.message(withID: "m2", in: room) == unsent(message(2)))
+        #expect(try await store.message(withID: "m1", in: other) == unsent(message(1, in: other)))
+        // Offsets go on from the migrated rows; a duplicate offset is refused.
+        try await store.append(message(3))
+        await #expect(throws: ParleyError.self) { try await store.append(message(3)) }
+        #expect(try await store.messages(in: room, after: 0, limit: 10).map(\.offset) == [1, 2, 3])
+    }
+
     @Test func corruptFileIsRefusedNamingThePath() throws {
         let path = temporaryDatabase()
         try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: path))

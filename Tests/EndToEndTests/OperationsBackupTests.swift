@@ -67,7 +67,9 @@ import Testing
         #expect(backup.stdout.hasPrefix("backup of \(directory)/data written to \(directory)/copy: 1 rooms, "))
         #expect(during > before.count, "publishes went on while the backup ran")
 
-        let restored = try ServerProcess(arguments: ["--data", directory + "/copy"])
+        // It reads the whole history at once: more than the default 5 pages a second (with a
+        // slow backup beside three publishers, over 10,000 messages).
+        let restored = try ServerProcess(arguments: ["--data", directory + "/copy", "--history-rate", "1000"])
         defer { restored.kill() }
         let client = try NativeClient(port: restored.httpPort)
         try client.send(["type": "handshake", "channel": "demo", "callback": 0])
