@@ -202,6 +202,39 @@ import ParleyCore
         #expect(busy.allow(ip: "a", nowMillis: 1_000))
     }
 
+    /// Shared across nodes: what an address spent is recorded until reported, once, and the
+    /// cluster's level (lower, when other nodes spent too) brings the bucket down; never up.
+    @Test func sharedSpendingIsReportedOnceAndTheClusterLevelIsAdopted() {
+        let bytes = IPRateLimiter(ratePerSecond: 1_000, burst: 4_000)
+        let key = IPRateLimiter.Key("2001:db8:1:2::7")
+        #expect(bytes.spend(key, 500, nowMillis: 0))
+        #expect(bytes.takeUnsynced(limit: 10).isEmpty, "not shared: nothing recorded")
+        bytes.shareAcrossNodes()
+        #expect(bytes.spend(key, 500, nowMillis: 0))
+        bytes.charge(.init("2001:db8:1:2::8"), 250, nowMillis: 0)
+        #expect(bytes.allow(.init("192.0.2.1"), nowMillis: 0))
+        #expect(bytes.hasBudget(.init("192.0.2.9"), nowMillis: 0))
+        // The two IPv6 addresses are one /64; a check spends nothing.
+        let prefix = IPAddress.limitKey("2001:db8:1:2::7")
+        let reported = bytes.takeUnsynced(limit: 10).sorted { $0.address < $1.address }
+        #expect(reported.map(\.address) == ["192.0.2.1", prefix])
+        #expect(reported.map(\.amount) == [1, 750])
+        #expect(bytes.takeUnsynced(limit: 10).isEmpty, "reported once")
+        // 3,000 left here; the cluster has 200 left, and 100 were spent here since the report.
+        #expect(bytes.spend(key, 100, nowMillis: 0))
+        bytes.adopt(prefix, clusterTokens: 200, nowMillis: 0)
+        #expect(bytes.spend(key, 150, nowMillis: 0), "100 left")
+        #expect(!bytes.spend(key, 1, nowMillis: 0), "spent")
+        // A higher cluster level never raises the bucket.
+        bytes.adopt(prefix, clusterTokens: 4_000, nowMillis: 0)
+        #expect(!bytes.spend(key, 1, nowMillis: 0))
+        #expect(bytes.spend(key, 1, nowMillis: 1_000), "it refills as before")
+        // At most `limit` addresses a report; the rest wait for the next.
+        for n in 0..<30 { _ = bytes.allow(.init("198.51.100.\(n)"), nowMillis: 2_000) }
+        #expect(bytes.takeUnsynced(limit: 20).count == 20)
+        #expect(bytes.takeUnsynced(limit: 20).count == 11, "30 addresses and the /64's 251 bytes since")
+    }
+
     /// A budget charged after the work (bytes read): it may go into debt, one burst deep at
     /// most, and the address waits it off; a refilled bucket of any size is forgotten at once.
     @Test func aChargedBudgetGoesIntoDebtAndIsWaitedOff() {

@@ -41,6 +41,13 @@ public struct TokenBucket: Sendable {
         tokens = max(-burst, tokens - amount)
     }
 
+    /// Brings the tokens down to `level` if they are above it (never below one burst of
+    /// debt): another source of truth (the cluster's shared bucket) says less is left.
+    public mutating func lower(to level: Double, nowMillis: Int64) {
+        refill(nowMillis: nowMillis)
+        tokens = max(-burst, min(tokens, level))
+    }
+
     /// Tokens available now.
     public mutating func available(nowMillis: Int64) -> Double {
         refill(nowMillis: nowMillis)

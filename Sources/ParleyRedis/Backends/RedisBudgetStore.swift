@@ -41,6 +41,46 @@ public final class RedisBudgetStore: BudgetStore {
         return taken
         """)
 
+    /// ARGV: amount, rate (per second), burst, now (ms). Spends `amount` whether or not it is
+    /// there (down to one burst below empty, as ``TokenBucket/charge(_:nowMillis:)``) and
+    /// returns what is left, as a string. Expires once a burst has had time to refill twice.
+    static let chargeScript = RedisScript("""
+        local state = redis.call('HMGET', KEYS[1], 't', 'l')
+        local amount, rate = tonumber(ARGV[1]), tonumber(ARGV[2])
+        local burst, now = tonumber(ARGV[3]), tonumber(ARGV[4])
+        local tokens = tonumber(state[1]) or burst
+        local last = tonumber(state[2]) or now
+        if now > last then
+            tokens = math.min(burst, tokens + (now - last) * rate / 1000)
+            last = now
+        end
+        tokens = math.max(-burst, tokens - amount)
+        redis.call('HSET', KEYS[1], 't', string.format('%.3f', tokens), 'l', string.format('%d', last))
+        redis.call('PEXPIRE', KEYS[1], math.ceil(2000 * burst / rate) + 1000)
+        return string.format('%.3f', tokens)
+        """)
+
+    /// Spends `amount` of `key`'s bucket (`ratePerSecond`, `burst`) shared by every node, into
+    /// debt if need be, and completes with what the cluster has left, on any thread: how a
+    /// node learns what the others spent of a per-address budget (``ClusterBudgetSync`` in the
+    /// server). Never blocks.
+    public func charge(_ amount: Double, key: String, ratePerSecond: Double, burst: Double, nowMillis: Int64,
+                       completion: @escaping @Sendable (Result<Double, ParleyError>) -> Void) {
+        redis.evaluate(Self.chargeScript, keys: [.string(prefix + "{" + key + "}")], arguments: [
+            .string(String(amount)), .string(String(ratePerSecond)), .string(String(burst)), .integer(nowMillis),
+        ], timeoutMillis: timeoutMillis) { result in
+            switch result {
+            case .success(let reply):
+                guard let tokens = reply.string.flatMap(Double.init) else {
+                    return completion(.failure(ParleyError(.internalError, "Redis answered a budget charge with \(reply)")))
+                }
+                completion(.success(tokens))
+            case .failure(let error):
+                completion(.failure(RedisRouting.error(error, "charging a budget")))
+            }
+        }
+    }
+
     public func take(_ amount: Double, key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64) throws(ParleyError) -> Bool {
         let outcome = Mutex<Result<RedisValue, RedisError>?>(nil)
         let done = DispatchSemaphore(value: 0)

@@ -117,6 +117,18 @@ final class ServerCore: Sendable {
 
     func inbox(for loop: EventLoop) -> LoopInbox { inboxes[loop.index] }
 
+    /// The per-address buckets a cluster shares (``ClusterBudgetSync``): published and
+    /// history bytes, REST requests, Socket.IO polls.
+    var perAddressBudgets: [ClusterBudgetSync.Budget] {
+        var budgets = [ClusterBudgetSync.Budget(name: "publish", limiter: doorContext.publishBytes),
+                       ClusterBudgetSync.Budget(name: "history", limiter: doorContext.historyBytes),
+                       ClusterBudgetSync.Budget(name: "rest", limiter: restRate)]
+        if let socketIO = doors.all.lazy.compactMap({ $0 as? SocketIODoor }).first {
+            budgets.append(ClusterBudgetSync.Budget(name: "polling", limiter: socketIO.shared.pollingRate))
+        }
+        return budgets
+    }
+
     /// `loop`'s sessions and rooms. On `loop` only.
     func loopHub(_ loop: EventLoop) -> LoopHub<IOBuffer> { loopContexts[loop].loopHub }
 
@@ -360,6 +372,9 @@ public final class ParleyServer: Sendable {
         if let cluster {
             core.readiness.add("redis") { cluster.readinessProblem }
             core.addMetricsProvider { out in cluster.writeMetrics(into: &out) }
+            let budgetSync = ClusterBudgetSync(budgets: core.perAddressBudgets, store: cluster.budgets, clock: hub.clock)
+            budgetSync.start(on: group.loops[0])
+            core.addMetricsProvider { out in budgetSync.writeMetrics(into: &out) }
             Self.startRelay(cluster, core: core, logger: logger, group: group, httpPort: httpPort, tls: tls != nil && DoorPolicy(.http, configuration).tls)
         }
         files.startCollecting(on: group.loops[0], every: configuration.filesCollectIntervalSeconds, store: hub.store,

@@ -22,7 +22,17 @@ final class IPRateLimiter: Sendable {
         var buckets: [String: TokenBucket] = [:]
         /// Addresses in the order they were last checked by the pruner (oldest first).
         var order = FIFO<String>()
+        /// Shared across nodes: what each address spent here since it was last reported
+        /// (``takeUnsynced(limit:)``), at most one entry per bucket.
+        var unsynced: [String: Double] = [:]
     }
+
+    /// Cluster mode: spending is recorded for ``ClusterBudgetSync``, which reports it to
+    /// Redis and lowers the buckets to what the whole cluster has left.
+    private let shared = Atomic<Bool>(false)
+
+    /// Records spending from now on, for a ``ClusterBudgetSync``.
+    func shareAcrossNodes() { shared.store(true, ordering: .relaxed) }
 
     /// Entries looked at by the pruner per address added.
     static let pruneStep = 2
@@ -57,45 +67,81 @@ final class IPRateLimiter: Sendable {
     }
 
     func allow(_ key: Key, nowMillis: Int64) -> Bool {
-        withBucket(of: key, nowMillis: nowMillis) { $0.take(nowMillis: nowMillis) }
+        withBucket(of: key, nowMillis: nowMillis) { bucket in
+            let allowed = bucket.take(nowMillis: nowMillis)
+            return (allowed, allowed ? 1 : 0)
+        }
     }
 
     /// Whether `ip` has anything left of a budget charged afterwards (``charge(_:_:nowMillis:)``):
     /// a cost known only once the work is done, such as the bytes of a history page.
     func hasBudget(_ key: Key, nowMillis: Int64) -> Bool {
-        withBucket(of: key, nowMillis: nowMillis) { $0.available(nowMillis: nowMillis) > 0 }
+        withBucket(of: key, nowMillis: nowMillis) { ($0.available(nowMillis: nowMillis) > 0, 0) }
     }
 
     /// Whether `ip` had anything left, and if so spends `amount` (into debt if need be): one
     /// look at the bucket, for a cost known before the work (the bytes of a publish).
     func spend(_ key: Key, _ amount: Double, nowMillis: Int64) -> Bool {
         withBucket(of: key, nowMillis: nowMillis) { bucket in
-            guard bucket.available(nowMillis: nowMillis) > 0 else { return false }
+            guard bucket.available(nowMillis: nowMillis) > 0 else { return (false, 0) }
             bucket.charge(amount, nowMillis: nowMillis)
-            return true
+            return (true, amount)
         }
     }
 
     /// Spends `amount` of `ip`'s budget, into debt if need be (down to one burst below empty):
     /// the address waits until it is paid back.
     func charge(_ key: Key, _ amount: Double, nowMillis: Int64) {
-        withBucket(of: key, nowMillis: nowMillis) { $0.charge(amount, nowMillis: nowMillis) }
+        withBucket(of: key, nowMillis: nowMillis) { bucket in
+            bucket.charge(amount, nowMillis: nowMillis)
+            return ((), amount)
+        }
+    }
+
+    /// Takes out what addresses spent here since the last call, at most `limit` of them (the
+    /// rest wait for the next): cluster mode reports it to the cluster's shared buckets.
+    func takeUnsynced(limit: Int) -> [(address: String, amount: Double)] {
+        var taken: [(address: String, amount: Double)] = []
+        for shard in shards where taken.count < limit {
+            shard.lock.withLock { shard in
+                while taken.count < limit, let (address, amount) = shard.unsynced.popFirst() {
+                    taken.append((address, amount))
+                }
+            }
+        }
+        return taken
+    }
+
+    /// The cluster's bucket of `address` (its limit key, as ``takeUnsynced(limit:)`` gave it)
+    /// had `clusterTokens` left once this node's report was in: this node's bucket comes down
+    /// to that, less what the address spent here since. Never raised: a node that spent more
+    /// than it reported keeps its own, lower level.
+    func adopt(_ address: String, clusterTokens: Double, nowMillis: Int64) {
+        shards[Int(UInt(bitPattern: address.hashValue) % UInt(shards.count))].lock.withLock { shard in
+            guard let index = shard.buckets.index(forKey: address) else { return }
+            shard.buckets.values[index].lower(to: clusterTokens - (shard.unsynced[address] ?? 0), nowMillis: nowMillis)
+        }
     }
 
     /// One look at the address's bucket (a single hash lookup when it is known). The pruner
-    /// runs when an address is added, the only time the table grows.
-    private func withBucket<R>(of key: Key, nowMillis: Int64, _ body: (inout TokenBucket) -> R) -> R {
+    /// runs when an address is added, the only time the table grows. `body` answers with what
+    /// it spent, recorded when the limiter is shared across nodes.
+    private func withBucket<R>(of key: Key, nowMillis: Int64, _ body: (inout TokenBucket) -> (R, Double)) -> R {
         let perShard = capacity / shards.count
+        let recording = shared.load(ordering: .relaxed)
         return shards[Int(UInt(bitPattern: key.hash) % UInt(shards.count))].lock.withLock { shard in
             if let index = shard.buckets.index(forKey: key.text) {
-                return body(&shard.buckets.values[index])
+                let (result, spent) = body(&shard.buckets.values[index])
+                if recording, spent != 0 { shard.unsynced[key.text, default: 0] += spent }
+                return result
             }
             prune(&shard, nowMillis: nowMillis, limit: perShard)
             if shard.buckets.count >= perShard { evictOldest(&shard) }
             shard.order.append(key.text)
             var bucket = TokenBucket(ratePerSecond: ratePerSecond, burst: burst)
-            let result = body(&bucket)
+            let (result, spent) = body(&bucket)
             shard.buckets[key.text] = bucket
+            if recording, spent != 0 { shard.unsynced[key.text, default: 0] += spent }
             return result
         }
     }
@@ -108,12 +154,14 @@ final class IPRateLimiter: Sendable {
                 shard.order.append(ip)
             } else {
                 shard.buckets[ip] = nil
+                shard.unsynced[ip] = nil
             }
         }
     }
 
     private func evictOldest(_ shard: inout Shard) {
         while let ip = shard.order.popFirst() {
+            shard.unsynced[ip] = nil
             if shard.buckets.removeValue(forKey: ip) != nil { break }
         }
     }
