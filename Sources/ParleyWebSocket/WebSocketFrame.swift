@@ -78,6 +78,11 @@ public struct WebSocketConfiguration: Sendable {
     /// Messages shorter than this are sent uncompressed even when deflate is negotiated
     /// (RFC 7692 allows it; tiny messages grow when compressed).
     public var compressionThreshold: Int
+    /// Messages longer than this are sent uncompressed too. Deflate costs a connection's loop
+    /// about 10-20 ns a byte, and each connection compresses for itself (its own window): one
+    /// large message fanned out to many deflate clients cost the server far more than its
+    /// sender (RFC 7692 lets any message go uncompressed).
+    public var compressionLimit: Int
     /// Whether text messages are checked to be UTF-8 (1007 otherwise). Only a load generator
     /// that reads its own stamps out of the payload turns this off; everything else must
     /// keep it on (RFC 6455 §8.1).
@@ -88,7 +93,7 @@ public struct WebSocketConfiguration: Sendable {
     /// Creates a configuration; `inflateLimit` defaults to `maxMessageSize`.
     public init(maxMessageSize: Int = 1 << 20, maxFrameSize: Int = 1 << 20,
                 offersDeflate: Bool = true, acceptsDeflate: Bool = true,
-                inflateLimit: Int? = nil, compressionThreshold: Int = 64,
+                inflateLimit: Int? = nil, compressionThreshold: Int = 64, compressionLimit: Int = .max,
                 validatesUTF8: Bool = true, maskingKeys: WebSocketMaskingKeySource = .systemRandom) {
         self.maxMessageSize = maxMessageSize
         self.maxFrameSize = maxFrameSize
@@ -96,6 +101,7 @@ public struct WebSocketConfiguration: Sendable {
         self.acceptsDeflate = acceptsDeflate
         self.inflateLimit = inflateLimit ?? maxMessageSize
         self.compressionThreshold = compressionThreshold
+        self.compressionLimit = compressionLimit
         self.validatesUTF8 = validatesUTF8
         self.maskingKeys = maskingKeys
     }

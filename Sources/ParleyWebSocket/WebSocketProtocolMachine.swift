@@ -466,7 +466,7 @@ public final class WebSocketProtocolMachine {
 
     private func dataFrame(opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer) -> [UInt8] {
         guard state == .open else { return [] }
-        if let compressor, payload.count >= configuration.compressionThreshold {
+        if let compressor, payload.count >= configuration.compressionThreshold, payload.count <= configuration.compressionLimit {
             return frameBytes(opcode: opcode, payload: compressor.compress(payload), rsv1: true)
         }
         return frameBytes(opcode: opcode, payload: payload)

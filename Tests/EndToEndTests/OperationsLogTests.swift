@@ -133,7 +133,7 @@ import Testing
         }
         let listeners = memory.records.filter { $0.message == "listening" }.compactMap { $0.metadata["door"]?.description }
         #expect(listeners == ["http", "line"])
-        #expect(memory.records.first { $0.message == "store created" }?.metadata["schema"] == 4)
+        #expect(memory.records.first { $0.message == "store created" }?.metadata["schema"] == 5, "SQLiteMessageStore.schemaVersion")
     }
 
     @Test func limitBreachesAreLoggedAtInfoAndRateLimited() async throws {

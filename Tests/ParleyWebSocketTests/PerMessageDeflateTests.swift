@@ -130,3 +130,24 @@ import Testing
                 == PerMessageDeflateParameters(serverMaxWindowBits: 9))
     }
 }
+
+/// Messages above the configured limit go uncompressed on a deflate connection (RSV1 clear),
+/// and the peer reads both kinds, in order, with the shared window intact.
+@Suite struct CompressionLimitTests {
+    @Test func messagesAboveTheLimitAreSentUncompressed() {
+        var configuration = WebSocketConfiguration()
+        configuration.compressionLimit = 1_000
+        let server = WebSocketProtocolMachine(role: .server, configuration: configuration, deflate: PerMessageDeflateParameters())
+        let client = WebSocketProtocolMachine(role: .client, deflate: PerMessageDeflateParameters())
+        let small = String(repeating: "chat ", count: 40)      // 200 bytes
+        let large = String(repeating: "history ", count: 500)  // 4,000 bytes
+        let frames = [server.sendText(small), server.sendText(large), server.sendText(small)]
+        #expect(frames.map { $0[0] } == [0xC1, 0x81, 0xC1], "FIN+RSV1+text, FIN+text, FIN+RSV1+text")
+        #expect(frames[1].count == 4 + 4_000, "sent as it is")
+        #expect(frames[2].count < 20, "the second small one refers back to the first")
+        #expect(client.receive(frames.flatMap { $0 }) == [.text(small), .text(large), .text(small)])
+        // The default (no limit) compresses everything past the threshold.
+        let unlimited = WebSocketProtocolMachine(role: .server, deflate: PerMessageDeflateParameters())
+        #expect(unlimited.sendText(large)[0] == 0xC1)
+    }
+}

@@ -126,6 +126,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var httpIdleTimeoutMillis: UInt64 = 60_000
     /// Largest WebSocket message on the native door, in bytes (close 1009 above).
     public var webSocketMaxMessageSize = 1 << 20
+    /// Largest native message compressed for a permessage-deflate client (larger ones are
+    /// sent uncompressed).
+    public var deflateMaxMessageSize = 64 << 10
     /// Rooms one native connection may be subscribed to at once.
     public var nativeMaxRooms = 100
     /// Publishes per second one native connection may send (token bucket rate)...

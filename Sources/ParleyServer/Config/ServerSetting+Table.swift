@@ -49,6 +49,9 @@ extension ServerSetting {
         // MARK: Native door (Scaledrone API over WebSocket)
         ServerSetting("--max-message-size", "BYTES", path: "doors.native.max_message_bytes", aliases: ["limits.webSocketMaxMessageSize"],
                       \.webSocketMaxMessageSize, .integer(1024...(64 << 20)), help: "largest native WebSocket message (close 1009 above)"),
+        ServerSetting("--deflate-max-message-size", "BYTES", path: "doors.native.deflate_max_message_bytes",
+                      \.deflateMaxMessageSize, .integer(0...(64 << 20)),
+                      help: "largest native message sent compressed to a client that negotiated permessage-deflate; larger ones go uncompressed (each connection compresses for itself: a large message to many clients cost the server far more than its sender) (0: none)"),
         ServerSetting("--max-rooms", "N", path: "doors.native.max_rooms", aliases: ["limits.nativeMaxRooms"],
                       \.nativeMaxRooms, .integer(1...100_000),
                       help: "rooms one native connection may be subscribed to at once: a limit per connection, not per node (a node holds at most \(HubConfiguration().maxRooms) rooms in memory, fixed)"),

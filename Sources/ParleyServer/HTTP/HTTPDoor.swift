@@ -36,6 +36,7 @@ final class HTTPDoor: Door {
     static func webSocketConfiguration(_ configuration: ServerConfiguration) -> WebSocketConfiguration {
         WebSocketConfiguration(maxMessageSize: configuration.webSocketMaxMessageSize,
                                maxFrameSize: configuration.webSocketMaxMessageSize,
-                               offersDeflate: false, acceptsDeflate: true)
+                               offersDeflate: false, acceptsDeflate: true,
+                               compressionLimit: configuration.deflateMaxMessageSize)
     }
 }
