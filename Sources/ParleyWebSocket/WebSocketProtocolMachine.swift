@@ -141,6 +141,10 @@ public final class WebSocketProtocolMachine {
         WebSocketFrameEncoder.encode(opcode: .text, payload: utf8)
     }
 
+    /// Bytes held for messages not complete yet: a frame that straddles reads, and a
+    /// fragmented or compressed message being put together.
+    public var bufferedByteCount: Int { decoder.bufferedByteCount + messageBuffer.count }
+
     private var messageLimit: Int {
         messageCompressed ? min(configuration.maxMessageSize, configuration.inflateLimit) : configuration.maxMessageSize
     }

@@ -71,10 +71,16 @@ public final class WebSocketServerConnection: ConnectionHandler {
         /// browser whose write fails with a reset reports 1006 without reading our code.
         public var closeTimeoutMilliseconds: UInt64 = 2000
 
+        /// Shared by the connections of a server: the bytes their unfinished incoming messages
+        /// may hold together (nil: only each connection's message size limit).
+        public var inboundBudget: WebSocketInboundBudget?
+
         /// Options with `configuration`, and a ping every `pingIntervalMilliseconds` (nil: none).
-        public init(configuration: WebSocketConfiguration, pingIntervalMilliseconds: UInt64? = nil) {
+        public init(configuration: WebSocketConfiguration, pingIntervalMilliseconds: UInt64? = nil,
+                    inboundBudget: WebSocketInboundBudget? = nil) {
             self.configuration = configuration
             self.pingIntervalMilliseconds = pingIntervalMilliseconds
+            self.inboundBudget = inboundBudget
         }
     }
 
@@ -95,6 +101,8 @@ public final class WebSocketServerConnection: ConnectionHandler {
     @exclusivity(unchecked) private var peerClose: (code: UInt16?, reason: String)?
     private var pingTimer: LoopTimer?
     private var closeTimer: LoopTimer?
+    /// What this connection counts in ``Options/inboundBudget`` now.
+    @exclusivity(unchecked) private var inboundHeld = 0
 
     /// A connection for `connection`, whose upgrade was accepted with `deflate` negotiated
     /// (nil: none). ``open(delegate:leftover:)`` starts it. Most callers use
@@ -191,6 +199,20 @@ public final class WebSocketServerConnection: ConnectionHandler {
                 break   // messages go to `onMessage`
             }
         })
+        if let budget = options.inboundBudget { account(in: budget) }
+    }
+
+    /// Brings this connection's share of the server's inbound budget up to date; past the
+    /// budget a connection that holds more than its free share is closed (1013).
+    private func account(in budget: WebSocketInboundBudget) {
+        let now = connection.state == .open ? machine.bufferedByteCount : 0
+        guard now != inboundHeld else { return }
+        let fits = budget.update(from: inboundHeld, to: now)
+        inboundHeld = now
+        guard !fits else { return }
+        close(.tryAgainLater, reason: "the server holds too many unfinished messages; try again later", waitForPeer: false)
+        _ = budget.update(from: inboundHeld, to: 0)
+        inboundHeld = 0
     }
 
     private func pingTick() {
@@ -317,6 +339,10 @@ public final class WebSocketServerConnection: ConnectionHandler {
 
     /// Part of ``ConnectionHandler``; called by the TCP connection.
     public func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
+        if let budget = options.inboundBudget, inboundHeld != 0 {
+            _ = budget.update(from: inboundHeld, to: 0)
+            inboundHeld = 0
+        }
         pingTimer?.stop()
         pingTimer = nil
         closeTimer?.stop()

@@ -3,6 +3,7 @@ import ParleyCore
 import ParleyIO
 @testable import ParleyServer
 import ParleyTestSupport
+import ParleyWebSocket
 import Testing
 
 /// The abuse limits of README.md, "Limits", that need no wall-clock time, breached
@@ -12,6 +13,44 @@ import Testing
 /// stay in Tests/EndToEndTests/AbuseLimitsTests.
 @Suite struct LimitsInProcessTests {
     /// `parley_limit_breaches_total{limit="NAME"}` as `/metrics` shows it, read in process.
+    /// Messages a client has sent all but the end of are held by the server: together they
+    /// may hold --inbound-buffer-bytes (beyond 64 KiB each); a connection that needs more past
+    /// it is closed 1013, and what it held is given back. Honest clients go on.
+    @Test func unfinishedMessagesShareOneServerWideBudget() async throws {
+        let server = try InProcessServer { $0.inboundBufferBytes = 1 << 20 }
+        defer { server.stop() }
+        let honest = try await server.native(ip: "198.51.100.1")
+        // Each hoarder sends all but the last 10 bytes of a 300 KiB message, and waits.
+        let payload = [UInt8](repeating: 0x61, count: 300 << 10)
+        let frame = WebSocketFrameEncoder.encode(opcode: .text, payload: payload, maskingKey: 0x1234_5678)
+        var hoarders: [InProcessNative] = []
+        for n in 0..<6 {
+            let hoarder = try await InProcessNative.open(server, ip: "203.0.113.\(n + 1)")
+            hoarder.peer.send(Array(frame.dropLast(10)))
+            hoarders.append(hoarder)
+            try await eventually("hoarder \(n) is held or refused") {
+                hoarder.ws.closeCode != nil || hoarder.peer.closeReason != nil
+                    || server.server.core.inboundBudget.bytesHeld >= (n + 1) * (290 << 10)
+                    || server.server.core.inboundBudget.connectionsRefused > 0
+            }
+        }
+        // Three fit in 1 MiB (900 KiB); the fourth passes it and is closed.
+        #expect(server.server.core.inboundBudget.connectionsRefused >= 1)
+        #expect(server.server.core.inboundBudget.bytesHeld <= (1 << 20) + (300 << 10))
+        let refused = hoarders[3]
+        await #expect(throws: (any Error).self) { _ = try await refused.ws.nextText(timeout: 5) }
+        #expect(refused.ws.closeCode == 1013, "closed with \(refused.ws.closeCode.map(String.init) ?? "no code")")
+        #expect(refused.ws.closeReason.contains("too many unfinished messages"))
+        // The honest client chats on, and a small message from a held hoarder still counts.
+        #expect(try await honest.publishAcknowledged("still here", to: "r")["error"] == nil)
+        // A hoarder that finishes its message gives its share back (it is answered: not JSON).
+        hoarders[0].peer.send(Array(frame.suffix(10)))
+        _ = try await hoarders[0].next()
+        for hoarder in hoarders { hoarder.peer.reset() }
+        try await eventually("every byte given back") { server.server.core.inboundBudget.bytesHeld == 0 }
+        #expect(server.server.metricsText().contains("parley_websocket_inbound_budget_closes_total "))
+    }
+
     static func breaches(_ server: InProcessServer, _ limit: String) throws -> Int {
         let metrics = server.server.metricsText()
         let prefix = "parley_limit_breaches_total{limit=\"\(limit)\"} "

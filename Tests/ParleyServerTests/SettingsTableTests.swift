@@ -15,7 +15,7 @@ import Testing
         "--data": ("/tmp/parley-x", #""/tmp/parley-x""#), "--loops": ("3", "3"), "--lobby": ("a/b", #""a/b""#),
         "--max-line-length": ("100", "100"), "--line-rate": ("7", "7"), "doors.line.burst": ("9", "9"),
         "--join-history": ("5", "5"), "--write-queue-limit": ("8192", "8192"), "--max-message-size": ("2048", "2048"),
-        "--deflate-max-message-size": ("16384", "16384"),
+        "--deflate-max-message-size": ("16384", "16384"), "--inbound-buffer-bytes": ("2097152", "2097152"),
         "--max-rooms": ("9", "9"), "--publish-rate": ("7.5", "7.5"), "doors.native.publish_burst": ("9", "9"),
         "--max-history-count": ("5", "5"), "--history-rate": ("3", "3"), "doors.native.history_burst": ("9", "9"),
         "--max-client-data": ("100", "100"), "doors.native.ping_interval_ms": ("5000", "5000"),

@@ -382,7 +382,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         let echo = isEchoPath(head.path)
         // The echo endpoint answers what comes and pings no one.
         let options = WebSocketServerConnection.Options(configuration: HTTPDoor.webSocketConfiguration(core.configuration),
-                                                        pingIntervalMilliseconds: echo ? nil : core.configuration.webSocketPingIntervalMillis)
+                                                        pingIntervalMilliseconds: echo ? nil : core.configuration.webSocketPingIntervalMillis,
+                                                        inboundBudget: core.inboundBudget)
         guard let webSocket = WebSocketServerConnection.upgrade(head, connection: connection, options: options) else { return }
         upgraded = true
         timer?.stop()

@@ -247,7 +247,8 @@ struct EngineIODoor {
             guard owner != nil else { return refuse(Self.errorResponse(400, code: 1, "Session ID unknown")) }
         }
         // Engine.IO has its own heartbeat: no WebSocket ping.
-        let options = WebSocketServerConnection.Options(configuration: Self.webSocketConfiguration(core.configuration))
+        let options = WebSocketServerConnection.Options(configuration: Self.webSocketConfiguration(core.configuration),
+                                                        inboundBudget: core.inboundBudget)
         guard let webSocket = WebSocketServerConnection.upgrade(head, connection: connection, options: options,
                                                                 responseHeaders: Self.corsHeaders(origin: origin)) else {
             return false
