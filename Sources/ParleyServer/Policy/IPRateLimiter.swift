@@ -30,6 +30,7 @@ final class IPRateLimiter: Sendable {
     /// Cluster mode: spending is recorded for ``ClusterBudgetSync``, which reports it to
     /// Redis and lowers the buckets to what the whole cluster has left.
     private let shared = Atomic<Bool>(false)
+    private let nextReportShard = Atomic<Int>(0)
 
     /// Records spending from now on, for a ``ClusterBudgetSync``.
     func shareAcrossNodes() { shared.store(true, ordering: .relaxed) }
@@ -102,8 +103,10 @@ final class IPRateLimiter: Sendable {
     /// rest wait for the next): cluster mode reports it to the cluster's shared buckets.
     func takeUnsynced(limit: Int) -> [(address: String, amount: Double)] {
         var taken: [(address: String, amount: Double)] = []
-        for shard in shards where taken.count < limit {
-            shard.lock.withLock { shard in
+        // Each call starts one shard further, so no shard's addresses wait behind the others'.
+        let first = nextReportShard.add(1, ordering: .relaxed).oldValue
+        for step in 0..<shards.count where taken.count < limit {
+            shards[(first + step) % shards.count].lock.withLock { shard in
                 while taken.count < limit, let (address, amount) = shard.unsynced.popFirst() {
                     taken.append((address, amount))
                 }
