@@ -95,9 +95,6 @@ final class WALCheckpointer: Sendable {
         (counters.backgroundRuns.load(ordering: .relaxed), counters.writerRuns.load(ordering: .relaxed))
     }
 
-    /// Frames in the WAL after the last commit.
-    var walFrames: Int { counters.frames.load(ordering: .relaxed) }
-
     /// Ends the background thread (after any checkpoint it is running) and closes its
     /// connection.
     func stop() {

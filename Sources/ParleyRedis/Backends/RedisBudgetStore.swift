@@ -16,18 +16,30 @@ public final class RedisBudgetStore: BudgetStore {
         self.timeoutMillis = timeoutMillis
     }
 
+    /// Lua both scripts share: a bucket read and refilled (`full` tokens at most, `perMilli`
+    /// a millisecond), and written back with its time to live.
+    static let bucketFunctions = """
+        local function refilled(key, full, perMilli, now)
+          local state = redis.call('HMGET', key, 't', 'l')
+          local tokens = tonumber(state[1]) or full
+          local last = tonumber(state[2]) or now
+          if now > last then
+            tokens = tokens + (now - last) * perMilli
+            last = now
+          end
+          return math.min(full, tokens), last
+        end
+        local function store(key, tokens, last, ttl)
+          redis.call('HSET', key, 't', string.format('%.3f', tokens), 'l', string.format('%d', last))
+          redis.call('PEXPIRE', key, ttl)
+        end
+        """
+
     /// ARGV: amount, allowance, period (ms), now (ms). 1 when taken (always for a refund).
-    static let takeScript = RedisScript("""
-        local state = redis.call('HMGET', KEYS[1], 't', 'l')
+    static let takeScript = RedisScript(bucketFunctions + "\n" + """
         local amount, allowance = tonumber(ARGV[1]), tonumber(ARGV[2])
         local period, now = tonumber(ARGV[3]), tonumber(ARGV[4])
-        local tokens = tonumber(state[1]) or allowance
-        local last = tonumber(state[2]) or now
-        if now > last then
-            tokens = tokens + (now - last) * allowance / period
-            last = now
-        end
-        if tokens > allowance then tokens = allowance end
+        local tokens, last = refilled(KEYS[1], allowance, allowance / period, now)
         local taken = 0
         if amount < 0 then
             tokens = math.min(allowance, tokens - amount)
@@ -36,27 +48,19 @@ public final class RedisBudgetStore: BudgetStore {
             tokens = tokens - amount
             taken = 1
         end
-        redis.call('HSET', KEYS[1], 't', string.format('%.3f', tokens), 'l', string.format('%d', last))
-        redis.call('PEXPIRE', KEYS[1], period)
+        store(KEYS[1], tokens, last, period)
         return taken
         """)
 
     /// ARGV: amount, rate (per second), burst, now (ms). Spends `amount` whether or not it is
     /// there (down to one burst below empty, as ``TokenBucket/charge(_:nowMillis:)``) and
     /// returns what is left, as a string. Expires once a burst has had time to refill twice.
-    static let chargeScript = RedisScript("""
-        local state = redis.call('HMGET', KEYS[1], 't', 'l')
+    static let chargeScript = RedisScript(bucketFunctions + "\n" + """
         local amount, rate = tonumber(ARGV[1]), tonumber(ARGV[2])
         local burst, now = tonumber(ARGV[3]), tonumber(ARGV[4])
-        local tokens = tonumber(state[1]) or burst
-        local last = tonumber(state[2]) or now
-        if now > last then
-            tokens = math.min(burst, tokens + (now - last) * rate / 1000)
-            last = now
-        end
+        local tokens, last = refilled(KEYS[1], burst, rate / 1000, now)
         tokens = math.max(-burst, tokens - amount)
-        redis.call('HSET', KEYS[1], 't', string.format('%.3f', tokens), 'l', string.format('%d', last))
-        redis.call('PEXPIRE', KEYS[1], math.ceil(2000 * burst / rate) + 1000)
+        store(KEYS[1], tokens, last, math.ceil(2000 * burst / rate) + 1000)
         return string.format('%.3f', tokens)
         """)
 

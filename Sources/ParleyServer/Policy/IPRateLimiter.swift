@@ -120,7 +120,7 @@ final class IPRateLimiter: Sendable {
     /// to that, less what the address spent here since. Never raised: a node that spent more
     /// than it reported keeps its own, lower level.
     func adopt(_ address: String, clusterTokens: Double, nowMillis: Int64) {
-        shards[Int(UInt(bitPattern: address.hashValue) % UInt(shards.count))].lock.withLock { shard in
+        shard(hash: address.hashValue).lock.withLock { shard in
             guard let index = shard.buckets.index(forKey: address) else { return }
             shard.buckets.values[index].lower(to: clusterTokens - (shard.unsynced[address] ?? 0), nowMillis: nowMillis)
         }
@@ -132,7 +132,7 @@ final class IPRateLimiter: Sendable {
     private func withBucket<R>(of key: Key, nowMillis: Int64, _ body: (inout TokenBucket) -> (R, Double)) -> R {
         let perShard = capacity / shards.count
         let recording = shared.load(ordering: .relaxed)
-        return shards[Int(UInt(bitPattern: key.hash) % UInt(shards.count))].lock.withLock { shard in
+        return shard(hash: key.hash).lock.withLock { shard in
             if let index = shard.buckets.index(forKey: key.text) {
                 let (result, spent) = body(&shard.buckets.values[index])
                 if recording, spent != 0 { shard.unsynced[key.text, default: 0] += spent }
@@ -148,6 +148,9 @@ final class IPRateLimiter: Sendable {
             return result
         }
     }
+
+    /// The shard an address's bucket lives in, by its limit key's hash.
+    private func shard(hash: Int) -> ShardLock { shards[Int(UInt(bitPattern: hash) % UInt(shards.count))] }
 
     /// Looks at the oldest few entries: a refilled bucket is forgotten, another goes to the back.
     private func prune(_ shard: inout Shard, nowMillis: Int64, limit: Int) {
