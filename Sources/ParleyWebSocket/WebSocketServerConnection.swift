@@ -73,11 +73,11 @@ public final class WebSocketServerConnection: ConnectionHandler {
 
         /// Shared by the connections of a server: the bytes their unfinished incoming messages
         /// may hold together (nil: only each connection's message size limit).
-        public var inboundBudget: WebSocketInboundBudget?
+        public var inboundBudget: InboundByteBudget?
 
         /// Options with `configuration`, and a ping every `pingIntervalMilliseconds` (nil: none).
         public init(configuration: WebSocketConfiguration, pingIntervalMilliseconds: UInt64? = nil,
-                    inboundBudget: WebSocketInboundBudget? = nil) {
+                    inboundBudget: InboundByteBudget? = nil) {
             self.configuration = configuration
             self.pingIntervalMilliseconds = pingIntervalMilliseconds
             self.inboundBudget = inboundBudget
@@ -101,8 +101,8 @@ public final class WebSocketServerConnection: ConnectionHandler {
     @exclusivity(unchecked) private var peerClose: (code: UInt16?, reason: String)?
     private var pingTimer: LoopTimer?
     private var closeTimer: LoopTimer?
-    /// What this connection counts in ``Options/inboundBudget`` now.
-    @exclusivity(unchecked) private var inboundHeld = 0
+    /// This connection's part of ``Options/inboundBudget``.
+    @exclusivity(unchecked) private var inbound: InboundByteBudget.Share?
 
     /// A connection for `connection`, whose upgrade was accepted with `deflate` negotiated
     /// (nil: none). ``open(delegate:leftover:)`` starts it. Most callers use
@@ -111,6 +111,7 @@ public final class WebSocketServerConnection: ConnectionHandler {
         self.connection = connection
         self.options = options
         machine = WebSocketProtocolMachine(role: .server, configuration: options.configuration, deflate: deflate)
+        inbound = options.inboundBudget.map(InboundByteBudget.Share.init(of:))
     }
 
     // MARK: Opening
@@ -199,20 +200,11 @@ public final class WebSocketServerConnection: ConnectionHandler {
                 break   // messages go to `onMessage`
             }
         })
-        if let budget = options.inboundBudget { account(in: budget) }
-    }
-
-    /// Brings this connection's share of the server's inbound budget up to date; past the
-    /// budget a connection that holds more than its free share is closed (1013).
-    private func account(in budget: WebSocketInboundBudget) {
-        let now = connection.state == .open ? machine.bufferedByteCount : 0
-        guard now != inboundHeld else { return }
-        let fits = budget.update(from: inboundHeld, to: now)
-        inboundHeld = now
-        guard !fits else { return }
-        close(.tryAgainLater, reason: "the server holds too many unfinished messages; try again later", waitForPeer: false)
-        _ = budget.update(from: inboundHeld, to: 0)
-        inboundHeld = 0
+        // Past the server's budget, a connection that buffers more than its free share of
+        // unfinished messages is closed (1013).
+        if inbound?.hold(connection.state == .open ? machine.bufferedByteCount : 0) == false {
+            close(.tryAgainLater, reason: "the server holds too many unfinished messages; try again later", waitForPeer: false)
+        }
     }
 
     private func pingTick() {
@@ -339,10 +331,7 @@ public final class WebSocketServerConnection: ConnectionHandler {
 
     /// Part of ``ConnectionHandler``; called by the TCP connection.
     public func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
-        if let budget = options.inboundBudget, inboundHeld != 0 {
-            _ = budget.update(from: inboundHeld, to: 0)
-            inboundHeld = 0
-        }
+        inbound?.release()
         pingTimer?.stop()
         pingTimer = nil
         closeTimer?.stop()

@@ -48,7 +48,53 @@ import Testing
         _ = try await hoarders[0].next()
         for hoarder in hoarders { hoarder.peer.reset() }
         try await eventually("every byte given back") { server.server.core.inboundBudget.bytesHeld == 0 }
-        #expect(server.server.metricsText().contains("parley_websocket_inbound_budget_closes_total "))
+        let closes = server.server.core.inboundBudget.connectionsRefused
+        #expect(server.server.metricsText().contains("parley_inbound_budget_closes_total \(closes)\n"))
+    }
+
+    /// HTTP request bodies (REST, Socket.IO polling) count in the same budget: a body sent all
+    /// but its end is held until it is complete; past the budget the connection that needs
+    /// more gets 503 and is closed. The WebSocket and HTTP doors share one bound.
+    @Test func unfinishedRequestBodiesShareTheSameBudget() async throws {
+        let server = try InProcessServer { $0.inboundBufferBytes = 1 << 20 }
+        defer { server.stop() }
+        // 300 KiB of a 310 KiB JSON body each.
+        let head = "POST /demo/r/publish HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(310 << 10)\r\n\r\n"
+        let part = Array(head.utf8) + [UInt8](repeating: 0x20, count: 300 << 10)
+        var peers: [InMemoryPeer] = []
+        for n in 0..<5 {
+            let peer = try await server.http(ip: "203.0.113.\(n + 1)")
+            peer.send(part)
+            peers.append(peer)
+            try await eventually("body \(n) is held or refused") {
+                peer.closeReason != nil || server.server.core.inboundBudget.bytesHeld >= (n + 1) * (300 << 10)
+                    || server.server.core.inboundBudget.connectionsRefused > 0
+            }
+        }
+        // Three fit in 1 MiB; the fourth passes it: 503, closed.
+        #expect(server.server.core.inboundBudget.connectionsRefused >= 1)
+        let refused = try await peers[3].read(timeout: 5, "the refusal") { bytes -> String? in
+            let text = String(decoding: bytes, as: UTF8.self)
+            return text.contains("try again later") ? text : nil
+        }
+        #expect(refused.hasPrefix("HTTP/1.1 503"))
+        #expect(refused.contains("Retry-After: 5"))
+        #expect(refused.contains("the server holds too many unfinished requests"))
+        // A WebSocket message past its free share is refused while the bodies hold the budget.
+        let ws = try await InProcessNative.open(server, ip: "198.51.100.9")
+        ws.peer.send(Array(WebSocketFrameEncoder.encode(opcode: .text, payload: [UInt8](repeating: 0x61, count: 200 << 10),
+                                                        maskingKey: 7).dropLast(1)))
+        await #expect(throws: (any Error).self) { _ = try await ws.ws.nextText(timeout: 5) }
+        #expect(ws.ws.closeCode == 1013)
+        // A held body that completes is answered and gives its share back.
+        peers[0].send([UInt8](repeating: 0x20, count: (10 << 10) - 4) + Array("\"a\"".utf8) + [0x20])
+        let answer = try await peers[0].read(timeout: 5, "the answer") { bytes -> String? in
+            let text = String(decoding: bytes, as: UTF8.self)
+            return text.contains("\r\n\r\n") ? text : nil
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
+        for peer in peers { peer.reset() }
+        try await eventually("every byte given back") { server.server.core.inboundBudget.bytesHeld == 0 }
     }
 
     static func breaches(_ server: InProcessServer, _ limit: String) throws -> Int {

@@ -129,8 +129,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Largest native message compressed for a permessage-deflate client (larger ones are
     /// sent uncompressed).
     public var deflateMaxMessageSize = 64 << 10
-    /// Bytes all WebSocket connections together may hold in incoming messages not yet
-    /// complete, beyond 64 KiB each.
+    /// Bytes all connections together may hold in WebSocket messages and HTTP request bodies
+    /// not yet complete, beyond 64 KiB each.
     public var inboundBufferBytes = 256 << 20
     /// Rooms one native connection may be subscribed to at once.
     public var nativeMaxRooms = 100

@@ -54,7 +54,7 @@ extension ServerSetting {
                       help: "largest native message sent compressed to a client that negotiated permessage-deflate; larger ones go uncompressed (each connection compresses for itself: a large message to many clients cost the server far more than its sender) (0: none)"),
         ServerSetting("--inbound-buffer-bytes", "BYTES", path: "limits.inbound_buffer_bytes", \.inboundBufferBytes,
                       .integer((1 << 20)...(1 << 40)), reloadable: false,
-                      help: "bytes all WebSocket connections (native, Socket.IO) together may hold in incoming messages not complete yet, beyond 64 KiB each; a connection that needs more past it is closed 1013 (try again later)"),
+                      help: "bytes all connections together may hold in WebSocket messages and HTTP request bodies not complete yet, beyond 64 KiB each; a connection that needs more past it is closed (WebSocket 1013, HTTP 503)"),
         ServerSetting("--max-rooms", "N", path: "doors.native.max_rooms", aliases: ["limits.nativeMaxRooms"],
                       \.nativeMaxRooms, .integer(1...100_000),
                       help: "rooms one native connection may be subscribed to at once: a limit per connection, not per node (a node holds at most \(HubConfiguration().maxRooms) rooms in memory, fixed)"),

@@ -40,6 +40,9 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     private var lingerUntilMillis: Int64?
     /// Most requests a client may pipeline behind one being answered.
     static let maxPipelined = 16
+    /// This connection's part of the server's budget of unfinished bodies
+    /// (``ServerCore/inboundBudget``): the one being read and those waiting their turn.
+    private var inbound: InboundByteBudget.Share
     /// The door policy's share of this connection (admission, handshake timeout); handed on
     /// to the session that takes the connection over after an upgrade.
     let sessionGuard: SessionGuard
@@ -51,6 +54,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         self.sessionGuard = sessionGuard
         parser = HTTPRequestParser(limits: HTTPParserLimits(maxBodyBytes: core.configuration.httpMaxBodyBytes),
                                    bodyLimit: FileRoutes.bodyLimit(core.files))
+        inbound = InboundByteBudget.Share(of: core.inboundBudget)
     }
 
     func start() {
@@ -121,6 +125,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             }
         }
         guard connection.state == .open, !upgraded, lingerUntilMillis == nil else { return }
+        guard holdBodies() else { return }
         if parser.isIdle && head == nil {
             armIdleTimer()
         } else if upload != nil {
@@ -134,6 +139,25 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
                 self.connection.close()
             }
         }
+    }
+
+    /// The body being read and those of the requests waiting their turn (at most
+    /// ``maxPipelined``).
+    private var bodyBytesHeld: Int {
+        var bytes = body.count
+        for case .request(_, let waiting) in waiting { bytes += waiting.count }
+        return bytes
+    }
+
+    /// Counts the bodies this connection holds in the server's inbound budget; past it, one
+    /// that holds more than its free share gets 503 and is closed.
+    private func holdBodies() -> Bool {
+        guard !inbound.hold(bodyBytesHeld) else { return true }
+        var response = HTTPResponse.text(503, "the server holds too many unfinished requests; try again later\n")
+        response.headers.set("Retry-After", "5")
+        connection.write(response.encoded(keepAlive: false))
+        connection.close()
+        return false
     }
 
     private func timerObject() -> LoopTimer {
@@ -294,6 +318,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
         while !answering, !waiting.isEmpty, connection.state == .open, !upgraded {
             handle(waiting.removeFirst())
         }
+        _ = inbound.hold(bodyBytesHeld)
         if waiting.isEmpty, connection.state == .open, !upgraded, !uploadPaused { connection.startReading() }
     }
 
@@ -419,6 +444,7 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
     }
 
     func connectionDidClose(_ connection: TCPConnection, reason: ConnectionCloseReason) {
+        inbound.release()
         timer?.stop()
         timer = nil
         upload?.abort()

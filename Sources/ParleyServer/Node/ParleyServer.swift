@@ -3,7 +3,6 @@ import ParleyCore
 import ParleyIO
 import ParleyLog
 import ParleySQLite
-import ParleyWebSocket
 import Synchronization
 
 /// Why the server could not start, naming what to fix.
@@ -34,9 +33,9 @@ final class ServerCore: Sendable {
     let gate: ConnectionGate
     /// REST requests per IP.
     let restRate: IPRateLimiter
-    /// Bytes all WebSocket connections (native and Socket.IO) may hold in messages not yet
+    /// Bytes all connections may hold in WebSocket messages and HTTP request bodies not yet
     /// complete (``ServerConfiguration/inboundBufferBytes``).
-    let inboundBudget: WebSocketInboundBudget
+    let inboundBudget: InboundByteBudget
     /// Serves https:// and wss:// when configured.
     let tls: TLSContext?
     /// Attachments: uploads, downloads, the registry (Files/).
@@ -107,7 +106,7 @@ final class ServerCore: Sendable {
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = IPRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
-        inboundBudget = WebSocketInboundBudget(limit: configuration.inboundBufferBytes)
+        inboundBudget = InboundByteBudget(limit: configuration.inboundBufferBytes)
         loops = group.loops
         inboxes = group.loops.map { LoopInbox(loop: $0, contexts: loopContexts, metrics: metrics.loops[$0.index]) }
         startedUnixMillis = LogDestination.unixMillis()
@@ -370,12 +369,12 @@ public final class ParleyServer: Sendable {
             out.sample("parley_history_reads_waiting", hub.historyReadsWaiting)
         }
         core.addMetricsProvider { [budget = core.inboundBudget] out in
-            out.family("parley_websocket_inbound_buffered_bytes", "gauge",
-                       help: "bytes WebSocket connections hold in incoming messages not complete yet (bounded by --inbound-buffer-bytes)")
-            out.sample("parley_websocket_inbound_buffered_bytes", budget.bytesHeld)
-            out.family("parley_websocket_inbound_budget_closes_total", "counter",
-                       help: "WebSocket connections closed (1013) because unfinished incoming messages filled --inbound-buffer-bytes")
-            out.sample("parley_websocket_inbound_budget_closes_total", budget.connectionsRefused)
+            out.family("parley_inbound_buffered_bytes", "gauge",
+                       help: "bytes connections hold in WebSocket messages and HTTP request bodies not complete yet (bounded by --inbound-buffer-bytes)")
+            out.sample("parley_inbound_buffered_bytes", budget.bytesHeld)
+            out.family("parley_inbound_budget_closes_total", "counter",
+                       help: "connections closed (WebSocket 1013, HTTP 503) because unfinished messages and bodies filled --inbound-buffer-bytes")
+            out.sample("parley_inbound_budget_closes_total", budget.connectionsRefused)
         }
         Self.startBans(core, logger: logger, polling: cluster != nil)
         core.connectionSync?.start(directory: core.directory) { error in
