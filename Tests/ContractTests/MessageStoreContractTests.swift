@@ -290,18 +290,23 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
 
     /// A database written by schema 1 (before tombstones) opens, is migrated, and keeps its
     /// messages.
-    @Test func aVersion1DatabaseIsMigrated() async throws {
+    /// A database file as schema `version` wrote it, with `rows` (SQL) in it, opened (and so
+    /// migrated) by today's store.
+    func legacyStore(version: Int, rows: String) throws -> SQLiteMessageStore {
         let path = temporaryDatabase()
         var handle: OpaquePointer?
         #expect(sqlite3_open(path, &handle) == SQLITE_OK)
-        let schema1 = SQLiteMessageStore.migrations[0] + """
+        let sql = SQLiteMessageStore.migrations[0..<version].joined() + rows + "\nPRAGMA user_version = \(version);"
+        #expect(sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(handle)
+        return try SQLiteMessageStore(path: path)
+    }
+
+    @Test func aVersion1DatabaseIsMigrated() async throws {
+        let store = try legacyStore(version: 1, rows: """
             INSERT INTO rooms (id, channel, name, last_offset) VALUES (1, 'demo', 'r', 1);
             INSERT INTO messages (room_id, offset, id, ts, body) VALUES (1, 1, 'm1', 1700000000000, '"text 1"');
-            PRAGMA user_version = 1;
-            """
-        #expect(sqlite3_exec(handle, schema1, nil, nil, nil) == SQLITE_OK)
-        sqlite3_close(handle)
-        let store = try SQLiteMessageStore(path: path)
+            """)
         defer { store.close() }
         #expect(store.openedAtSchemaVersion == 1)
         #expect(try await store.messages(in: room, after: 0, limit: 10) == [message(1)])
@@ -408,19 +413,12 @@ func message(_ offset: Int64, in key: RoomKey = room, at millis: Int64 = 1_700_0
     /// A database of schema 4 (messages clustered by room) is rewritten as the log of schema
     /// 5 and keeps every message, its id, its client message id and its actions.
     @Test func aVersion4DatabaseIsMigratedToTheMessageLog() async throws {
-        let path = temporaryDatabase()
-        var handle: OpaquePointer?
-        #expect(sqlite3_open(path, &handle) == SQLITE_OK)
-        let schema4 = SQLiteMessageStore.migrations[0..<4].joined() + """
+        let store = try legacyStore(version: 4, rows: """
             INSERT INTO rooms (id, channel, name, last_offset) VALUES (1, 'demo', 'r', 0), (2, 'demo', 'other', 0);
             INSERT INTO messages (room_id, offset, id, ts, body, client_message_id) VALUES
                 (1, 1, 'm1', 1700000000000, '"text 1"', 'c1'), (1, 2, 'm2', 1700000000000, '"text 2"', NULL),
                 (2, 1, 'm1', 1700000000000, '"text 1"', NULL);
-            PRAGMA user_version = 4;
-            """
-        #expect(sqlite3_exec(handle, schema4, nil, nil, nil) == SQLITE_OK)
-        sqlite3_close(handle)
-        let store = try SQLiteMessageStore(path: path)
+            """)
         defer { store.close() }
         #expect(store.openedAtSchemaVersion == 4)
         // As written by schema 4: no sender.
