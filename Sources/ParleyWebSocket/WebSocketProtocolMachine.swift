@@ -468,9 +468,15 @@ public final class WebSocketProtocolMachine {
         WebSocketFrameEncoder.encode(opcode: opcode, payload: payload, rsv1: rsv1, maskingKey: maskingKey())
     }
 
+    /// Whether a data message of `count` bytes goes compressed on this connection (deflate
+    /// negotiated, and the size between the threshold and the limit).
+    public func compresses(count: Int) -> Bool {
+        compressor != nil && count >= configuration.compressionThreshold && count <= configuration.compressionLimit
+    }
+
     private func dataFrame(opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer) -> [UInt8] {
         guard state == .open else { return [] }
-        if let compressor, payload.count >= configuration.compressionThreshold, payload.count <= configuration.compressionLimit {
+        if let compressor, compresses(count: payload.count) {
             return frameBytes(opcode: opcode, payload: compressor.compress(payload), rsv1: true)
         }
         return frameBytes(opcode: opcode, payload: payload)

@@ -259,7 +259,14 @@ public final class WebSocketServerConnection: ConnectionHandler {
     /// connection. Dropped unless ``canSend``.
     public func sendPreEncoded(_ frames: IOBuffer) {
         guard canSend else { return }
-        guard machine.usesDeflate else {
+        // Frames this connection would send uncompressed anyway (too small or too large to
+        // compress) are the shared bytes as they are: written, not framed again and copied.
+        let compressesAny = machine.usesDeflate && frames.withUnsafeBytes { bytes in
+            var any = false
+            WebSocketServerConnection.forEachFrame(in: bytes) { _, payload in any = any || machine.compresses(count: payload.count) }
+            return any
+        }
+        guard compressesAny else {
             connection.write(frames)
             return
         }

@@ -351,6 +351,19 @@ private let sharedFrame = WebSocketProtocolMachine.serverTextFrame(Array(sharedT
         }
     }
 
+    /// A deflate connection gets the shared bytes as they are when its message is past the
+    /// compression limit (RSV1 clear, not framed again).
+    @Test func preEncodedBytesPastTheCompressionLimitGoAsTheyAre() async throws {
+        let configuration = WebSocketConfiguration(acceptsDeflate: true, compressionLimit: sharedText.utf8.count - 1)
+        let server = try UpgradingServer(WebSocketServerConnection.Options(configuration: configuration))
+        defer { server.stop() }
+        let client = RawClient(port: server.port, send: upgradeRequest(deflate: true) + clientFrame(.text, "broadcast"))
+        defer { client.stop() }
+        try await waitUntil { client.frames.count >= sharedFrame.count }
+        #expect(client.head.contains("permessage-deflate"))
+        #expect(client.frames == sharedFrame)
+    }
+
     /// A request that is no valid upgrade gets its status, with the caller's extra headers,
     /// and the connection is closed.
     @Test func anInvalidUpgradeIsRefused() async throws {
