@@ -23,6 +23,17 @@ public final class IOBuffer: @unchecked Sendable {
         self.init(Array(string.utf8))
     }
 
+    /// The bytes of `buffers` back to back, in one new buffer.
+    public init(joining buffers: [IOBuffer]) {
+        count = buffers.reduce(0) { $0 + $1.count }
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        var offset = 0
+        for buffer in buffers {
+            (base + offset).copyMemory(from: buffer.base, byteCount: buffer.count)
+            offset += buffer.count
+        }
+    }
+
     deinit { base.deallocate() }
 
     /// Reads the bytes without copying.

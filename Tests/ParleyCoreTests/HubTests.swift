@@ -466,6 +466,50 @@ private let carol = Member(id: "c3")
         }
     }
 
+    /// A session that takes runs of messages in one frame (or refuses them).
+    final class RunSession: RoomSubscriber {
+        let sessionID: SessionID
+        let wireFormat = WireFormat(1)
+        let takesRuns: Bool
+        var frames: [String] = []
+        init(_ id: SessionID, takesRuns: Bool) { sessionID = id; self.takesRuns = takesRuns }
+        func receive(_ event: RoomEvent, in room: RoomKey, frame: String?) { if let frame { frames.append(frame) } }
+        func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: String) -> Bool {
+            guard takesRuns else { return false }
+            self.frames.append(frames)
+            return true
+        }
+        func didSubscribe(_ snapshot: SubscribeSnapshot) {}
+        func didUnsubscribe(from room: RoomKey) {}
+    }
+
+    @Test func consecutiveMessagesOfARoomReachRunTakersAsOneJoinedFrame() throws {
+        let other = RoomKey(channel: "demo", room: "other")
+        let local = LoopHub<String>(encode: { _, room, event in
+            guard case .message(let m) = event else { return nil }
+            return "\(room.room):\(m.body.stringValue ?? "")|"
+        }, join: { $0.joined() })
+        let takes = RunSession(1, takesRuns: true), refuses = RunSession(2, takesRuns: false)
+        for session in [takes, refuses] {
+            local.register(session)
+            for room in [lobby, other] {
+                local.handle(.subscribed(session.sessionID, SubscribeSnapshot(room: room, members: [], history: [], lastOffset: 0)))
+            }
+        }
+        func message(_ text: String, _ room: RoomKey, _ offset: Int64) -> Delivery {
+            .event(room, .message(Message(id: "m\(text)", offset: offset, timestampMillis: 1, room: room, sender: nil, body: .string(text))))
+        }
+        // Three in the lobby, one elsewhere (it ends the run), two more in the lobby.
+        local.handle([message("a", lobby, 1), message("b", lobby, 2), message("c", lobby, 3),
+                      message("x", other, 1), message("d", lobby, 4), message("e", lobby, 5)])
+        #expect(takes.frames == ["observable-room:a|observable-room:b|observable-room:c|", "other:x|",
+                                 "observable-room:d|observable-room:e|"])
+        #expect(refuses.frames == ["observable-room:a|", "observable-room:b|", "observable-room:c|", "other:x|",
+                                   "observable-room:d|", "observable-room:e|"])
+        // Each message encoded once per format, whoever takes it how.
+        #expect(local.encodeCount == 6)
+    }
+
     @Test func unregisteredSessionsGetNothing() throws {
         let local = LoopHub<String> { _, _, _ in "x" }
         let session = Session(1, 0)

@@ -19,11 +19,18 @@ public protocol RoomSubscriber<Frame>: AnyObject {
     func didUnsubscribe(from room: RoomKey)
     /// The next page of a long replay (see ``SubscribeSnapshot/replayComplete``).
     func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool)
+    /// Several message events of one room in a row (`events`, each `.message`), `frames` the
+    /// subscriber's format's frames of all of them back to back: one write instead of one
+    /// per message. Return false to get them one by one (``receive(_:in:frame:)``) instead,
+    /// when a message needs a look of its own.
+    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: Frame) -> Bool
 }
 
 extension RoomSubscriber {
     /// Sessions that never ask for `since` get no replay pages.
     public func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool) {}
+    /// By default every message is handed over on its own.
+    public func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: Frame) -> Bool { false }
 }
 
 /// The sessions of one event loop and their rooms: the hub's deliveries for this loop land
@@ -34,7 +41,10 @@ extension RoomSubscriber {
 /// lookups (about half of the server's instructions in a 1×200 fan-out profile).
 public final class LoopHub<Frame> {
     public typealias Encoder = (WireFormat, RoomKey, RoomEvent) -> Frame?
+    /// Frames back to back as one (for runs of messages: `handle(_ deliveries:)`).
+    public typealias Joiner = ([Frame]) -> Frame
     @usableFromInline let encode: Encoder
+    @usableFromInline let join: Joiner?
     @usableFromInline var sessions: [SessionID: any RoomSubscriber<Frame>] = [:]
     @usableFromInline var rooms: [RoomKey: [any RoomSubscriber<Frame>]] = [:]
     @usableFromInline var sessionRooms: [SessionID: Set<RoomKey>] = [:]
@@ -42,8 +52,11 @@ public final class LoopHub<Frame> {
     /// Number of encodings performed; tests use it to prove encode-once fan-out.
     public var encodeCount: Int { encodings }
 
-    public init(encode: @escaping Encoder) {
+    /// `join`: when given, a run of messages of one room handled together reaches each
+    /// subscriber that takes runs as one frame (``RoomSubscriber/receive(run:in:frames:)``).
+    public init(encode: @escaping Encoder, join: Joiner? = nil) {
         self.encode = encode
+        self.join = join
     }
 
     /// Makes a session reachable for deliveries.
@@ -85,6 +98,67 @@ public final class LoopHub<Frame> {
             session.didUnsubscribe(from: key)
         case .perform(let work):
             work()
+        }
+    }
+
+    /// Handles deliveries in order, as handling them one by one would, except that
+    /// consecutive messages of one room (a group commit's worth, in a busy room) are encoded
+    /// as before and then joined, so each subscriber taking runs gets them in one write.
+    @inlinable
+    public func handle(_ deliveries: [Delivery]) {
+        guard join != nil else {
+            for delivery in deliveries { handle(delivery) }
+            return
+        }
+        var index = deliveries.startIndex
+        while index < deliveries.endIndex {
+            guard case .event(let key, .message) = deliveries[index] else {
+                handle(deliveries[index])
+                index += 1
+                continue
+            }
+            var end = index + 1
+            while end < deliveries.endIndex, case .event(let next, .message) = deliveries[end], next == key { end += 1 }
+            if end - index == 1 {
+                handle(deliveries[index])
+            } else if let list = rooms[key] {
+                var events: [RoomEvent] = []
+                events.reserveCapacity(end - index)
+                for delivery in deliveries[index..<end] {
+                    if case .event(_, let event) = delivery { events.append(event) }
+                }
+                fanOut(run: events, in: key, to: list)
+            }
+            index = end
+        }
+    }
+
+    /// A run of messages of one room: per format, each message encoded once and the frames
+    /// joined once; a subscriber that does not take the run gets them one by one.
+    @inlinable
+    func fanOut(run events: [RoomEvent], in key: RoomKey, to list: [any RoomSubscriber<Frame>]) {
+        // Per format: the frames, whether it shows every message of the run (only then are
+        // they joined), and the joined frame once a subscriber asked (not before: a format
+        // whose sessions never take runs is never joined).
+        var formats: [(format: WireFormat, frames: [Frame?], whole: Bool, joined: Frame?)] = []
+        for subscriber in list {
+            let format = subscriber.wireFormat
+            let slot: Int
+            if let known = formats.firstIndex(where: { $0.format == format }) {
+                slot = known
+            } else {
+                let frames = events.map { event -> Frame? in
+                    encodings += 1
+                    return encode(format, key, event)
+                }
+                formats.append((format, frames, frames.allSatisfy { $0 != nil }, nil))
+                slot = formats.count - 1
+            }
+            if formats[slot].whole {
+                if formats[slot].joined == nil { formats[slot].joined = join!(formats[slot].frames.map { $0! }) }
+                if subscriber.receive(run: events[...], in: key, frames: formats[slot].joined!) { continue }
+            }
+            for (event, frame) in zip(events, formats[slot].frames) { subscriber.receive(event, in: key, frame: frame) }
         }
     }
 

@@ -288,6 +288,13 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         if case .roomClosed = event { connection.close() }
     }
 
+    /// A run of the lobby's messages: their lines back to back, in one write.
+    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: IOBuffer) -> Bool {
+        connection.write(frames)
+        delivered.incrementFromOwner(by: events.count)
+        return true
+    }
+
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
         if let failure = snapshot.failure {
             chat.end()

@@ -412,6 +412,16 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         }
     }
 
+    /// A run of one room's messages in one write, unless this session looks at each message
+    /// (it follows users: unread counts and receipts).
+    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: IOBuffer) -> Bool {
+        guard !followsUsers else { return false }
+        guard chat.isIn(room), webSocket.canSend else { return true }
+        webSocket.sendPreEncoded(frames)
+        delivered.incrementFromOwner(by: events.count)
+        return true
+    }
+
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
         let callback = pendingSubscribes[snapshot.room]?.isEmpty == false
             ? pendingSubscribes[snapshot.room]!.removeFirst() : nil

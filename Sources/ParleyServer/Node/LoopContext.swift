@@ -1,5 +1,6 @@
 import ParleyCore
 import ParleyIO
+import Synchronization
 
 /// The wire formats of Parley's doors: a room event is encoded once per format per loop
 /// (``RoomEventEncoding``), and every subscriber names its format. The encoder switches over
@@ -29,39 +30,78 @@ final class LoopContext {
 
     /// `encoders`: the doors' per-loop encoders for this loop (``DoorSet/encoders``).
     init(encoders: LoopEncoders) {
-        loopHub = LoopHub { format, room, event in RoomEventEncoding.encode(format, room, event, encoders: encoders) }
+        loopHub = LoopHub(encode: { format, room, event in RoomEventEncoding.encode(format, room, event, encoders: encoders) },
+                          join: IOBuffer.init(joining:))
     }
 }
 
 /// The hub's deliveries for one loop: queued to it, handled there in order. A stored
 /// message's fan-out time on this loop is recorded once it has been written to every
 /// subscriber here (one clock read per message per loop).
+///
+/// Deliveries wait in the inbox's own queue, and one loop task takes everything queued when
+/// it runs: a group commit's deliveries cost one task, not one closure each, and a busy
+/// room's consecutive messages reach each subscriber in one write (``LoopHub/handle(_:)``).
+/// Deliveries keep their order among themselves; a loop task submitted by other means
+/// between two of them may run after both.
 final class LoopInbox: Inbox {
     let loop: EventLoop
     let metrics: LoopMetrics
     private let contexts: LoopLocal<LoopContext>
+    private struct Queue {
+        var deliveries: [Delivery] = []
+        var backlogs: [RoomBacklog?] = []
+        /// A drain task is on the loop's queue: posts until it runs need none of their own.
+        var scheduled = false
+        /// The buffers the last drain emptied, kept for the next (a drain allocates nothing).
+        var spare: ([Delivery], [RoomBacklog?]) = ([], [])
+    }
+    private let queue = Mutex(Queue())
+
     init(loop: EventLoop, contexts: LoopLocal<LoopContext>, metrics: LoopMetrics) {
         self.loop = loop
         self.contexts = contexts
         self.metrics = metrics
     }
 
-    func post(_ delivery: Delivery) {
-        let (loop, metrics, contexts) = (self.loop, self.metrics, self.contexts)
-        loop.execute {
-            contexts[loop].loopHub.handle(delivery)
-            Self.record(delivery, metrics)
+    func post(_ delivery: Delivery) { enqueue(delivery, nil) }
+
+    func post(_ delivery: Delivery, completing backlog: RoomBacklog) { enqueue(delivery, backlog) }
+
+    private func enqueue(_ delivery: Delivery, _ backlog: RoomBacklog?) {
+        let schedule = queue.withLock { queue -> Bool in
+            queue.deliveries.append(delivery)
+            queue.backlogs.append(backlog)
+            if queue.scheduled { return false }
+            queue.scheduled = true
+            return true
+        }
+        if schedule { loop.execute { [self] in drain() } }
+    }
+
+    /// On the loop: everything queued, in order.
+    private func drain() {
+        var (deliveries, backlogs) = queue.withLock { queue -> ([Delivery], [RoomBacklog?]) in
+            var taken = queue.spare
+            queue.spare = ([], [])
+            swap(&taken.0, &queue.deliveries)
+            swap(&taken.1, &queue.backlogs)
+            queue.scheduled = false
+            return taken
+        }
+        contexts[loop].loopHub.handle(deliveries)
+        for delivery in deliveries { Self.record(delivery, metrics) }
+        for backlog in backlogs { backlog?.done() }
+        let keep = deliveries.capacity <= Self.spareCapacity
+        deliveries.removeAll(keepingCapacity: keep)
+        backlogs.removeAll(keepingCapacity: keep)
+        queue.withLock { queue in
+            if queue.spare.0.capacity == 0 { queue.spare = (deliveries, backlogs) }
         }
     }
 
-    func post(_ delivery: Delivery, completing backlog: RoomBacklog) {
-        let (loop, metrics, contexts) = (self.loop, self.metrics, self.contexts)
-        loop.execute {
-            contexts[loop].loopHub.handle(delivery)
-            Self.record(delivery, metrics)
-            backlog.done()
-        }
-    }
+    /// Most deliveries a drained buffer keeps room for (a bigger one, after a burst, is freed).
+    static let spareCapacity = 16_384
 
     @inline(__always)
     private static func record(_ delivery: Delivery, _ metrics: LoopMetrics) {
