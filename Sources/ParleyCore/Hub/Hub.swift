@@ -141,14 +141,18 @@ public final class Hub: Sendable {
                         messageID: String? = nil, replyTo: MessageReference? = nil, action: MessageAction? = nil,
                         whenStored: (@Sendable (Result<Message, ParleyError>) -> Void)? = nil) throws(ParleyError) -> RoomBacklog? {
         let room = rooms.withLock { $0[key] }
+        // The parked publish is made only when it is parked (not on every publish: it holds
+        // all of this call's arguments).
         if let session, let room,
-           try hold(session, in: room, { [self] failure in
-               if let failure { whenStored?(.failure(failure)); return }
-               do throws(ParleyError) {
-                   _ = try dispatch(body, to: key, from: sender, messageID: messageID, replyTo: replyTo, action: action,
-                                    backlog: room.backlog, whenStored: whenStored)
-               } catch {
-                   whenStored?(.failure(error))
+           try hold(session, in: room, {
+               { [self] failure in
+                   if let failure { whenStored?(.failure(failure)); return }
+                   do throws(ParleyError) {
+                       _ = try dispatch(body, to: key, from: sender, messageID: messageID, replyTo: replyTo, action: action,
+                                        backlog: room.backlog, whenStored: whenStored)
+                   } catch {
+                       whenStored?(.failure(error))
+                   }
                }
            }) {
             return room.backlog
@@ -160,7 +164,7 @@ public final class Hub: Sendable {
     /// Parks `publish` with `session`'s subscribe to `room` while its join is on its way;
     /// false when the session is not joining it (live, a listener, or not in the room).
     private func hold(_ session: SessionID, in room: NodeRoom,
-                      _ publish: @escaping @Sendable (ParleyError?) -> Void) throws(ParleyError) -> Bool {
+                      _ publish: () -> @Sendable (ParleyError?) -> Void) throws(ParleyError) -> Bool {
         let limit = configuration.maxPublishesAwaitingJoin
         return try room.lock.withLock { state throws(ParleyError) -> Bool in
             // Held while the join is on its way, and after it until the held ones are sent.
@@ -169,7 +173,7 @@ public final class Hub: Sendable {
             guard entry.held.count < limit else {
                 throw ParleyError(.limitReached, "too many messages sent before the join to \(room.key.room) completed (limit \(limit))")
             }
-            state.sessions[session]!.held.append(publish)
+            state.sessions[session]!.held.append(publish())
             return true
         }
     }

@@ -28,10 +28,40 @@ extension WireFormat {
 final class LoopContext {
     let loopHub: LoopHub<IOBuffer>
 
-    /// `encoders`: the doors' per-loop encoders for this loop (``DoorSet/encoders``).
-    init(encoders: LoopEncoders) {
-        loopHub = LoopHub(encode: { format, room, event in RoomEventEncoding.encode(format, room, event, encoders: encoders) },
+    /// `encoders`: the doors' per-loop encoders for this loop (``DoorSet/encoders``);
+    /// `shared`: the native frames every loop of the server shares.
+    init(encoders: LoopEncoders, shared: SharedFrames = SharedFrames()) {
+        loopHub = LoopHub(encode: { format, room, event in
+                              RoomEventEncoding.encode(format, room, event, encoders: encoders, shared: shared)
+                          },
                           join: IOBuffer.init(joining:))
+    }
+}
+
+/// The native frames of recent messages, made by the first event loop that delivers a message
+/// and taken as they are by the others (each loop encoded every message again before: the
+/// frame depends on the message alone, and an `IOBuffer` can be written on any loop).
+/// A direct-mapped table of `slots` entries: a collision replaces the older entry, which only
+/// costs an encoding. Bounded: frames over `maxFrameBytes` are not kept, so the table holds
+/// at most `slots` small frames and their messages.
+final class SharedFrames: Sendable {
+    static let slots = 4096
+    static let maxFrameBytes = 4096
+    private let table = Mutex<[(message: Message, frame: IOBuffer)?]>(Array(repeating: nil, count: SharedFrames.slots))
+
+    /// The frame of `message` another loop made, or `make()`'s (kept for the others).
+    func frame(of message: Message, make: () -> IOBuffer?) -> IOBuffer? {
+        // Objects are 16-byte aligned: the address above those bits spreads over the table.
+        let slot = Int((UInt(bitPattern: ObjectIdentifier(message)) >> 4) & UInt(Self.slots - 1))
+        if let frame = table.withLock({ table -> IOBuffer? in
+            guard let entry = table[slot], entry.message === message else { return nil }
+            return entry.frame
+        }) {
+            return frame
+        }
+        guard let made = make() else { return nil }
+        if made.count <= Self.maxFrameBytes { table.withLock { $0[slot] = (message, made) } }
+        return made
     }
 }
 
@@ -118,14 +148,20 @@ protocol GracefulSession: AnyObject {
 
 /// Encodes room events for each door, once per event per loop.
 enum RoomEventEncoding {
-    static func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent, encoders: LoopEncoders?) -> IOBuffer? {
+    static func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent, encoders: LoopEncoders?,
+                       shared: SharedFrames? = nil) -> IOBuffer? {
         // Only the ``DoorFormat``s exist (each `WireFormat` constant is made from one).
         guard let door = DoorFormat(rawValue: format.rawValue) else { return nil }
         return switch door {
         case .line: LineEncoding.encode(event, transcript: encoders?.line)
         // Join/leave only for `observable-*` rooms here, while the line door announces them
         // in its lobby whatever its name: the decision is per format.
-        case .native: NativeEncoding.encode(event, in: room)
+        case .native:
+            if case .message(let message) = event, let shared {
+                shared.frame(of: message) { NativeEncoding.encode(event, in: room) }
+            } else {
+                NativeEncoding.encode(event, in: room)
+            }
         // The Socket.IO door's one application with room events: SocketChat.
         case .socketIO, .socketIOPolling: encoders?.socketChat.encode(format, room, event)
         }

@@ -101,7 +101,8 @@ final class ServerCore: Sendable {
                             metadata: ["error": .string(error.message)])
         }
         self.doors = doors
-        let loopContexts = LoopLocal(group) { loop in LoopContext(encoders: doors.encoders(loop)) }
+        let sharedFrames = SharedFrames()
+        let loopContexts = LoopLocal(group) { loop in LoopContext(encoders: doors.encoders(loop), shared: sharedFrames) }
         self.loopContexts = loopContexts
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
