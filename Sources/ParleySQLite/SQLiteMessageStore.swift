@@ -63,7 +63,7 @@ public final class SQLiteMessageStore: MessageStore {
     private let clockMillis: @Sendable () -> Int64
     private let closed = Atomic<Bool>(false)
     private let unreadable = Atomic<Int>(0)
-    private let unreadableHandler = Mutex<(@Sendable (RoomKey, Int64) -> Void)?>(nil)
+    private let unreadableHandler = Mutex<Callback<@Sendable (RoomKey, Int64) -> Void>?>(nil)
     private let connections: [SQLiteConnection]
     /// Copies the WAL into the database file beside the writer.
     let checkpointer: WALCheckpointer
@@ -465,8 +465,8 @@ public final class SQLiteMessageStore: MessageStore {
 
     /// Called with the room and offset of each unreadable message a read skips.
     public var onUnreadableMessage: (@Sendable (RoomKey, Int64) -> Void)? {
-        get { unreadableHandler.withLock { $0 } }
-        set { unreadableHandler.withLock { $0 = newValue } }
+        get { unreadableHandler.withLock { $0 }?.call }
+        set { unreadableHandler.withLock { $0 = newValue.map(Callback.init) } }
     }
 
     func rows(_ statement: Statement, room: RoomKey) throws(ParleyError) -> [Message] {
@@ -503,7 +503,7 @@ public final class SQLiteMessageStore: MessageStore {
             } catch {
                 // Never handed out as `null`: skipped, counted and reported.
                 unreadable.add(1, ordering: .relaxed)
-                unreadableHandler.withLock { $0 }?(room, statement.int64(1))
+                unreadableHandler.withLock { $0 }?.call(room, statement.int64(1))
             }
         }
         return (messages, false)

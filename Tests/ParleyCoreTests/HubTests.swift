@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 import ParleyTestSupport
@@ -689,5 +690,22 @@ final class HoldingInbox: Inbox {
         #expect(snapshot.replay.map(\.offset) == Array(1...7), "the log, actions included")
         #expect(snapshot.replay[0].body == "helo", "a replayed message is as it was sent")
         #expect(snapshot.replay[4].isDeleted, "the edit of a deleted message lost its text")
+    }
+}
+
+/// The hub's stored-message observer (push notifications) is called once per message, for the
+/// life of the server: a call must cost the same on the thousandth message as on the first.
+@Suite struct HubObserverTests {
+    /// Stack depth inside each call. Stored as a bare closure in a `Mutex` and read out per
+    /// message, the observer gained a reabstraction thunk per read: the depth grew with every
+    /// message (so did the time).
+    @Test func theObserverIsCalledThroughTheSameFramesEveryTime() throws {
+        let hub = Hub()
+        let depths = Mutex<[Int]>([])
+        hub.observeStored { _ in depths.withLock { $0.append(Thread.callStackSymbols.count) } }
+        for index in 0..<40 { try hub.publish(.string("m\(index)"), to: lobby, from: nil) }
+        let seen = depths.withLock { $0 }
+        #expect(seen.count == 40)
+        #expect(Set(seen).count == 1, "stack depths \(seen)")
     }
 }

@@ -37,6 +37,19 @@ import Testing
         #expect(encodings == 2)
     }
 
+    @Test func theTableHoldsNoMoreThanItsBytes() {
+        let shared = SharedFrames()
+        var kept: [Message] = []
+        // Enough 4 KiB frames to pass the bound twice over.
+        for index in 0..<(2 * SharedFrames.maxBytes / SharedFrames.maxFrameBytes) {
+            let next = message("n\(index)")
+            kept.append(next)
+            _ = shared.frame(of: next) { IOBuffer([UInt8](repeating: 120, count: SharedFrames.maxFrameBytes)) }
+            #expect(shared.heldBytes <= SharedFrames.maxBytes)
+        }
+        #expect(shared.heldBytes > SharedFrames.maxBytes / 2)
+    }
+
     @Test func subscribersOnBothLoopsGetTheMessageAsItWasSent() async throws {
         let server = try InProcessServer()
         defer { server.stop() }

@@ -73,7 +73,7 @@ public final class Hub: Sendable {
     /// flag's expiry (every node would otherwise announce it once).
     let localTypists = Mutex<[RoomKey: TypingTracker]>([:])
     /// Told of every message stored through this node's publishes (push notifications).
-    let storedObserver = Mutex<(@Sendable (Message) -> Void)?>(nil)
+    let storedObserver = Mutex<Callback<@Sendable (Message) -> Void>?>(nil)
     /// History pages being read now (``HubConfiguration/maxHistoryBytesInFlight``): explicit
     /// reads and the reads subscriptions need.
     let historyReads: HistoryReadGate
@@ -81,7 +81,7 @@ public final class Hub: Sendable {
     /// `observer` is told of every message (and action) this node publishes, once stored, on
     /// the store's thread: it must return at once. One observer; a second call replaces it.
     public func observeStored(_ observer: @escaping @Sendable (Message) -> Void) {
-        storedObserver.withLock { $0 = observer }
+        storedObserver.withLock { $0 = Callback(observer) }
     }
 
     /// A single-node hub in memory (keeping `historyCapacity` messages per room).
@@ -203,7 +203,7 @@ public final class Hub: Sendable {
             try broker.publish(message, clientMessageID: messageID) { result in
                 whenStored?(result)
                 backlog?.done()
-                if let observer, case .success(let stored) = result { observer(stored) }
+                if let observer, case .success(let stored) = result { observer.call(stored) }
             }
         } catch {
             backlog?.done()

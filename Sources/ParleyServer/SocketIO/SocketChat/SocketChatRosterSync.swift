@@ -21,7 +21,7 @@ final class SocketChatRosterSync: Sendable {
     private let localChanges = Atomic<Int>(0)
     private let writesInFlight = Atomic<Int>(0)
     private let poller = Mutex<Task<Void, Never>?>(nil)
-    private let onChange = Mutex<(@Sendable () -> Void)?>(nil)
+    private let onChange = Mutex<Callback<@Sendable () -> Void>?>(nil)
     private let onError: @Sendable (ParleyError) -> Void
     static let pollMillis: Int64 = 1_000
 
@@ -34,7 +34,7 @@ final class SocketChatRosterSync: Sendable {
     }
 
     /// Where to say that the list changed (the door sets it once: its sockets resend `userList`).
-    func whenChanged(_ body: @escaping @Sendable () -> Void) { onChange.withLock { $0 = body } }
+    func whenChanged(_ body: @escaping @Sendable () -> Void) { onChange.withLock { $0 = Callback(body) } }
 
     /// A Socket.IO user's socket went away without `exitUser`. `stored` runs once the
     /// cluster's roster has it (or the write failed): the lobby leave waits for it, so a node
@@ -89,7 +89,7 @@ final class SocketChatRosterSync: Sendable {
             guard writesInFlight.load(ordering: .sequentiallyConsistent) == 0,
                   localChanges.load(ordering: .sequentiallyConsistent) == seen else { return }
             lastVersion.withLock { $0 = loaded.version }
-            if roster.replaceDeparted(with: loaded.entries) { onChange.withLock { $0 }?() }
+            if roster.replaceDeparted(with: loaded.entries) { onChange.withLock { $0 }?.call() }
         } catch {
             onError(error)
         }
