@@ -105,7 +105,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Like ``execute(_:)``, but says whether the task was taken: false once the loop has
     /// stopped taking tasks (a task taken is run, if only while the loop stops).
-    func tryExecute(_ task: @escaping @Sendable () -> Void) -> Bool {
+    public func tryExecute(_ task: @escaping @Sendable () -> Void) -> Bool {
         let (taken, shouldWake) = inbox.withLock { inbox -> (Bool, Bool) in
             if inbox.closed { return (false, false) }
             inbox.tasks.append(task)

@@ -19,10 +19,13 @@ public protocol RoomSubscriber<Frame>: AnyObject {
     func didUnsubscribe(from room: RoomKey)
     /// The next page of a long replay (see ``SubscribeSnapshot/replayComplete``).
     func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool)
+    /// Whether this session takes runs now (``receive(run:in:frames:)``); false when each
+    /// message needs a look of its own.
+    var takesRuns: Bool { get }
     /// Several message events of one room in a row (`events`, each `.message`), `frames` the
     /// subscriber's format's frames of all of them back to back: one write instead of one
-    /// per message. Return false to get them one by one (``receive(_:in:frame:)``) instead,
-    /// when a message needs a look of its own.
+    /// per message. Asked only when ``takesRuns``; return false to get them one by one
+    /// (``receive(_:in:frame:)``) after all.
     func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: Frame) -> Bool
 }
 
@@ -30,6 +33,7 @@ extension RoomSubscriber {
     /// Sessions that never ask for `since` get no replay pages.
     public func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool) {}
     /// By default every message is handed over on its own.
+    public var takesRuns: Bool { false }
     public func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: Frame) -> Bool { false }
 }
 
@@ -45,6 +49,11 @@ public final class LoopHub<Frame> {
     public typealias Joiner = ([Frame]) -> Frame
     @usableFromInline let encode: Encoder
     @usableFromInline let join: Joiner?
+    /// The formats whose encoder may see a run format by format (all of a run's messages for
+    /// one format, then for the next): encoders that keep state across formats (Socket.IO's,
+    /// which caches the last event for its two transports) need each event for every format
+    /// before the next event.
+    @usableFromInline let runFormats: Set<WireFormat>
     @usableFromInline var sessions: [SessionID: any RoomSubscriber<Frame>] = [:]
     @usableFromInline var rooms: [RoomKey: [any RoomSubscriber<Frame>]] = [:]
     @usableFromInline var sessionRooms: [SessionID: Set<RoomKey>] = [:]
@@ -53,10 +62,12 @@ public final class LoopHub<Frame> {
     public var encodeCount: Int { encodings }
 
     /// `join`: when given, a run of messages of one room handled together reaches each
-    /// subscriber that takes runs as one frame (``RoomSubscriber/receive(run:in:frames:)``).
-    public init(encode: @escaping Encoder, join: Joiner? = nil) {
+    /// subscriber that takes runs as one frame (``RoomSubscriber/receive(run:in:frames:)``),
+    /// in rooms whose subscribers all use one of `runFormats`.
+    public init(encode: @escaping Encoder, join: Joiner? = nil, runFormats: Set<WireFormat> = []) {
         self.encode = encode
         self.join = join
+        self.runFormats = runFormats
     }
 
     /// Makes a session reachable for deliveries.
@@ -121,13 +132,15 @@ public final class LoopHub<Frame> {
             while end < deliveries.endIndex, case .event(let next, .message) = deliveries[end], next == key { end += 1 }
             if end - index == 1 {
                 handle(deliveries[index])
-            } else if let list = rooms[key] {
+            } else if let list = rooms[key], !list.contains(where: { !runFormats.contains($0.wireFormat) }) {
                 var events: [RoomEvent] = []
                 events.reserveCapacity(end - index)
                 for delivery in deliveries[index..<end] {
                     if case .event(_, let event) = delivery { events.append(event) }
                 }
                 fanOut(run: events, in: key, to: list)
+            } else {
+                for delivery in deliveries[index..<end] { handle(delivery) }
             }
             index = end
         }
@@ -154,7 +167,7 @@ public final class LoopHub<Frame> {
                 formats.append((format, frames, frames.allSatisfy { $0 != nil }, nil))
                 slot = formats.count - 1
             }
-            if formats[slot].whole {
+            if formats[slot].whole && subscriber.takesRuns {
                 if formats[slot].joined == nil { formats[slot].joined = join!(formats[slot].frames.map { $0! }) }
                 if subscriber.receive(run: events[...], in: key, frames: formats[slot].joined!) { continue }
             }

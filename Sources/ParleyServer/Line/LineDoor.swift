@@ -289,6 +289,8 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     }
 
     /// A run of the lobby's messages: their lines back to back, in one write.
+    var takesRuns: Bool { true }
+
     func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: IOBuffer) -> Bool {
         connection.write(frames)
         delivered.incrementFromOwner(by: events.count)

@@ -412,8 +412,10 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         }
     }
 
-    /// A run of one room's messages in one write, unless this session looks at each message
+    /// Runs of one room's messages in one write, unless this session looks at each message
     /// (it follows users: unread counts and receipts).
+    var takesRuns: Bool { !followsUsers }
+
     func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: IOBuffer) -> Bool {
         guard !followsUsers else { return false }
         guard chat.isIn(room), webSocket.canSend else { return true }

@@ -34,7 +34,7 @@ final class LoopContext {
         loopHub = LoopHub(encode: { format, room, event in
                               RoomEventEncoding.encode(format, room, event, encoders: encoders, shared: shared)
                           },
-                          join: IOBuffer.init(joining:))
+                          join: IOBuffer.init(joining:), runFormats: [.native, .line])
     }
 }
 
@@ -126,7 +126,17 @@ final class LoopInbox: Inbox {
             queue.scheduled = true
             return true
         }
-        if schedule { loop.execute { [self] in drain() } }
+        // A loop that stopped takes no task: what waits is dropped (and finished, for the
+        // rooms' backlogs), and the next post tries again.
+        if schedule, !loop.tryExecute({ [self] in drain() }) {
+            let dropped = queue.withLock { queue -> [RoomBacklog?] in
+                queue.scheduled = false
+                queue.deliveries.removeAll()
+                defer { queue.backlogs.removeAll() }
+                return queue.backlogs
+            }
+            for backlog in dropped { backlog?.done() }
+        }
     }
 
     /// On the loop: everything queued, in order.
