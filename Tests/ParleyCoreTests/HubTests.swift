@@ -473,16 +473,23 @@ private let carol = Member(id: "c3")
         let wireFormat: WireFormat
         let takesRuns: Bool
         var frames: [String] = []
-        init(_ id: SessionID, takesRuns: Bool, format: Int = 1) {
+        /// Every session's receipts in the order they came, when shared.
+        let log: Log?
+        final class Log { var entries: [String] = [] }
+        init(_ id: SessionID, takesRuns: Bool, format: Int = 1, log: Log? = nil) {
             sessionID = id
             self.takesRuns = takesRuns
             wireFormat = WireFormat(format)
+            self.log = log
         }
-        func receive(_ event: RoomEvent, in room: RoomKey, frame: String?) { if let frame { frames.append(frame) } }
-        func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: String) -> Bool {
-            #expect(takesRuns, "asked for a run it does not take")
+        func receive(_ event: RoomEvent, in room: RoomKey, frame: String?) {
+            guard let frame else { return }
+            frames.append(frame)
+            log?.entries.append("\(sessionID):\(frame)")
+        }
+        func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: String) {
+            #expect(takesRuns, "given a run it does not take")
             self.frames.append(frames)
-            return true
         }
         func didSubscribe(_ snapshot: SubscribeSnapshot) {}
         func didUnsubscribe(from room: RoomKey) {}
@@ -493,7 +500,7 @@ private let carol = Member(id: "c3")
         let local = LoopHub<String>(encode: { _, room, event in
             guard case .message(let m) = event else { return nil }
             return "\(room.room):\(m.body.stringValue ?? "")|"
-        }, join: { $0.joined() }, runFormats: [WireFormat(1)])
+        }, join: { $0.joined() })
         let takes = RunSession(1, takesRuns: true), refuses = RunSession(2, takesRuns: false)
         for session in [takes, refuses] {
             local.register(session)
@@ -516,16 +523,20 @@ private let carol = Member(id: "c3")
     }
 
     /// An encoder that keeps state across formats (Socket.IO's) must see each event for every
-    /// format before the next: a room with such a subscriber gets no runs.
-    @Test func aRoomWithAFormatThatTakesNoRunsIsEncodedEventByEvent() throws {
+    /// format before the next, and a subscriber taking messages one by one must get each
+    /// event after every other's previous one, as without runs; the run-taker beside them
+    /// still gets its run in one frame.
+    @Test func aRunIsEncodedEventByEventForEveryFormat() throws {
         var calls: [String] = []
         let local = LoopHub<String>(encode: { format, _, event in
             guard case .message(let m) = event else { return nil }
             calls.append("\(format.rawValue):\(m.body.stringValue ?? "")")
             return "\(m.body.stringValue ?? "")|"
-        }, join: { $0.joined() }, runFormats: [WireFormat(1)])
-        let native = RunSession(1, takesRuns: true), socket = RunSession(2, takesRuns: false, format: 30)
-        for session in [native, socket] {
+        }, join: { $0.joined() })
+        let log = RunSession.Log()
+        let native = RunSession(1, takesRuns: true), socket = RunSession(2, takesRuns: false, format: 30, log: log)
+        let other = RunSession(3, takesRuns: false, format: 30, log: log)
+        for session in [native, socket, other] {
             local.register(session)
             local.handle(.subscribed(session.sessionID, SubscribeSnapshot(room: lobby, members: [], history: [], lastOffset: 0)))
         }
@@ -533,8 +544,10 @@ private let carol = Member(id: "c3")
             .event(lobby, .message(Message(id: text, offset: Int64(index + 1), timestampMillis: 1, room: lobby, sender: nil, body: .string(text))))
         })
         #expect(calls == ["1:a", "30:a", "1:b", "30:b"])
-        #expect(native.frames == ["a|", "b|"])
+        #expect(native.frames == ["a|b|"])
         #expect(socket.frames == ["a|", "b|"])
+        #expect(other.frames == ["a|", "b|"])
+        #expect(log.entries == ["2:a|", "3:a|", "2:b|", "3:b|"])
     }
 
     @Test func unregisteredSessionsGetNothing() throws {

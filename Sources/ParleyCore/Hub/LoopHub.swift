@@ -24,9 +24,8 @@ public protocol RoomSubscriber<Frame>: AnyObject {
     var takesRuns: Bool { get }
     /// Several message events of one room in a row (`events`, each `.message`), `frames` the
     /// subscriber's format's frames of all of them back to back: one write instead of one
-    /// per message. Asked only when ``takesRuns``; return false to get them one by one
-    /// (``receive(_:in:frame:)``) after all.
-    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: Frame) -> Bool
+    /// per message. Called only while ``takesRuns``.
+    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: Frame)
 }
 
 extension RoomSubscriber {
@@ -34,7 +33,7 @@ extension RoomSubscriber {
     public func didReplay(_ messages: [Message], in room: RoomKey, complete: Bool) {}
     /// By default every message is handed over on its own.
     public var takesRuns: Bool { false }
-    public func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: Frame) -> Bool { false }
+    public func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: Frame) {}
 }
 
 /// The sessions of one event loop and their rooms: the hub's deliveries for this loop land
@@ -49,11 +48,6 @@ public final class LoopHub<Frame> {
     public typealias Joiner = ([Frame]) -> Frame
     @usableFromInline let encode: Encoder
     @usableFromInline let join: Joiner?
-    /// The formats whose encoder may see a run format by format (all of a run's messages for
-    /// one format, then for the next): encoders that keep state across formats (Socket.IO's,
-    /// which caches the last event for its two transports) need each event for every format
-    /// before the next event.
-    @usableFromInline let runFormats: Set<WireFormat>
     @usableFromInline var sessions: [SessionID: any RoomSubscriber<Frame>] = [:]
     @usableFromInline var rooms: [RoomKey: [any RoomSubscriber<Frame>]] = [:]
     @usableFromInline var sessionRooms: [SessionID: Set<RoomKey>] = [:]
@@ -62,12 +56,10 @@ public final class LoopHub<Frame> {
     public var encodeCount: Int { encodings }
 
     /// `join`: when given, a run of messages of one room handled together reaches each
-    /// subscriber that takes runs as one frame (``RoomSubscriber/receive(run:in:frames:)``),
-    /// in rooms whose subscribers all use one of `runFormats`.
-    public init(encode: @escaping Encoder, join: Joiner? = nil, runFormats: Set<WireFormat> = []) {
+    /// subscriber that takes runs as one frame (``RoomSubscriber/receive(run:in:frames:)``).
+    public init(encode: @escaping Encoder, join: Joiner? = nil) {
         self.encode = encode
         self.join = join
-        self.runFormats = runFormats
     }
 
     /// Makes a session reachable for deliveries.
@@ -132,46 +124,48 @@ public final class LoopHub<Frame> {
             while end < deliveries.endIndex, case .event(let next, .message) = deliveries[end], next == key { end += 1 }
             if end - index == 1 {
                 handle(deliveries[index])
-            } else if let list = rooms[key], !list.contains(where: { !runFormats.contains($0.wireFormat) }) {
+            } else if let list = rooms[key] {
                 var events: [RoomEvent] = []
                 events.reserveCapacity(end - index)
                 for delivery in deliveries[index..<end] {
                     if case .event(_, let event) = delivery { events.append(event) }
                 }
                 fanOut(run: events, in: key, to: list)
-            } else {
-                for delivery in deliveries[index..<end] { handle(delivery) }
             }
             index = end
         }
     }
 
-    /// A run of messages of one room: per format, each message encoded once and the frames
-    /// joined once; a subscriber that does not take the run gets them one by one.
+    /// A run of messages of one room. The encoder and the subscribers that take the messages
+    /// one by one see them exactly as handling the deliveries one by one would: each event
+    /// for every format present, in the subscribers' order, before the next event (encoders
+    /// may keep state across formats and events: SocketChat's caches the last event for its
+    /// two transports). A subscriber that takes runs gets its format's frames joined, once
+    /// per format, when the format shows every message of the run.
     @inlinable
     func fanOut(run events: [RoomEvent], in key: RoomKey, to list: [any RoomSubscriber<Frame>]) {
-        // Per format: the frames, whether it shows every message of the run (only then are
-        // they joined), and the joined frame once a subscriber asked (not before: a format
-        // whose sessions never take runs is never joined).
-        var formats: [(format: WireFormat, frames: [Frame?], whole: Bool, joined: Frame?)] = []
+        var formats: [WireFormat] = []
+        for subscriber in list where !formats.contains(subscriber.wireFormat) { formats.append(subscriber.wireFormat) }
+        var frames = [[Frame?]](repeating: [], count: formats.count)
+        for event in events {
+            for (slot, format) in formats.enumerated() {
+                frames[slot].append(encode(format, key, event))
+                encodings += 1
+            }
+        }
+        var joined = [Frame?](repeating: nil, count: formats.count)
+        var oneByOne: [(subscriber: any RoomSubscriber<Frame>, slot: Int)] = []
         for subscriber in list {
-            let format = subscriber.wireFormat
-            let slot: Int
-            if let known = formats.firstIndex(where: { $0.format == format }) {
-                slot = known
-            } else {
-                let frames = events.map { event -> Frame? in
-                    encodings += 1
-                    return encode(format, key, event)
-                }
-                formats.append((format, frames, frames.allSatisfy { $0 != nil }, nil))
-                slot = formats.count - 1
+            let slot = formats.firstIndex(of: subscriber.wireFormat)!
+            guard subscriber.takesRuns, frames[slot].allSatisfy({ $0 != nil }) else {
+                oneByOne.append((subscriber, slot))
+                continue
             }
-            if formats[slot].whole && subscriber.takesRuns {
-                if formats[slot].joined == nil { formats[slot].joined = join!(formats[slot].frames.map { $0! }) }
-                if subscriber.receive(run: events[...], in: key, frames: formats[slot].joined!) { continue }
-            }
-            for (event, frame) in zip(events, formats[slot].frames) { subscriber.receive(event, in: key, frame: frame) }
+            if joined[slot] == nil { joined[slot] = join!(frames[slot].map { $0! }) }
+            subscriber.receive(run: events[...], in: key, frames: joined[slot]!)
+        }
+        for (index, event) in events.enumerated() {
+            for (subscriber, slot) in oneByOne { subscriber.receive(event, in: key, frame: frames[slot][index]) }
         }
     }
 

@@ -291,10 +291,9 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
     /// A run of the lobby's messages: their lines back to back, in one write.
     var takesRuns: Bool { true }
 
-    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: IOBuffer) -> Bool {
+    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: IOBuffer) {
         connection.write(frames)
         delivered.incrementFromOwner(by: events.count)
-        return true
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {

@@ -416,12 +416,10 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     /// (it follows users: unread counts and receipts).
     var takesRuns: Bool { !followsUsers }
 
-    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: IOBuffer) -> Bool {
-        guard !followsUsers else { return false }
-        guard chat.isIn(room), webSocket.canSend else { return true }
+    func receive(run events: ArraySlice<RoomEvent>, in room: RoomKey, frames: IOBuffer) {
+        guard chat.isIn(room), webSocket.canSend else { return }
         webSocket.sendPreEncoded(frames)
         delivered.incrementFromOwner(by: events.count)
-        return true
     }
 
     func didSubscribe(_ snapshot: SubscribeSnapshot) {

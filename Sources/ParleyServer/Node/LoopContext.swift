@@ -34,7 +34,7 @@ final class LoopContext {
         loopHub = LoopHub(encode: { format, room, event in
                               RoomEventEncoding.encode(format, room, event, encoders: encoders, shared: shared)
                           },
-                          join: IOBuffer.init(joining:), runFormats: [.native, .line])
+                          join: IOBuffer.init(joining:))
     }
 }
 
