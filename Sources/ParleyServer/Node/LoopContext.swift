@@ -28,60 +28,10 @@ extension WireFormat {
 final class LoopContext {
     let loopHub: LoopHub<IOBuffer>
 
-    /// `encoders`: the doors' per-loop encoders for this loop (``DoorSet/encoders``);
-    /// `shared`: the native frames every loop of the server shares.
-    init(encoders: LoopEncoders, shared: SharedFrames = SharedFrames()) {
-        loopHub = LoopHub(encode: { format, room, event in
-                              RoomEventEncoding.encode(format, room, event, encoders: encoders, shared: shared)
-                          },
+    /// `encoders`: the doors' per-loop encoders for this loop (``DoorSet/encoders``).
+    init(encoders: LoopEncoders) {
+        loopHub = LoopHub(encode: { format, room, event in RoomEventEncoding.encode(format, room, event, encoders: encoders) },
                           join: IOBuffer.init(joining:))
-    }
-}
-
-/// The native frames of recent messages, made by the first event loop that delivers a message
-/// and taken as they are by the others (each loop encoded every message again before: the
-/// frame depends on the message alone, and an `IOBuffer` can be written on any loop). The
-/// loops handle a commit's deliveries at about the same moment, so both still encode a share
-/// of the messages (measured at 2,000 rooms × 5: about half the encodings saved at 8,000
-/// publishes/s, a quarter at 20,000). Making every frame on the hub's delivering thread
-/// instead cost that thread more than it saved the loops.
-///
-/// A direct-mapped table: a collision replaces the older entry, which only costs an encoding
-/// (under a backlog of more messages than slots, the loops encode again). Bounded: frames
-/// over `maxFrameBytes` are not kept, and no more than `maxBytes` of frames are held.
-final class SharedFrames: Sendable {
-    static let slots = 16_384
-    static let maxFrameBytes = 4096
-    static let maxBytes = 4 << 20
-    private struct Table {
-        var entries: [(message: Message, frame: IOBuffer)?] = Array(repeating: nil, count: SharedFrames.slots)
-        var bytes = 0
-    }
-    private let table = Mutex(Table())
-
-    /// Bytes of the frames held now.
-    var heldBytes: Int { table.withLock { $0.bytes } }
-
-    /// The frame of `message` another loop made, or
-    /// `make()`'s (kept for the others).
-    func frame(of message: Message, make: () -> IOBuffer?) -> IOBuffer? {
-        // Objects are 16-byte aligned: the address above those bits spreads over the table.
-        let slot = Int((UInt(bitPattern: ObjectIdentifier(message)) >> 4) & UInt(Self.slots - 1))
-        if let frame = table.withLock({ table -> IOBuffer? in
-            guard let entry = table.entries[slot], entry.message === message else { return nil }
-            return entry.frame
-        }) {
-            return frame
-        }
-        guard let made = make() else { return nil }
-        guard made.count <= Self.maxFrameBytes else { return made }
-        table.withLock { table in
-            let replaced = table.entries[slot]?.frame.count ?? 0
-            guard table.bytes - replaced + made.count <= Self.maxBytes else { return }
-            table.entries[slot] = (message, made)
-            table.bytes += made.count - replaced
-        }
-        return made
     }
 }
 
@@ -178,20 +128,14 @@ protocol GracefulSession: AnyObject {
 
 /// Encodes room events for each door, once per event per loop.
 enum RoomEventEncoding {
-    static func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent, encoders: LoopEncoders?,
-                       shared: SharedFrames? = nil) -> IOBuffer? {
+    static func encode(_ format: WireFormat, _ room: RoomKey, _ event: RoomEvent, encoders: LoopEncoders?) -> IOBuffer? {
         // Only the ``DoorFormat``s exist (each `WireFormat` constant is made from one).
         guard let door = DoorFormat(rawValue: format.rawValue) else { return nil }
         return switch door {
         case .line: LineEncoding.encode(event, transcript: encoders?.line)
         // Join/leave only for `observable-*` rooms here, while the line door announces them
         // in its lobby whatever its name: the decision is per format.
-        case .native:
-            if case .message(let message) = event, let shared {
-                shared.frame(of: message) { NativeEncoding.encode(event, in: room) }
-            } else {
-                NativeEncoding.encode(event, in: room)
-            }
+        case .native: NativeEncoding.encode(event, in: room)
         // The Socket.IO door's one application with room events: SocketChat.
         case .socketIO, .socketIOPolling: encoders?.socketChat.encode(format, room, event)
         }

@@ -101,8 +101,7 @@ final class ServerCore: Sendable {
                             metadata: ["error": .string(error.message)])
         }
         self.doors = doors
-        let sharedFrames = SharedFrames()
-        let loopContexts = LoopLocal(group) { loop in LoopContext(encoders: doors.encoders(loop), shared: sharedFrames) }
+        let loopContexts = LoopLocal(group) { loop in LoopContext(encoders: doors.encoders(loop)) }
         self.loopContexts = loopContexts
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
