@@ -68,12 +68,18 @@ unit: $(BENCH_VENV)/.ready
 	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) python3 Tests/tools/run_unit_tests.py .build/unit-tests.log
 
+# Each suite gets a temporary directory of its own (TMPDIR: servers' data, browser profiles,
+# certificates), removed when it ends, pass or fail.
 interop: $(INTEROP_VENV)/.ready $(INTEROP_EIO3_VENV)/.ready
 	@if ls Tests/interop/test_*.py >/dev/null 2>&1; then \
-	  PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} $(INTEROP_VENV)/bin/python -m pytest -q Tests/interop --ignore=Tests/interop/eio3; \
+	  scratch=$$(mktemp -d /tmp/parley-interop-XXXXXX); \
+	  TMPDIR=$$scratch PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} $(INTEROP_VENV)/bin/python -m pytest -q Tests/interop --ignore=Tests/interop/eio3; \
+	  rc=$$?; rm -rf $$scratch; exit $$rc; \
 	else echo "no interop tests"; fi
 	@if ls Tests/interop/eio3/test_*.py >/dev/null 2>&1; then \
-	  PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} $(INTEROP_EIO3_VENV)/bin/python -m pytest -q Tests/interop/eio3; \
+	  scratch=$$(mktemp -d /tmp/parley-interop-XXXXXX); \
+	  TMPDIR=$$scratch PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} $(INTEROP_EIO3_VENV)/bin/python -m pytest -q Tests/interop/eio3; \
+	  rc=$$?; rm -rf $$scratch; exit $$rc; \
 	fi
 
 $(INTEROP_VENV)/.ready: Tests/interop/requirements.txt

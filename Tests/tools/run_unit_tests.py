@@ -10,8 +10,10 @@ Usage: run_unit_tests.py [LOG] [-- extra swift test arguments]
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def summarize(lines):
@@ -85,15 +87,22 @@ def main():
         log = args[0]
     cmd = [os.environ.get("SWIFT", "swift"), "test", "--skip-build", "--no-parallel"] + extra
     lines = []
-    with open(log, "w", encoding="utf-8", errors="replace") as f:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for raw in proc.stdout:
-            text = raw.decode("utf-8", errors="replace")
-            sys.stdout.write(text)
-            sys.stdout.flush()
-            f.write(text)
-            lines.append(text.rstrip("\n"))
-        rc = proc.wait()
+    # The tests' data directories, databases and certificates go to a temporary directory of
+    # this run (TMPDIR), removed when the run ends, so runs leave nothing behind in /tmp.
+    scratch = tempfile.mkdtemp(prefix="parley-unit-")
+    env = dict(os.environ, TMPDIR=scratch)
+    try:
+        with open(log, "w", encoding="utf-8", errors="replace") as f:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+            for raw in proc.stdout:
+                text = raw.decode("utf-8", errors="replace")
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                f.write(text)
+                lines.append(text.rstrip("\n"))
+            rc = proc.wait()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     if rc != 0:
         print("\n".join(summarize(lines)))
         print(f"swift test exited with {rc}; the whole output is in {log}")
