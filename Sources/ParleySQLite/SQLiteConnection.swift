@@ -92,7 +92,10 @@ struct Statement {
     }
     func bind(_ index: Int32, _ value: String?) {
         guard let value else { sqlite3_bind_null(handle, index); return }
-        parley_sqlite3_bind_text(handle, index, value, Int32(value.utf8.count))
+        // withCString lends a native string's own bytes; passing the String itself as a C
+        // string would copy it into a new array first.
+        let length = Int32(value.utf8.count)
+        _ = value.withCString { text in parley_sqlite3_bind_text(handle, index, text, length) }
     }
 
     /// Text given as its UTF-8 bytes (a message body encoded once, ``Message/bodyJSON``).

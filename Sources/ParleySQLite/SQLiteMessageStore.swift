@@ -57,7 +57,7 @@ public final class SQLiteMessageStore: MessageStore {
     private let writer: WorkerThread<WriteJob>
     private let reader: WorkerThread<ReadJob>
     /// Runs the writer's answers, a commit's worth at a time, in order.
-    private let answers: WorkerThread<[@Sendable () -> Void]>
+    private let answers: WorkerThread<[StoreAnswer]>
     /// Commits whose answers may wait before the writer waits for them.
     static let maxCommitsAwaitingAnswers = 8
     private let clockMillis: @Sendable () -> Int64
@@ -139,8 +139,8 @@ public final class SQLiteMessageStore: MessageStore {
         connections = [write, read]
         openedAtSchemaVersion = openedAt
         // One job per commit; the writer waits past maxCommitsAwaitingAnswers of them.
-        let answers = WorkerThread<[@Sendable () -> Void]>(name: "parley-sqlite-a", idleMillis: 3_600_000, handle: { batches in
-            for batch in batches { for answer in batch { answer() } }
+        let answers = WorkerThread<[StoreAnswer]>(name: "parley-sqlite-a", idleMillis: 3_600_000, handle: { batches in
+            for batch in batches { for answer in batch { answer.run() } }
         })
         self.answers = answers
         writer = WorkerThread(name: "parley-sqlite-w", idleMillis: options.retentionIntervalMillis, limit: options.maxQueuedWrites,
@@ -537,6 +537,19 @@ extension SQLiteMessageStore {
     }
 }
 
+/// One completion the answer thread calls: an append's with its result, or any other job's.
+private enum StoreAnswer: Sendable {
+    case append(@Sendable (Result<Void, ParleyError>) -> Void, Result<Void, ParleyError>)
+    case call(@Sendable () -> Void)
+
+    func run() {
+        switch self {
+        case .append(let completion, let result): completion(result)
+        case .call(let completion): completion()
+        }
+    }
+}
+
 /// What only the writer thread touches: its connection and each room's id and last offset.
 ///
 /// `@unchecked Sendable` proof: made in `SQLiteMessageStore.init` before the writer thread
@@ -549,13 +562,18 @@ private final class WriterState: @unchecked Sendable {
     /// Rooms whose `last_offset` row is behind ``rooms`` (their newest message row says it).
     var unsavedLastOffsets: Set<RoomKey> = []
     /// Completions of the jobs handled so far, in order, for the answer thread.
-    private var pendingAnswers: [@Sendable () -> Void] = []
+    private var pendingAnswers: [StoreAnswer] = []
 
     /// Queues a job's completion (with its result already worked out) for the answer thread.
-    func answer(_ completion: @escaping @Sendable () -> Void) { pendingAnswers.append(completion) }
+    func answer(_ completion: @escaping @Sendable () -> Void) { pendingAnswers.append(.call(completion)) }
+
+    /// Queues an append's completion and result: no closure made per message.
+    func answer(_ completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void, _ result: Result<Void, ParleyError>) {
+        pendingAnswers.append(.append(completion, result))
+    }
 
     /// The completions queued since the last call, in order.
-    func takeAnswers() -> [@Sendable () -> Void] {
+    func takeAnswers() -> [StoreAnswer] {
         defer { pendingAnswers = [] }
         return pendingAnswers
     }
@@ -595,6 +613,9 @@ private final class WriterState: @unchecked Sendable {
 
     func handle(_ jobs: [SQLiteMessageStore.WriteJob], nowMillis: Int64) {
         var batch: [(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)] = []
+        // Mostly appends: one buffer each for the batch and its answers, not one per doubling.
+        batch.reserveCapacity(min(jobs.count, maxBatch))
+        pendingAnswers.reserveCapacity(pendingAnswers.count + jobs.count)
         func flush() {
             guard !batch.isEmpty else { return }
             commit(batch)
@@ -759,7 +780,7 @@ private final class WriterState: @unchecked Sendable {
                     continue
                 }
                 if message.isAction { try apply(message, roomID: room.id, room: message.room) }
-                sqlite3_clear_bindings(insert.handle)
+                // Every parameter is bound below: none needs clearing first.
                 insert.bind(1, room.id)
                 insert.bind(2, message.offset)
                 insert.bind(3, message.id)
@@ -785,7 +806,7 @@ private final class WriterState: @unchecked Sendable {
         } catch {
             try? connection.exec("ROLLBACK")
             let error = budgetError(error, batchBytes: batch.reduce(0) { $0 + 2 * $1.0.approximateSize }) ?? error
-            for (_, _, completion) in batch { answer { completion(.failure(error)) } }
+            for (_, _, completion) in batch { answer(completion, .failure(error)) }
             return
         }
         for (key, room) in touched {
@@ -793,10 +814,7 @@ private final class WriterState: @unchecked Sendable {
             // Only retention deletes rows: a store that keeps everything never needs the row.
             if !retention.keepsEverything { unsavedLastOffsets.insert(key) }
         }
-        for (index, (_, _, completion)) in batch.enumerated() {
-            let result = results[index]
-            answer { completion(result) }
-        }
+        for (index, (_, _, completion)) in batch.enumerated() { answer(completion, results[index]) }
     }
 
     func enforceRetention(nowMillis: Int64, completion: (@Sendable (Result<Void, ParleyError>) -> Void)? = nil) {

@@ -38,4 +38,50 @@ import ParleyTestSupport
         }
         #expect(acknowledged.withLock { $0 }.count == total)
     }
+
+    /// Publishes of a client message id whose original is still on its way to the store wait
+    /// for it: once stored, every one gets the original, in call order, and it is stored and
+    /// delivered once.
+    @Test func retriesWhileTheOriginalIsInFlightGetItOnceStored() async throws {
+        let store = GatedStore()
+        let broker = SingleNodeBroker(store: store)
+        let deliveries = DeliveryRecorder()
+        broker.setDelivery(deliveries)
+        let room = RoomKey(channel: "demo", room: "retry")
+        _ = try await broker.subscribe(room)
+        let answers = Mutex<[(Int, Result<Message, ParleyError>)]>([])
+        for n in 0..<3 {
+            try broker.publish(draft("once", in: room), clientMessageID: "k") { result in answers.withLock { $0.append((n, result)) } }
+        }
+        #expect(answers.withLock { $0.isEmpty }, "nobody is answered before the store")
+        store.release()
+        let got = answers.withLock { $0 }
+        #expect(got.map(\.0) == [0, 1, 2])
+        let messages = got.compactMap { try? $0.1.get() }
+        #expect(messages.count == 3)
+        #expect(Set(messages.map(\.id)).count == 1 && messages.allSatisfy { $0.offset == 1 })
+        #expect(deliveries.offsets(in: room) == [1])
+    }
+
+    /// When the original fails, the publishes that waited for it fail too, and the id is free:
+    /// the next publish with it is a new message.
+    @Test func retriesWhileTheOriginalIsInFlightShareItsFailure() async throws {
+        let store = GatedStore()
+        let broker = SingleNodeBroker(store: store)
+        broker.setDelivery(DeliveryRecorder())
+        let room = RoomKey(channel: "demo", room: "retry-fails")
+        _ = try await broker.subscribe(room)
+        let answers = Mutex<[(Int, Result<Message, ParleyError>)]>([])
+        for n in 0..<3 {
+            try broker.publish(draft("once", in: room), clientMessageID: "k") { result in answers.withLock { $0.append((n, result)) } }
+        }
+        store.fail(with: ParleyError(.unavailable, "disk gone"))
+        let got = answers.withLock { $0 }
+        #expect(got.map(\.0) == [0, 1, 2])
+        #expect(got.allSatisfy { if case .failure(let error) = $0.1 { error.message == "disk gone" } else { false } })
+        let again = Mutex<Result<Message, ParleyError>?>(nil)
+        try broker.publish(draft("once", in: room), clientMessageID: "k") { result in again.withLock { $0 = result } }
+        store.release()
+        #expect(try again.withLock { $0 }?.get().offset == 1)
+    }
 }

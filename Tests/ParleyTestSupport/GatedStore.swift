@@ -29,6 +29,15 @@ public final class GatedStore: MessageStore {
         }
         for (message, id, completion) in batch { inner.append(message, clientMessageID: id, completion: completion) }
     }
+    /// Fails the first `count` held appends with `error`, in order, on this thread.
+    public func fail(_ count: Int = .max, with error: ParleyError) {
+        let batch = held.withLock { held in
+            let batch = Array(held.prefix(count))
+            held.removeFirst(batch.count)
+            return batch
+        }
+        for (_, _, completion) in batch { completion(.failure(error)) }
+    }
     public func messages(in room: RoomKey, after offset: Int64, limit: Int, completion: @escaping @Sendable (Result<[Message], ParleyError>) -> Void) {
         inner.messages(in: room, after: offset, limit: limit, completion: completion)
     }

@@ -189,54 +189,56 @@ public final class SingleNodeBroker: Broker {
             state.remember(clientMessageID, Remembered(id: message.id, offset: message.offset, timestampMillis: now, waiters: []))
         }
         state.queue.append(.message(message, stored: false))
-        let epoch = state.epoch
-        let handoff = AppendHandoff()
-        store.append(message, clientMessageID: clientMessageID) { [self] result in
-            guard !handoff.resolveEarly(result) else { return }
-            let callbacks = sequencer.lock.withLock { state in
-                stored(message, result, epoch: epoch, clientMessageID: clientMessageID, completion: completion,
-                       room: sequencer.room, in: &state)
-            }
-            for callback in callbacks { callback() }
-        }
-        guard let early = handoff.returned() else { return [] }
-        return stored(message, early, epoch: epoch, clientMessageID: clientMessageID, completion: completion,
-                      room: sequencer.room, in: &state)
+        // One object per publish carries it to the store's answer and back (the append's
+        // completion captures only it).
+        let pending = PendingAppend(broker: self, sequencer: sequencer, message: message, epoch: state.epoch,
+                                    clientMessageID: clientMessageID, completion: completion)
+        store.append(message, clientMessageID: clientMessageID) { result in pending.storeAnswered(result) }
+        guard let early = pending.appendReturned() else { return [] }
+        let answer = stored(pending, early, in: &state)
+        return [{ answer.call() }]
     }
 
-    /// The store answered for `message`; room lock held. Returns what to call once unlocked.
-    private func stored(_ message: Message, _ result: Result<Void, ParleyError>, epoch: UInt64, clientMessageID: String?,
-                        completion: @escaping @Sendable (Result<Message, ParleyError>) -> Void, room: RoomKey,
-                        in state: inout Sequencer.State) -> [@Sendable () -> Void] {
+    /// The store answered for `pending`, on the store's thread after `append` returned.
+    fileprivate func storeAnswered(_ pending: PendingAppend, _ result: Result<Void, ParleyError>) {
+        let answer = pending.sequencer.lock.withLock { state in stored(pending, result, in: &state) }
+        answer.call()
+    }
+
+    /// The store answered for `pending`'s message; room lock held. Returns what to call once
+    /// unlocked.
+    private func stored(_ pending: PendingAppend, _ result: Result<Void, ParleyError>,
+                        in state: inout Sequencer.State) -> StoredAnswer {
+        let message = pending.message
         state.inFlight -= 1
-        var waiters = [completion]
+        var others: [@Sendable (Result<Message, ParleyError>) -> Void] = []
         let outcome: Result<Message, ParleyError>
         switch result {
         case .success:
             state.storedOffset = message.offset
             // Usually the head: messages are stored in order.
             state.queue.updateFirst(where: { $0.isMessage(at: message.offset) }) { $0 = .message(message, stored: true) }
-            if let clientMessageID {
-                waiters += state.remembered[clientMessageID]?.waiters ?? []
+            if let clientMessageID = pending.clientMessageID {
+                others = state.remembered[clientMessageID]?.waiters ?? []
                 state.remembered[clientMessageID]?.waiters = nil
             }
             outcome = .success(message)
         case .failure(let error):
-            if epoch == state.epoch {
+            if pending.epoch == state.epoch {
                 // The messages after it fail too (their offsets no longer follow): rewind once.
                 state.epoch += 1
                 state.nextOffset = state.storedOffset + 1
             }
             state.queue.removeAll { $0.isMessage(id: message.id) }
-            if let clientMessageID, state.remembered[clientMessageID]?.offset == message.offset {
-                waiters += state.remembered.removeValue(forKey: clientMessageID)?.waiters ?? []
+            if let clientMessageID = pending.clientMessageID, state.remembered[clientMessageID]?.offset == message.offset {
+                others = state.remembered.removeValue(forKey: clientMessageID)?.waiters ?? []
             }
             outcome = .failure(error.code == .conflict
                 ? ParleyError(.unavailable, "not stored: an earlier message of this room could not be stored")
                 : error)
         }
-        flush(room, &state)
-        return waiters.map { waiter in { waiter(outcome) } }
+        flush(pending.sequencer.room, &state)
+        return StoredAnswer(outcome: outcome, first: pending.completion, others: others)
     }
 
     /// Delivers the queue's head while it is ready: broadcasts, and messages once stored.
@@ -359,27 +361,59 @@ private final class Sequencer: Sendable {
     }
 }
 
-/// Hands an append's result to whoever finishes second: the publisher still holding the room
-/// lock (the store answered before `append` returned, e.g. in memory), or the store's thread.
-private final class AppendHandoff: Sendable {
-    private enum State { case waiting, early(Result<Void, ParleyError>), returned }
-    private let state = Mutex<State>(.waiting)
+/// A publish handed to the store, until the store answers. The store's answer is handled by
+/// whoever finishes second: the publisher still holding the room lock (the store answered
+/// before `append` returned, e.g. in memory), or the store's thread.
+private final class PendingAppend: Sendable {
+    private enum Handoff { case waiting, early(Result<Void, ParleyError>), returned }
+    let broker: SingleNodeBroker
+    let sequencer: Sequencer
+    let message: Message
+    let epoch: UInt64
+    let clientMessageID: String?
+    let completion: @Sendable (Result<Message, ParleyError>) -> Void
+    private let handoff = Mutex<Handoff>(.waiting)
 
-    /// Store side: true when the publisher will handle the result itself.
-    func resolveEarly(_ result: Result<Void, ParleyError>) -> Bool {
-        state.withLock { state in
-            guard case .waiting = state else { return false }
-            state = .early(result)
+    init(broker: SingleNodeBroker, sequencer: Sequencer, message: Message, epoch: UInt64, clientMessageID: String?,
+         completion: @escaping @Sendable (Result<Message, ParleyError>) -> Void) {
+        self.broker = broker
+        self.sequencer = sequencer
+        self.message = message
+        self.epoch = epoch
+        self.clientMessageID = clientMessageID
+        self.completion = completion
+    }
+
+    /// Store side: hands the result to the publisher if `append` has not returned yet, else
+    /// handles it here.
+    func storeAnswered(_ result: Result<Void, ParleyError>) {
+        let early = handoff.withLock { handoff in
+            guard case .waiting = handoff else { return false }
+            handoff = .early(result)
             return true
         }
+        if !early { broker.storeAnswered(self, result) }
     }
 
     /// Publisher side, once `append` returned: the result if it already came.
-    func returned() -> Result<Void, ParleyError>? {
-        state.withLock { state in
-            if case .early(let result) = state { return result }
-            state = .returned
+    func appendReturned() -> Result<Void, ParleyError>? {
+        handoff.withLock { handoff in
+            if case .early(let result) = handoff { return result }
+            handoff = .returned
             return nil
         }
+    }
+}
+
+/// Who to tell what once a message is stored (or not): the publisher, and the publishes of
+/// the same client message id that waited for it.
+private struct StoredAnswer: Sendable {
+    let outcome: Result<Message, ParleyError>
+    let first: @Sendable (Result<Message, ParleyError>) -> Void
+    let others: [@Sendable (Result<Message, ParleyError>) -> Void]
+
+    func call() {
+        first(outcome)
+        for other in others { other(outcome) }
     }
 }
