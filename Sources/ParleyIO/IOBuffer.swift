@@ -18,6 +18,15 @@ public final class IOBuffer: @unchecked Sendable {
         _ = UnsafeMutableBufferPointer(start: typed, count: count).initialize(from: bytes)
     }
 
+    /// A new buffer of `count` bytes, written by `initialize` (every byte of it) before anyone
+    /// else can see the buffer.
+    public init(count: Int, initializingWith initialize: (UnsafeMutableRawBufferPointer) -> Void) {
+        precondition(count >= 0)
+        self.count = count
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        initialize(UnsafeMutableRawBufferPointer(start: base, count: count))
+    }
+
     /// Copies a string's UTF-8 bytes into a new buffer.
     public convenience init(string: String) {
         self.init(Array(string.utf8))

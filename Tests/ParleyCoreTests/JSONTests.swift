@@ -299,6 +299,42 @@ private func parseError(_ bytes: [UInt8], limits: JSONLimits = .init()) -> JSONP
         #expect((try? JSONParser.parse(w.bytes)) != nil)
     }
 
+    /// The writer keeps its first 64 levels in bits and deeper ones in an array: commas and
+    /// closing brackets must come out right on both sides of that line, on the way in and out.
+    @Test func deepHandBuiltNestingAcrossTheInlineLevels() throws {
+        for depth in [63, 64, 65, 130] {
+            var w = JSONWriter()
+            var expected = ""
+            // Level i: an object {"k":<next>,"n":i} for even i, an array [<next>,i] for odd i.
+            for level in 0..<depth {
+                if level % 2 == 0 { w.beginObject(); w.key("k"); expected += #"{"k":"# } else { w.beginArray(); expected += "[" }
+            }
+            w.writeNull(); expected += "null"
+            for level in (0..<depth).reversed() {
+                if level % 2 == 0 {
+                    w.key("n"); w.writeInt(level); w.endObject(); expected += #","n":\#(level)}"#
+                } else {
+                    w.writeInt(level); w.endArray(); expected += ",\(level)]"
+                }
+            }
+            #expect(String(decoding: w.bytes, as: UTF8.self) == expected, "depth \(depth)")
+        }
+    }
+
+    /// A level closed and opened again starts with no element (no comma before its first).
+    @Test func aReopenedLevelStartsEmpty() {
+        for outer in [1, 63, 64, 70] {
+            var w = JSONWriter()
+            for _ in 0..<outer { w.beginArray() }
+            w.beginArray(); w.writeInt(1); w.writeInt(2); w.endArray()
+            w.beginObject(); w.key("a"); w.writeInt(3); w.endObject()
+            w.beginArray(); w.writeInt(4); w.endArray()
+            for _ in 0..<outer { w.endArray() }
+            let expected = String(repeating: "[", count: outer) + #"[1,2],{"a":3},[4]"# + String(repeating: "]", count: outer)
+            #expect(String(decoding: w.bytes, as: UTF8.self) == expected, "outer \(outer)")
+        }
+    }
+
     @Test func writeRawIsVerbatim() {
         var w = JSONWriter()
         w.writeRaw("[")

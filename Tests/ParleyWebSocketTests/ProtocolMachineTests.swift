@@ -106,6 +106,16 @@ private func server(_ configuration: WebSocketConfiguration = WebSocketConfigura
         #expect(machine.close(code: .noStatus, reason: "x") == [.send([0x88, 0])])
     }
 
+    /// The frame written straight into an IOBuffer is byte for byte the array frame, at every
+    /// length encoding (7-bit, 16-bit, 64-bit) and at their edges.
+    @Test func serverTextFrameBufferIsTheSameFrame() {
+        for length in [0, 1, 125, 126, 127, 65_535, 65_536, 70_000] {
+            let payload = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+            let buffer = WebSocketProtocolMachine.serverTextFrameBuffer(payload)
+            #expect(buffer.bytes == WebSocketProtocolMachine.serverTextFrame(payload), "length \(length)")
+        }
+    }
+
     @Test func sharedServerTextFrame() {
         let frame = WebSocketProtocolMachine.serverTextFrame(Array("fan-out".utf8))
         let client = WebSocketProtocolMachine(role: .client, deflate: nil)

@@ -99,6 +99,13 @@ private struct ByteParser {
     init(bytes: UnsafeRawBufferPointer, limits: JSONLimits) {
         self.bytes = bytes
         self.limits = limits
+        // Room for a typical command (a dozen members, a few levels) up front: growing each
+        // stack from empty took a new buffer at 1, 2, 4 and 8 elements.
+        if bytes.count > 2 {
+            values.reserveCapacity(16)
+            keys.reserveCapacity(16)
+            frames.reserveCapacity(8)
+        }
     }
 
     func fail(_ offset: Int, _ message: String) -> JSONParseError {

@@ -20,11 +20,8 @@ public struct JSONWriter: Sendable {
     /// The output so far.
     public var bytes: [UInt8]
 
-    private struct Frame: Sendable {
-        var isObject: Bool
-        var hasElements: Bool
-    }
-    private var frames: [Frame] = []
+    /// The open objects and arrays, innermost last.
+    private var frames = FrameStack()
 
     /// An empty writer with room for `capacity` bytes.
     public init(capacity: Int = 256) {
@@ -96,18 +93,14 @@ public struct JSONWriter: Sendable {
     public mutating func beginObject() {
         beforeValue()
         bytes.append(UInt8(ascii: "{"))
-        frames.append(Frame(isObject: true, hasElements: false))
+        frames.push(isObject: true)
     }
 
     /// Writes a member's key and `:` (with a comma before it if needed); write the value next.
     public mutating func key(_ k: String) {
-        if let last = frames.indices.last {
-            assert(frames[last].isObject, "JSONWriter.key(_:) outside an object")
-            if frames[last].hasElements {
-                bytes.append(UInt8(ascii: ","))
-            } else {
-                frames[last].hasElements = true
-            }
+        if frames.depth > 0 {
+            assert(frames.innermostIsObject, "JSONWriter.key(_:) outside an object")
+            if frames.markElement() { bytes.append(UInt8(ascii: ",")) }
         }
         appendString(k)
         bytes.append(UInt8(ascii: ":"))
@@ -115,8 +108,8 @@ public struct JSONWriter: Sendable {
 
     /// Closes the innermost object (`}`).
     public mutating func endObject() {
-        assert(frames.last?.isObject == true, "JSONWriter.endObject() without beginObject()")
-        frames.removeLast()
+        assert(frames.depth > 0 && frames.innermostIsObject, "JSONWriter.endObject() without beginObject()")
+        frames.pop()
         bytes.append(UInt8(ascii: "}"))
     }
 
@@ -124,13 +117,13 @@ public struct JSONWriter: Sendable {
     public mutating func beginArray() {
         beforeValue()
         bytes.append(UInt8(ascii: "["))
-        frames.append(Frame(isObject: false, hasElements: false))
+        frames.push(isObject: false)
     }
 
     /// Closes the innermost array (`]`).
     public mutating func endArray() {
-        assert(frames.last?.isObject == false, "JSONWriter.endArray() without beginArray()")
-        frames.removeLast()
+        assert(frames.depth > 0 && !frames.innermostIsObject, "JSONWriter.endArray() without beginArray()")
+        frames.pop()
         bytes.append(UInt8(ascii: "]"))
     }
 
@@ -138,12 +131,8 @@ public struct JSONWriter: Sendable {
 
     @inline(__always)
     private mutating func beforeValue() {
-        guard let last = frames.indices.last, !frames[last].isObject else { return }
-        if frames[last].hasElements {
-            bytes.append(UInt8(ascii: ","))
-        } else {
-            frames[last].hasElements = true
-        }
+        guard frames.depth > 0, !frames.innermostIsObject else { return }
+        if frames.markElement() { bytes.append(UInt8(ascii: ",")) }
     }
 
     private mutating func appendStatic(_ s: StaticString) {
@@ -249,5 +238,52 @@ extension JSONValue {
     /// The compact serialization as a `String`.
     public var jsonString: String {
         String(decoding: serialized(), as: UTF8.self)
+    }
+}
+
+/// The writer's open objects and arrays: whether each is an object and has an element yet.
+/// The first 64 levels are bits of two words, so a frame written by hand allocates nothing
+/// for its bookkeeping; deeper levels (values written with ``JSONWriter/write(_:)`` nest
+/// without it) go to an array.
+private struct FrameStack: Sendable {
+    private static let inlineLevels = 64
+    private var objectBits: UInt64 = 0
+    private var elementBits: UInt64 = 0
+    private var deeper: [(isObject: Bool, hasElements: Bool)] = []
+    private(set) var depth = 0
+
+    mutating func push(isObject: Bool) {
+        if depth < Self.inlineLevels {
+            let bit: UInt64 = 1 << UInt64(depth)
+            if isObject { objectBits |= bit } else { objectBits &= ~bit }
+            elementBits &= ~bit
+        } else {
+            deeper.append((isObject, false))
+        }
+        depth += 1
+    }
+
+    mutating func pop() {
+        depth -= 1
+        if depth >= Self.inlineLevels { deeper.removeLast() }
+    }
+
+    var innermostIsObject: Bool {
+        let level = depth - 1
+        if level < Self.inlineLevels { return objectBits & (1 << UInt64(level)) != 0 }
+        return deeper[level - Self.inlineLevels].isObject
+    }
+
+    /// Records an element in the innermost level; true when it already had one (a comma
+    /// goes before the new one).
+    mutating func markElement() -> Bool {
+        let level = depth - 1
+        if level < Self.inlineLevels {
+            let bit: UInt64 = 1 << UInt64(level)
+            defer { elementBits |= bit }
+            return elementBits & bit != 0
+        }
+        defer { deeper[level - Self.inlineLevels].hasElements = true }
+        return deeper[level - Self.inlineLevels].hasElements
     }
 }

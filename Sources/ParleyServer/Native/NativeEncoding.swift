@@ -13,11 +13,13 @@ enum NativeEncoding {
     /// not show it (membership of rooms that are not observable).
     static func encode(_ event: RoomEvent, in room: RoomKey) -> IOBuffer? {
         guard let json = eventJSON(event, in: room) else { return nil }
-        return IOBuffer(WebSocketProtocolMachine.serverTextFrame(json))
+        return WebSocketProtocolMachine.serverTextFrameBuffer(json)
     }
 
     static func eventJSON(_ event: RoomEvent, in room: RoomKey) -> [UInt8]? {
-        var w = JSONWriter()
+        // A message's frame gets room for the fields around its body: the buffer is not grown.
+        var w: JSONWriter
+        if case .message(let message) = event { w = JSONWriter(capacity: message.bodyJSON.count + 384) } else { w = JSONWriter() }
         switch event {
         case .message(let message):
             writeMessage(message, type: MessageType.publish, index: nil, into: &w)
