@@ -364,8 +364,17 @@ private final class Sequencer: Sendable {
 /// A publish handed to the store, until the store answers. The store's answer is handled by
 /// whoever finishes second: the publisher still holding the room lock (the store answered
 /// before `append` returned, e.g. in memory), or the store's thread.
+///
+/// Kept under 128 bytes (an early result is boxed): it is made on an event loop and freed on
+/// the store's answer thread, and glibc frees a chunk that size into another thread's arena
+/// without that arena's lock. At 144 bytes every free took the loop's arena lock, and the
+/// loop's own allocations waited on it (thousands of futex calls a second at 18,000/s).
 private final class PendingAppend: Sendable {
-    private enum Handoff { case waiting, early(Result<Void, ParleyError>), returned }
+    private final class Early: Sendable {
+        let result: Result<Void, ParleyError>
+        init(_ result: Result<Void, ParleyError>) { self.result = result }
+    }
+    private enum Handoff { case waiting, early(Early), returned }
     let broker: SingleNodeBroker
     let sequencer: Sequencer
     let message: Message
@@ -389,7 +398,7 @@ private final class PendingAppend: Sendable {
     func storeAnswered(_ result: Result<Void, ParleyError>) {
         let early = handoff.withLock { handoff in
             guard case .waiting = handoff else { return false }
-            handoff = .early(result)
+            handoff = .early(Early(result))
             return true
         }
         if !early { broker.storeAnswered(self, result) }
@@ -398,7 +407,7 @@ private final class PendingAppend: Sendable {
     /// Publisher side, once `append` returned: the result if it already came.
     func appendReturned() -> Result<Void, ParleyError>? {
         handoff.withLock { handoff in
-            if case .early(let result) = handoff { return result }
+            if case .early(let early) = handoff { return early.result }
             handoff = .returned
             return nil
         }
