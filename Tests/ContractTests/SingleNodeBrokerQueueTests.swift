@@ -7,13 +7,20 @@ import ParleyTestSupport
 /// The single-node broker's room queue under thousands of publishes in flight: stored in
 /// batches, delivered in call order, events after the messages published before them.
 @Suite struct SingleNodeBrokerQueueTests {
-    @Test func thousandsInFlightAreDeliveredInOrderAsBatchesAreStored() async throws {
+    /// A broker over a store that holds every append until the test releases it, with a
+    /// subscription to `room` and its deliveries recorded.
+    private func gatedBroker(subscribedTo room: RoomKey) async throws -> (GatedStore, SingleNodeBroker, DeliveryRecorder) {
         let store = GatedStore()
         let broker = SingleNodeBroker(store: store)
         let deliveries = DeliveryRecorder()
         broker.setDelivery(deliveries)
-        let room = RoomKey(channel: "demo", room: "queue")
         _ = try await broker.subscribe(room)
+        return (store, broker, deliveries)
+    }
+
+    @Test func thousandsInFlightAreDeliveredInOrderAsBatchesAreStored() async throws {
+        let room = RoomKey(channel: "demo", room: "queue")
+        let (store, broker, deliveries) = try await gatedBroker(subscribedTo: room)
         let acknowledged = Mutex<[Int64]>([])
         let total = 3_000
         for n in 1...total {
@@ -40,48 +47,33 @@ import ParleyTestSupport
     }
 
     /// Publishes of a client message id whose original is still on its way to the store wait
-    /// for it: once stored, every one gets the original, in call order, and it is stored and
-    /// delivered once.
-    @Test func retriesWhileTheOriginalIsInFlightGetItOnceStored() async throws {
-        let store = GatedStore()
-        let broker = SingleNodeBroker(store: store)
-        let deliveries = DeliveryRecorder()
-        broker.setDelivery(deliveries)
+    /// for it and share its outcome, in call order. Stored: every one gets the original, which
+    /// is stored and delivered once. Failed: every one gets the failure, and the id is free
+    /// again (the next publish with it is a new message).
+    @Test(arguments: [true, false])
+    func retriesWhileTheOriginalIsInFlightShareItsOutcome(stored: Bool) async throws {
         let room = RoomKey(channel: "demo", room: "retry")
-        _ = try await broker.subscribe(room)
+        let (store, broker, deliveries) = try await gatedBroker(subscribedTo: room)
         let answers = Mutex<[(Int, Result<Message, ParleyError>)]>([])
         for n in 0..<3 {
             try broker.publish(draft("once", in: room), clientMessageID: "k") { result in answers.withLock { $0.append((n, result)) } }
         }
         #expect(answers.withLock { $0.isEmpty }, "nobody is answered before the store")
-        store.release()
+        if stored { store.release() } else { store.fail(with: ParleyError(.unavailable, "disk gone")) }
         let got = answers.withLock { $0 }
         #expect(got.map(\.0) == [0, 1, 2])
-        let messages = got.compactMap { try? $0.1.get() }
-        #expect(messages.count == 3)
-        #expect(Set(messages.map(\.id)).count == 1 && messages.allSatisfy { $0.offset == 1 })
-        #expect(deliveries.offsets(in: room) == [1])
-    }
-
-    /// When the original fails, the publishes that waited for it fail too, and the id is free:
-    /// the next publish with it is a new message.
-    @Test func retriesWhileTheOriginalIsInFlightShareItsFailure() async throws {
-        let store = GatedStore()
-        let broker = SingleNodeBroker(store: store)
-        broker.setDelivery(DeliveryRecorder())
-        let room = RoomKey(channel: "demo", room: "retry-fails")
-        _ = try await broker.subscribe(room)
-        let answers = Mutex<[(Int, Result<Message, ParleyError>)]>([])
-        for n in 0..<3 {
-            try broker.publish(draft("once", in: room), clientMessageID: "k") { result in answers.withLock { $0.append((n, result)) } }
+        if stored {
+            let messages = got.compactMap { try? $0.1.get() }
+            #expect(messages.count == 3)
+            #expect(Set(messages.map(\.id)).count == 1 && messages.allSatisfy { $0.offset == 1 })
+            #expect(deliveries.offsets(in: room) == [1])
+        } else {
+            #expect(got.allSatisfy { if case .failure(let error) = $0.1 { error.message == "disk gone" } else { false } })
+            #expect(deliveries.offsets(in: room).isEmpty)
+            let again = Mutex<Result<Message, ParleyError>?>(nil)
+            try broker.publish(draft("once", in: room), clientMessageID: "k") { result in again.withLock { $0 = result } }
+            store.release()
+            #expect(try again.withLock { $0 }?.get().offset == 1)
         }
-        store.fail(with: ParleyError(.unavailable, "disk gone"))
-        let got = answers.withLock { $0 }
-        #expect(got.map(\.0) == [0, 1, 2])
-        #expect(got.allSatisfy { if case .failure(let error) = $0.1 { error.message == "disk gone" } else { false } })
-        let again = Mutex<Result<Message, ParleyError>?>(nil)
-        try broker.publish(draft("once", in: room), clientMessageID: "k") { result in again.withLock { $0 = result } }
-        store.release()
-        #expect(try again.withLock { $0 }?.get().offset == 1)
     }
 }
