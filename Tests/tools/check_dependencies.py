@@ -185,15 +185,15 @@ def check(root):
 def self_test():
     """The checker finds what it must find, on small made-up packages."""
     def package(targets, files):
-        root = tempfile.mkdtemp(prefix="check-dependencies-")
-        with open(os.path.join(root, "Package.swift"), "w") as handle:
-            handle.write("// swift-tools-version:6.0\nlet package = Package(name: \"P\", targets: [\n"
-                         + ",\n".join(targets) + "\n])\n")
-        for path, text in files.items():
-            os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
-            with open(os.path.join(root, path), "w") as handle:
-                handle.write(text)
-        return check(root)
+        with tempfile.TemporaryDirectory(prefix="check-dependencies-") as root:
+            with open(os.path.join(root, "Package.swift"), "w") as handle:
+                handle.write("// swift-tools-version:6.0\nlet package = Package(name: \"P\", targets: [\n"
+                             + ",\n".join(targets) + "\n])\n")
+            for path, text in files.items():
+                os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+                with open(os.path.join(root, path), "w") as handle:
+                    handle.write(text)
+            return check(root)
 
     clean = package(['.target(name: "ParleyIO", dependencies: ["CLibUV"])',
                      '.systemLibrary(name: "CLibUV", pkgConfig: "libuv")',
