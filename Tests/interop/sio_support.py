@@ -19,6 +19,9 @@ class ChatClient:
 
     def __init__(self, socketio_module, url, transports):
         self.events = []
+        # Every event in arrival order, consumed or not: a failed wait shows what came, and
+        # in which order, even when an earlier wait already took it.
+        self.history = []
         self.cond = threading.Condition()
         self.sio = socketio_module.Client(reconnection=False)
         for name in SOCKETCHAT_EVENTS:
@@ -36,6 +39,7 @@ class ChatClient:
         def record(*args):
             with self.cond:
                 self.events.append((name, args))
+                self.history.append(name)
                 self.cond.notify_all()
         return record
 
@@ -49,7 +53,8 @@ class ChatClient:
                         del self.events[:index + 1]
                         return args
                 left = deadline - time.time()
-                assert left > 0, "no %s event; got %r" % (name, self.events)
+                assert left > 0, "no %s event; got %r (every event so far, in order: %s)" % (
+                    name, self.events, ", ".join(self.history[-40:]))
                 self.cond.wait(left)
 
     def quiet_for(self, seconds, name=None):
