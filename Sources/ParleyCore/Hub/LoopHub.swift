@@ -104,6 +104,11 @@ public final class LoopHub<Frame> {
         }
     }
 
+    /// Most messages in one run: a joined frame holds at most this many messages' frames (a
+    /// longer stretch of one room's messages is several runs), so its copy stays bounded by
+    /// the message size limit, not by how many messages a group commit held.
+    public static var maxRunLength: Int { 64 }
+
     /// Handles deliveries in order, as handling them one by one would, except that
     /// consecutive messages of one room (a group commit's worth, in a busy room) are encoded
     /// as before and then joined, so each subscriber taking runs gets them in one write.
@@ -121,7 +126,8 @@ public final class LoopHub<Frame> {
                 continue
             }
             var end = index + 1
-            while end < deliveries.endIndex, case .event(let next, .message) = deliveries[end], next == key { end += 1 }
+            while end < deliveries.endIndex, end - index < Self.maxRunLength,
+                  case .event(let next, .message) = deliveries[end], next == key { end += 1 }
             if end - index == 1 {
                 handle(deliveries[index])
             } else if let list = rooms[key] {
@@ -147,17 +153,21 @@ public final class LoopHub<Frame> {
         var formats: [WireFormat] = []
         for subscriber in list where !formats.contains(subscriber.wireFormat) { formats.append(subscriber.wireFormat) }
         var frames = [[Frame?]](repeating: [], count: formats.count)
+        for slot in frames.indices { frames[slot].reserveCapacity(events.count) }
         for event in events {
             for (slot, format) in formats.enumerated() {
                 frames[slot].append(encode(format, key, event))
                 encodings += 1
             }
         }
+        // Per format, once: joined only if it shows every message of the run, and only once a
+        // subscriber takes it (a format whose sessions all take messages one by one is not).
+        let whole = frames.map { $0.allSatisfy { $0 != nil } }
         var joined = [Frame?](repeating: nil, count: formats.count)
         var oneByOne: [(subscriber: any RoomSubscriber<Frame>, slot: Int)] = []
         for subscriber in list {
             let slot = formats.firstIndex(of: subscriber.wireFormat)!
-            guard subscriber.takesRuns, frames[slot].allSatisfy({ $0 != nil }) else {
+            guard subscriber.takesRuns, whole[slot] else {
                 oneByOne.append((subscriber, slot))
                 continue
             }
