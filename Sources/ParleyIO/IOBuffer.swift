@@ -10,14 +10,6 @@ public final class IOBuffer: @unchecked Sendable {
     /// Number of bytes.
     public let count: Int
 
-    /// Copies `bytes` into a new buffer.
-    public init(_ bytes: some Collection<UInt8>) {
-        count = bytes.count
-        base = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
-        let typed = base.bindMemory(to: UInt8.self, capacity: max(count, 1))
-        _ = UnsafeMutableBufferPointer(start: typed, count: count).initialize(from: bytes)
-    }
-
     /// A new buffer of `count` bytes, written by `initialize` (every byte of it) before anyone
     /// else can see the buffer.
     public init(count: Int, initializingWith initialize: (UnsafeMutableRawBufferPointer) -> Void) {
@@ -27,19 +19,25 @@ public final class IOBuffer: @unchecked Sendable {
         initialize(UnsafeMutableRawBufferPointer(start: base, count: count))
     }
 
+    /// Copies `bytes` into a new buffer.
+    public convenience init(_ bytes: some Collection<UInt8>) {
+        self.init(count: bytes.count) { buffer in _ = buffer.bindMemory(to: UInt8.self).initialize(from: bytes) }
+    }
+
     /// Copies a string's UTF-8 bytes into a new buffer.
     public convenience init(string: String) {
         self.init(Array(string.utf8))
     }
 
     /// The bytes of `buffers` back to back, in one new buffer.
-    public init(joining buffers: [IOBuffer]) {
-        count = buffers.reduce(0) { $0 + $1.count }
-        base = UnsafeMutableRawPointer.allocate(byteCount: max(count, 1), alignment: 16)
-        var offset = 0
-        for buffer in buffers {
-            (base + offset).copyMemory(from: buffer.base, byteCount: buffer.count)
-            offset += buffer.count
+    public convenience init(joining buffers: [IOBuffer]) {
+        self.init(count: buffers.reduce(0) { $0 + $1.count }) { joined in
+            var offset = 0
+            for buffer in buffers {
+                UnsafeMutableRawBufferPointer(rebasing: joined[offset..<(offset + buffer.count)])
+                    .copyMemory(from: UnsafeRawBufferPointer(start: buffer.base, count: buffer.count))
+                offset += buffer.count
+            }
         }
     }
 

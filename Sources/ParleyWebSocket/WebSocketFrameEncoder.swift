@@ -7,36 +7,59 @@ public enum WebSocketFrameEncoder {
     /// Largest header: 2 + 8 (64-bit length) + 4 (masking key).
     public static let maxHeaderSize = 14
 
+    /// Bytes of the header for a payload of `payloadLength` bytes.
+    public static func headerSize(payloadLength: Int, masked: Bool) -> Int {
+        (payloadLength <= 125 ? 2 : payloadLength <= 0xFFFF ? 4 : 10) + (masked ? 4 : 0)
+    }
+
+    /// Writes the frame header for a payload of `payloadLength` bytes at the start of
+    /// `buffer` (at least ``headerSize(payloadLength:masked:)`` bytes); returns its size.
+    @discardableResult
+    public static func writeHeader(opcode: WebSocketOpcode, payloadLength: Int, fin: Bool = true,
+                                   rsv1: Bool = false, maskingKey: UInt32? = nil,
+                                   into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        precondition(payloadLength >= 0)
+        let size = headerSize(payloadLength: payloadLength, masked: maskingKey != nil)
+        precondition(buffer.count >= size)
+        var first = opcode.rawValue
+        if fin { first |= 0x80 }
+        if rsv1 { first |= 0x40 }
+        buffer[0] = first
+        let maskBit: UInt8 = maskingKey == nil ? 0 : 0x80
+        var at = 2
+        if payloadLength <= 125 {
+            buffer[1] = maskBit | UInt8(payloadLength)
+        } else if payloadLength <= 0xFFFF {
+            buffer[1] = maskBit | 126
+            buffer[2] = UInt8(payloadLength >> 8)
+            buffer[3] = UInt8(payloadLength & 0xFF)
+            at = 4
+        } else {
+            buffer[1] = maskBit | 127
+            let length = UInt64(payloadLength)
+            for index in 0..<8 { buffer[2 + index] = UInt8(truncatingIfNeeded: length >> UInt64(56 - 8 * index)) }
+            at = 10
+        }
+        if let key = maskingKey {
+            buffer[at] = UInt8(truncatingIfNeeded: key >> 24)
+            buffer[at + 1] = UInt8(truncatingIfNeeded: key >> 16)
+            buffer[at + 2] = UInt8(truncatingIfNeeded: key >> 8)
+            buffer[at + 3] = UInt8(truncatingIfNeeded: key)
+        }
+        return size
+    }
+
     /// Appends just the frame header for a payload of `payloadLength` bytes. With a
     /// `maskingKey` the caller must append the payload masked with ``mask(_:maskingKey:)``.
     /// Lets a server frame one payload once and share `header + payload` between connections.
     public static func appendHeader(opcode: WebSocketOpcode, payloadLength: Int, fin: Bool = true,
                                     rsv1: Bool = false, maskingKey: UInt32? = nil,
                                     into buffer: inout [UInt8]) {
-        precondition(payloadLength >= 0)
-        var first = opcode.rawValue
-        if fin { first |= 0x80 }
-        if rsv1 { first |= 0x40 }
-        buffer.append(first)
-        let maskBit: UInt8 = maskingKey == nil ? 0 : 0x80
-        if payloadLength <= 125 {
-            buffer.append(maskBit | UInt8(payloadLength))
-        } else if payloadLength <= 0xFFFF {
-            buffer.append(maskBit | 126)
-            buffer.append(UInt8(payloadLength >> 8))
-            buffer.append(UInt8(payloadLength & 0xFF))
-        } else {
-            buffer.append(maskBit | 127)
-            let length = UInt64(payloadLength)
-            for shift in stride(from: 56, through: 0, by: -8) {
-                buffer.append(UInt8(truncatingIfNeeded: length >> UInt64(shift)))
-            }
-        }
-        if let key = maskingKey {
-            buffer.append(UInt8(truncatingIfNeeded: key >> 24))
-            buffer.append(UInt8(truncatingIfNeeded: key >> 16))
-            buffer.append(UInt8(truncatingIfNeeded: key >> 8))
-            buffer.append(UInt8(truncatingIfNeeded: key))
+        let start = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: headerSize(payloadLength: payloadLength, masked: maskingKey != nil)))
+        buffer.withUnsafeMutableBytes { bytes in
+            writeHeader(opcode: opcode, payloadLength: payloadLength, fin: fin, rsv1: rsv1, maskingKey: maskingKey,
+                        into: UnsafeMutableRawBufferPointer(rebasing: bytes[start...]))
         }
     }
 
