@@ -17,12 +17,19 @@ enum NativeEncoding {
     }
 
     static func eventJSON(_ event: RoomEvent, in room: RoomKey) -> [UInt8]? {
-        // A message's frame gets room for the fields around its body: the buffer is not grown.
+        // A message's frame gets room for the fields around its body (read once): the buffer
+        // is not grown.
         var w: JSONWriter
-        if case .message(let message) = event { w = JSONWriter(capacity: message.bodyJSON.count + 384) } else { w = JSONWriter() }
+        var body: [UInt8] = []
+        if case .message(let message) = event {
+            body = message.bodyJSON
+            w = JSONWriter(capacity: body.count + 384)
+        } else {
+            w = JSONWriter()
+        }
         switch event {
         case .message(let message):
-            writeMessage(message, type: MessageType.publish, index: nil, into: &w)
+            writeMessage(message, body: body, type: MessageType.publish, index: nil, into: &w)
         case .messageDeleted(let offset):
             w.beginObject()
             w.key(Field.type); w.writeString(MessageType.messageDeleted)
@@ -64,13 +71,14 @@ enum NativeEncoding {
     /// deleted: true`); a reply has `reply_to`; a message in its current state (history) has
     /// `edited` once edited and `reactions` once reacted to. An action entry (live or
     /// replayed) is written as its own event instead (``writeAction(_:_:into:)``).
-    static func writeMessage(_ message: Message, type: String, index: Int?, into w: inout JSONWriter) {
+    /// `body`: the message's ``Message/bodyJSON`` when the caller already has it.
+    static func writeMessage(_ message: Message, body: [UInt8]? = nil, type: String, index: Int?, into w: inout JSONWriter) {
         if let action = message.action { return writeAction(message, action, into: &w) }
         w.beginObject()
         w.key(Field.type); w.writeString(type)
         w.key(Field.room); w.writeString(message.room.room)
         // Encoded once per message, shared by every loop and the store.
-        w.key(Field.message); w.writeRawValue(message.bodyJSON)
+        w.key(Field.message); w.writeRawValue(body ?? message.bodyJSON)
         if message.isDeleted { w.key(Field.deleted); w.writeBool(true) }
         w.key(Field.id); w.writeString(message.id)
         w.key(Field.timestamp); w.writeInt(Int(message.timestampSeconds))
