@@ -72,14 +72,12 @@ unit: $(BENCH_VENV)/.ready
 # certificates), removed when it ends, pass or fail.
 interop: $(INTEROP_VENV)/.ready $(INTEROP_EIO3_VENV)/.ready
 	@if ls Tests/interop/test_*.py >/dev/null 2>&1; then \
-	  scratch=$$(mktemp -d /tmp/parley-interop-XXXXXX); \
-	  TMPDIR=$$scratch PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} $(INTEROP_VENV)/bin/python -m pytest -q Tests/interop --ignore=Tests/interop/eio3; \
-	  rc=$$?; rm -rf $$scratch; exit $$rc; \
+	  PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} Tests/tools/with_scratch_tmpdir.sh \
+	    $(INTEROP_VENV)/bin/python -m pytest -q Tests/interop --ignore=Tests/interop/eio3; \
 	else echo "no interop tests"; fi
 	@if ls Tests/interop/eio3/test_*.py >/dev/null 2>&1; then \
-	  scratch=$$(mktemp -d /tmp/parley-interop-XXXXXX); \
-	  TMPDIR=$$scratch PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} $(INTEROP_EIO3_VENV)/bin/python -m pytest -q Tests/interop/eio3; \
-	  rc=$$?; rm -rf $$scratch; exit $$rc; \
+	  PARLEY_BIN=$${PARLEY_BIN:-$(CURDIR)/.build/release/parley} Tests/tools/with_scratch_tmpdir.sh \
+	    $(INTEROP_EIO3_VENV)/bin/python -m pytest -q Tests/interop/eio3; \
 	fi
 
 $(INTEROP_VENV)/.ready: Tests/interop/requirements.txt
