@@ -522,26 +522,6 @@ private let carol = Member(id: "c3")
         #expect(local.encodeCount == 6)
     }
 
-    /// A long stretch of one room's messages is cut into runs of at most
-    /// ``LoopHub/maxRunLength``: a joined frame never holds more, however big the commit.
-    @Test func aLongStretchIsCutIntoBoundedRuns() throws {
-        let local = LoopHub<String>(encode: { _, _, event in
-            guard case .message(let m) = event else { return nil }
-            return "\(m.offset)|"
-        }, join: { $0.joined() })
-        let takes = RunSession(1, takesRuns: true)
-        local.register(takes)
-        local.handle(.subscribed(takes.sessionID, SubscribeSnapshot(room: lobby, members: [], history: [], lastOffset: 0)))
-        let limit = LoopHub<String>.maxRunLength
-        let total = 2 * limit + 3
-        local.handle((1...total).map { offset in
-            .event(lobby, .message(Message(id: "m\(offset)", offset: Int64(offset), timestampMillis: 1, room: lobby, sender: nil, body: .string("x"))))
-        })
-        let runs = takes.frames.map { $0.split(separator: "|").count }
-        #expect(runs == [limit, limit, 3])
-        #expect(takes.frames.joined() == (1...total).map { "\($0)|" }.joined(), "every message once, in order")
-    }
-
     /// An encoder that keeps state across formats (Socket.IO's) must see each event for every
     /// format before the next, and a subscriber taking messages one by one must get each
     /// event after every other's previous one, as without runs; the run-taker beside them

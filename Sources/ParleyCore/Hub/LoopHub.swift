@@ -104,11 +104,6 @@ public final class LoopHub<Frame> {
         }
     }
 
-    /// Most messages in one run: a joined frame holds at most this many messages' frames (a
-    /// longer stretch of one room's messages is several runs), so its copy stays bounded by
-    /// the message size limit, not by how many messages a group commit held.
-    public static var maxRunLength: Int { 64 }
-
     /// Handles deliveries in order, as handling them one by one would, except that
     /// consecutive messages of one room (a group commit's worth, in a busy room) are encoded
     /// as before and then joined, so each subscriber taking runs gets them in one write.
@@ -126,8 +121,7 @@ public final class LoopHub<Frame> {
                 continue
             }
             var end = index + 1
-            while end < deliveries.endIndex, end - index < Self.maxRunLength,
-                  case .event(let next, .message) = deliveries[end], next == key { end += 1 }
+            while end < deliveries.endIndex, case .event(let next, .message) = deliveries[end], next == key { end += 1 }
             if end - index == 1 {
                 handle(deliveries[index])
             } else if let list = rooms[key] {
