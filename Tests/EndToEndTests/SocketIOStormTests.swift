@@ -60,6 +60,53 @@ import Testing
         #expect(most < n / 4, "at most one list per window: \(most)")
         print("storm: \(n) joins; lists per socket: max \(most), mean \(lists.reduce(0, +) / n)")
     }
+
+    /// SocketChat's order, kept through the pacing: a client that waits for the `userList`
+    /// showing a change, then for the change's `userConnectUpdate` / `userExitUpdate`, gets
+    /// both. So the list in effect when an update arrives (the last one before it) already
+    /// shows that update, however many joins or exits share a window.
+    @Test func inBurstsOfJoinsAndExitsEveryUpdateFollowsAListThatShowsIt() throws {
+        let k = 40
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let watcher = try socketIOClient(server, nickname: "watcher")
+        var others: [TestWebSocket] = []
+        for _ in 0..<k { others.append(try socketIOClient(server)) }
+        var texts: [String] = []
+        func collect(_ name: String) throws {
+            var count = 0
+            let deadline = Date().addingTimeInterval(30)
+            while count < k {
+                let text = try watcher.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
+                texts.append(text)
+                guard let subject = eventArguments(text, name)?.first else { continue }
+                // userConnectUpdate names its user in an object, userExitUpdate as a string.
+                if (subject.stringValue ?? subject["nickname"]?.stringValue)?.hasPrefix("burst") == true { count += 1 }
+            }
+        }
+        // Every join in one burst; once the watcher heard them all, every exit in one burst.
+        for (index, client) in others.enumerated() { try client.sendText("42[\"connectUser\",\"burst\(index)\"]") }
+        try collect("userConnectUpdate")
+        for (index, client) in others.enumerated() { try client.sendText("42[\"exitUser\",\"burst\(index)\"]") }
+        try collect("userExitUpdate")
+        var listed: Set<String> = []
+        var lists = 0, checked = 0
+        for text in texts {
+            if let users = eventArguments(text, "userList")?.first?.arrayValue {
+                lists += 1
+                listed = Set(users.filter { $0["isConnected"] == true }.compactMap { $0["nickname"]?.stringValue })
+            } else if let joined = eventArguments(text, "userConnectUpdate")?.first?["nickname"]?.stringValue {
+                checked += 1
+                #expect(listed.contains(joined), "userConnectUpdate(\(joined)) before any list showing \(joined)")
+            } else if let left = eventArguments(text, "userExitUpdate")?.first?.stringValue {
+                checked += 1
+                #expect(!listed.contains(left), "userExitUpdate(\(left)) while the last list still shows \(left)")
+            }
+        }
+        #expect(checked == 2 * k)
+        // Paced: fewer lists than changes (else this test would not merge any).
+        #expect(lists < 2 * k, "\(lists) lists for \(2 * k) changes")
+    }
 }
 
 /// The native door's side of a storm of joins, measured: each join sends the joiner one

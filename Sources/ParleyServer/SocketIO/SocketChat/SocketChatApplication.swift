@@ -392,8 +392,9 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         if event.changesMembers {
             if fanOut.rosterReadsPending > 0 {
                 // A leave in a cluster: the list waits for the roster read (at most a
-                // moment; the flush goes on its own after `rosterWaitMillis`).
-                pacer.hold()
+                // moment; the flush goes on its own after `rosterWaitMillis`, and a flush
+                // armed earlier for the pacing window waits for it too).
+                pacer.holdForRoster(at: nowMillis, waitMillis: Self.rosterWaitMillis)
                 scheduleFlush(after: Self.rosterWaitMillis)
             } else if pacer.userListDue(at: nowMillis) {
                 sendUserListNow()
@@ -468,8 +469,13 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         flushArmed = true
         let delay = UInt64(max(1, wait ?? (pacer.flushDueMillis - nowMillis)))
         timer.start(after: delay) { [weak self] in
-            self?.flushArmed = false
-            self?.flushHeld()
+            guard let self else { return }
+            flushArmed = false
+            if let wait = pacer.heldWait(at: nowMillis, rosterPending: fanOut.rosterReadsPending > 0) {
+                scheduleFlush(after: wait)
+            } else {
+                flushHeld()
+            }
         }
     }
 

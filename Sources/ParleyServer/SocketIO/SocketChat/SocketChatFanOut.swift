@@ -154,9 +154,12 @@ extension RoomEvent {
 
 /// One socket's `userList` pacing: at most one list per ``windowMillis``. A list due within
 /// the window waits, with every room event after it (so the order of events never changes),
-/// and when the window ends only the last due list goes, carrying the latest state. The
-/// client replaces its list with each one it gets, so it ends in the same state, and a storm of
-/// n joins costs each socket O(n) bytes instead of O(n²). Loop-confined.
+/// and lists due later in the window merge into it: when the window ends one list goes, in
+/// the place of the first, carrying the latest state. So each `userConnectUpdate` and
+/// `userExitUpdate` still comes after a list that shows it, as SocketChat sends them (a list
+/// moved to the last place would put the updates before it ahead of any list showing them).
+/// The client replaces its list with each one it gets, so it ends in the same state, and a
+/// storm of n joins costs each socket O(n) bytes instead of O(n²). Loop-confined.
 struct SocketChatUserListPacer {
     enum Item {
         /// Pre-encoded room events for a transport.
@@ -179,15 +182,36 @@ struct SocketChatUserListPacer {
     /// ``sent(at:)``); false when it is held, to go at ``flushDueMillis``.
     mutating func userListDue(at nowMillis: Int64) -> Bool {
         if held.isEmpty && (lastSentMillis == .min || nowMillis - lastSentMillis >= Self.windowMillis) { return true }
-        held.removeAll { if case .userList = $0 { true } else { false } }
-        held.append(.userList)
+        hold()
         return false
     }
 
-    /// Holds a list (and every event after it) until the next flush, whenever it is due.
+    /// Holds a list (and every event after it) until the next flush, whenever it is due. A
+    /// list already held stays where it is: it is built when it goes, so it shows this change
+    /// too.
     mutating func hold() {
-        held.removeAll { if case .userList = $0 { true } else { false } }
-        held.append(.userList)
+        if !holdsList { held.append(.userList) }
+    }
+
+    /// Cluster mode: a leave's list waits for the roster read (which tells who departed and
+    /// who exited) until then at the latest, even when the window would end sooner.
+    private(set) var rosterWaitUntil: Int64 = .min
+
+    /// Holds a leave's list (and every event after it) until the cluster's roster read is
+    /// back, or `waitMillis` have passed.
+    mutating func holdForRoster(at nowMillis: Int64, waitMillis: Int64) {
+        hold()
+        rosterWaitUntil = max(rosterWaitUntil, nowMillis + waitMillis)
+    }
+
+    /// How long the held items must still wait at `nowMillis` (nil: they go now). Only a
+    /// roster read still out (`rosterPending`) for a held leave keeps them, up to
+    /// ``rosterWaitUntil``: sent before it, the list would show the leave without the
+    /// departure, and a client waiting for the list that shows it would skip the leave's
+    /// update and then wait for it in vain.
+    func heldWait(at nowMillis: Int64, rosterPending: Bool) -> Int64? {
+        guard rosterPending, nowMillis < rosterWaitUntil else { return nil }
+        return rosterWaitUntil - nowMillis
     }
 
     /// A list went out (now or by a flush).
@@ -212,11 +236,15 @@ struct SocketChatUserListPacer {
 
     /// Everything held, in order; nothing is held afterwards.
     mutating func takeHeld() -> [Item] {
-        defer { held = [] }
+        defer {
+            held = []
+            rosterWaitUntil = .min
+        }
         return held
     }
 
     mutating func reset() {
         held = []
+        rosterWaitUntil = .min
     }
 }
