@@ -340,6 +340,59 @@ import ParleyTestSupport
         _ = try otto.receiveText(timeout: 10, until: { departedEntry($0, "sam")?["isConnected"] == true })
     }
 
+    /// SocketChat's order across nodes, through the lists' pacing and the roster read a leave
+    /// waits for: users joining on A in one burst, then dropping (no `exitUser`) in one burst,
+    /// as B's user sees them. Each `userConnectUpdate` follows a list that shows its user
+    /// connected, each `userExitUpdate` a list that shows its user departed (listed
+    /// disconnected: the roster, read before the list goes, has the departure).
+    @Test(arguments: RedisKind.allCases)
+    func burstsOfJoinsAndDropsOnOneNodeReachTheOtherEachUpdateAfterAListThatShowsIt(kind: RedisKind) async throws {
+        let (a, b) = try Self.twoNodes(on: kind)
+        defer { a.shutdown(); b.shutdown() }
+        let nina = try Self.socketChat(b, as: "nina")
+        let k = 20
+        var sockets: [TestWebSocket] = []
+        defer { for socket in sockets { socket.abort() } }
+        for _ in 0..<k {
+            let socket = try TestWebSocket(port: a.httpPort, path: "/socket.io/?EIO=4&transport=websocket")
+            _ = try socket.receiveText()
+            try socket.sendText("40")
+            sockets.append(socket)
+        }
+        var texts: [String] = []
+        func collect(_ name: String) throws {
+            var count = 0
+            let deadline = Date().addingTimeInterval(20)
+            while count < k {
+                let text = try nina.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
+                texts.append(text)
+                guard let subject = eventArguments(text, name)?.first else { continue }
+                if (subject.stringValue ?? subject["nickname"]?.stringValue)?.hasPrefix("drop") == true { count += 1 }
+            }
+        }
+        for (index, socket) in sockets.enumerated() { try socket.sendText("42[\"connectUser\",\"drop\(index)\"]") }
+        try collect("userConnectUpdate")
+        for socket in sockets { socket.abort() }
+        try collect("userExitUpdate")
+        var listed: [String: Bool] = [:]
+        var checked = 0
+        for text in texts {
+            if let users = eventArguments(text, "userList")?.first?.arrayValue {
+                listed = [:]
+                for user in users {
+                    if let name = user["nickname"]?.stringValue, let connected = user["isConnected"]?.boolValue { listed[name] = connected }
+                }
+            } else if let joined = eventArguments(text, "userConnectUpdate")?.first?["nickname"]?.stringValue, joined.hasPrefix("drop") {
+                checked += 1
+                #expect(listed[joined] == true, "userConnectUpdate(\(joined)) after a list with \(joined): \(String(describing: listed[joined]))")
+            } else if let left = eventArguments(text, "userExitUpdate")?.first?.stringValue, left.hasPrefix("drop") {
+                checked += 1
+                #expect(listed[left] == false, "userExitUpdate(\(left)) after a list with \(left): \(String(describing: listed[left]))")
+            }
+        }
+        #expect(checked == 2 * k)
+    }
+
     @Test func metricsAndReadinessTellRedisState() async throws {
         let (a, b) = try Self.twoNodes()
         defer { a.shutdown(); b.shutdown() }
