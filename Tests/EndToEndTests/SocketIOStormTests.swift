@@ -61,6 +61,73 @@ import Testing
         print("storm: \(n) joins; lists per socket: max \(most), mean \(lists.reduce(0, +) / n)")
     }
 
+    /// The names the SocketChat updates in `texts` are about, in order (`+name` joined,
+    /// `-name` exited).
+    static func updates(_ texts: [String]) -> [String] {
+        texts.compactMap { text in
+            if let joined = eventArguments(text, "userConnectUpdate")?.first?["nickname"]?.stringValue { return "+" + joined }
+            if let left = eventArguments(text, "userExitUpdate")?.first?.stringValue { return "-" + left }
+            return nil
+        }
+    }
+
+    /// Reads `socket` until `predicate` holds for a text, keeping every text read.
+    static func read(_ socket: TestWebSocket, into texts: inout [String], timeout: Double = 5, until predicate: (String) -> Bool) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let text = try socket.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
+            texts.append(text)
+            if predicate(text) { return }
+        }
+    }
+
+    /// What a socket's pacing holds is not overtaken by its own `connectUser` (its list and
+    /// update go at once) nor dropped by its `exitUser` (it goes on listening): a join that
+    /// happened first is shown first, whatever the window.
+    @Test func heldUpdatesGoBeforeTheSocketsOwnJoinAndSurviveItsExit() throws {
+        let server = try startTestServer()
+        defer { server.shutdown() }
+        let observer = try socketIOClient(server, nickname: "observer")
+        func joined(_ name: String) -> (String) -> Bool {
+            { eventArguments($0, "userConnectUpdate")?.first?["nickname"]?.stringValue == name }
+        }
+        // A listening socket that identifies right after a join it was shown inside its window.
+        for round in 0..<5 {
+            // Every socket is open first: from the first join on, the steps fit in the 50 ms window.
+            let listener = try socketIOClient(server)
+            let first = try socketIOClient(server)
+            let second = try socketIOClient(server)
+            defer { for socket in [listener, first, second] { socket.abort() } }
+            var texts: [String] = []
+            try first.sendText("42[\"connectUser\",\"first\(round)\"]")
+            try Self.read(listener, into: &texts, until: joined("first\(round)"))   // a list just went: a window opens
+            try second.sendText("42[\"connectUser\",\"second\(round)\"]")
+            _ = try observer.receiveText(until: joined("second\(round)"))             // the hub has second's join
+            try listener.sendText("42[\"connectUser\",\"self\(round)\"]")         // so it is before this one
+            try Self.read(listener, into: &texts, until: joined("self\(round)"))
+            try? Self.read(listener, into: &texts, timeout: 0.3, until: { _ in false })
+            let order = Self.updates(texts).filter { $0.hasSuffix("\(round)") }
+            #expect(order == ["+first\(round)", "+second\(round)", "+self\(round)"], "round \(round): \(order)")
+        }
+        // An identified socket that exits right after a join it was shown inside its window.
+        for round in 0..<5 {
+            let leaver = try socketIOClient(server, nickname: "leaver\(round)")
+            let first = try socketIOClient(server)
+            let second = try socketIOClient(server)
+            defer { for socket in [leaver, first, second] { socket.abort() } }
+            var texts: [String] = []
+            try first.sendText("42[\"connectUser\",\"early\(round)\"]")
+            try Self.read(leaver, into: &texts, until: joined("early\(round)"))
+            try second.sendText("42[\"connectUser\",\"late\(round)\"]")
+            _ = try observer.receiveText(until: joined("late\(round)"))
+            try leaver.sendText("42[\"exitUser\",\"leaver\(round)\"]")
+            try Self.read(leaver, into: &texts, until: { eventArguments($0, "userExitUpdate")?.first?.stringValue == "leaver\(round)" })
+            try? Self.read(leaver, into: &texts, timeout: 0.3, until: { _ in false })
+            let order = Self.updates(texts).filter { $0.hasSuffix("\(round)") }
+            #expect(order == ["+early\(round)", "+late\(round)", "-leaver\(round)"], "round \(round): \(order)")
+        }
+    }
+
     /// SocketChat's order, kept through the pacing: a client that waits for the `userList`
     /// showing a change, then for the change's `userConnectUpdate` / `userExitUpdate`, gets
     /// both. So the list in effect when an update arrives (the last one before it) already

@@ -124,6 +124,11 @@ import Testing
         // ...not once it is back, nor past the limit, nor for a read nobody held for.
         #expect(pacer.heldWait(at: 1050, rosterPending: false) == nil)
         #expect(pacer.heldWait(at: 1520, rosterPending: true) == nil)
+        // Later holds in the same run do not push the limit out (else a stream of joins and
+        // leaves with a slow roster would hold everything for as long as it lasts).
+        pacer.holdForRoster(at: 1400, waitMillis: 500)
+        #expect(pacer.heldWait(at: 1500, rosterPending: true) == 20)
+        #expect(pacer.heldWait(at: 1520, rosterPending: true) == nil)
         let held = pacer.takeHeld()
         #expect(held.count == 3)
         if case .userList = held[0] {} else { Issue.record("one list, first: \(held[0])") }

@@ -340,6 +340,9 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         guard let member else { return }
         chat.forgetIdentity()
         memberLive = false
+        // What was held goes first: an exiting socket keeps hearing the lobby, and what it
+        // hears next must not overtake (or replace) it.
+        if exit { flushHeld() }
         pacer.reset()
         pacerTimer?.stop()
         flushArmed = false
@@ -391,9 +394,10 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         // join or leave leads with a userList that this socket paces (SocketChatUserListPacer).
         if event.changesMembers {
             if fanOut.rosterReadsPending > 0 {
-                // A leave in a cluster: the list waits for the roster read (at most a
-                // moment; the flush goes on its own after `rosterWaitMillis`, and a flush
-                // armed earlier for the pacing window waits for it too).
+                // A leave in a cluster made this loop read the roster: this list (a leave's,
+                // or a join's behind it) waits for the reads, so it shows the departure (at
+                // most a moment; the flush goes on its own after `rosterWaitMillis` from the
+                // first such hold, and a flush armed earlier for the window waits too).
                 pacer.holdForRoster(at: nowMillis, waitMillis: Self.rosterWaitMillis)
                 scheduleFlush(after: Self.rosterWaitMillis)
             } else if pacer.userListDue(at: nowMillis) {
@@ -428,6 +432,8 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             inLobbyMirror = true
             fanOut.sessionJoined(snapshot)
         }
+        // Lobby events held while the socket only listened go before its own join's list.
+        flushHeld()
         let users = shared.roster.users(connected: snapshot.members)
         emit(SocketChatEncoding.userList(users), on: socket)
         pacer.sent(at: nowMillis)

@@ -157,7 +157,8 @@ extension RoomEvent {
 /// and lists due later in the window merge into it: when the window ends one list goes, in
 /// the place of the first, carrying the latest state. So each `userConnectUpdate` and
 /// `userExitUpdate` still comes after a list that shows it, as SocketChat sends them (a list
-/// moved to the last place would put the updates before it ahead of any list showing them).
+/// moved to the last place would put the updates before it ahead of any list showing them),
+/// unless the same user changed again later in the window (the list shows the latest state).
 /// The client replaces its list with each one it gets, so it ends in the same state, and a
 /// storm of n joins costs each socket O(n) bytes instead of O(n²). Loop-confined.
 struct SocketChatUserListPacer {
@@ -193,22 +194,24 @@ struct SocketChatUserListPacer {
         if !holdsList { held.append(.userList) }
     }
 
-    /// Cluster mode: a leave's list waits for the roster read (which tells who departed and
-    /// who exited) until then at the latest, even when the window would end sooner.
+    /// Cluster mode: while roster reads are out (a leave makes the node read who departed
+    /// and who exited), the held list waits for them until then at the latest, even when
+    /// the window would end sooner. Set by the first such hold of a held run and kept: later
+    /// joins and leaves do not push it out, so nothing is held longer than the wait.
     private(set) var rosterWaitUntil: Int64 = .min
 
-    /// Holds a leave's list (and every event after it) until the cluster's roster read is
-    /// back, or `waitMillis` have passed.
+    /// Holds a list (and every event after it) while the loop's roster reads are out, until
+    /// they are back or `waitMillis` after the first such hold of this held run.
     mutating func holdForRoster(at nowMillis: Int64, waitMillis: Int64) {
         hold()
-        rosterWaitUntil = max(rosterWaitUntil, nowMillis + waitMillis)
+        if rosterWaitUntil == .min { rosterWaitUntil = nowMillis + waitMillis }
     }
 
-    /// How long the held items must still wait at `nowMillis` (nil: they go now). Only a
-    /// roster read still out (`rosterPending`) for a held leave keeps them, up to
-    /// ``rosterWaitUntil``: sent before it, the list would show the leave without the
-    /// departure, and a client waiting for the list that shows it would skip the leave's
-    /// update and then wait for it in vain.
+    /// How long the held items must still wait at `nowMillis` (nil: they go now). Only roster
+    /// reads still out (`rosterPending`) keep a held run that waits for them, up to
+    /// ``rosterWaitUntil``: sent before they are back, a leave's list would show the leave
+    /// without the departure, and a client waiting for the list that shows it would skip the
+    /// leave's update and then wait for it in vain.
     func heldWait(at nowMillis: Int64, rosterPending: Bool) -> Int64? {
         guard rosterPending, nowMillis < rosterWaitUntil else { return nil }
         return rosterWaitUntil - nowMillis

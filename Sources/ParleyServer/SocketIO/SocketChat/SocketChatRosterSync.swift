@@ -21,6 +21,10 @@ final class SocketChatRosterSync: Sendable {
     private let localChanges = Atomic<Int>(0)
     private let writesInFlight = Atomic<Int>(0)
     private let poller = Mutex<Task<Void, Never>?>(nil)
+    /// Reads of the cluster's roster run one at a time: two that overlapped could be applied
+    /// in either order, and the older list stayed (until the next poll), so a departure just
+    /// read could vanish from the next `userList`.
+    private let reads = Mutex(ReadQueue())
     private let onChange = Mutex<Callback<@Sendable () -> Void>?>(nil)
     private let onError: @Sendable (ParleyError) -> Void
     static let pollMillis: Int64 = 1_000
@@ -62,7 +66,7 @@ final class SocketChatRosterSync: Sendable {
                 try await body()
                 writesInFlight.subtract(1, ordering: .sequentiallyConsistent)
                 done()
-                await refreshIfChanged()
+                read()
             } catch {
                 writesInFlight.subtract(1, ordering: .sequentiallyConsistent)
                 done()
@@ -74,9 +78,41 @@ final class SocketChatRosterSync: Sendable {
     /// Reads the list again now (a lobby leave arrived: the leaving node stored the departure
     /// before it left), then runs `done`.
     func refreshNow(then done: @escaping @Sendable () -> Void) {
+        read(then: done)
+    }
+
+    private struct ReadQueue {
+        var running = false
+        /// A read was asked for since the running one started.
+        var asked = false
+        /// What to run after the next read that starts.
+        var waiting: [Callback<@Sendable () -> Void>] = []
+    }
+
+    /// Reads the roster (``refreshIfChanged()``) after every read already running, then runs
+    /// `done`. Asks that come while a read runs share the one after it.
+    private func read(then done: (@Sendable () -> Void)? = nil) {
+        let start = reads.withLock { queue -> Bool in
+            queue.asked = true
+            if let done { queue.waiting.append(Callback(done)) }
+            guard !queue.running else { return false }
+            queue.running = true
+            return true
+        }
+        guard start else { return }
         Task.detached { [self] in
-            await refreshIfChanged()
-            done()
+            while let batch = reads.withLock({ queue -> [Callback<@Sendable () -> Void>]? in
+                guard queue.asked else {
+                    queue.running = false
+                    return nil
+                }
+                queue.asked = false
+                defer { queue.waiting = [] }
+                return queue.waiting
+            }) {
+                await refreshIfChanged()
+                for done in batch { done.call() }
+            }
         }
     }
 
@@ -97,11 +133,11 @@ final class SocketChatRosterSync: Sendable {
 
     func startPolling() {
         let task = Task.detached { [self] in
-            await refreshIfChanged()
+            read()
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(Self.pollMillis))
                 if Task.isCancelled { break }
-                await refreshIfChanged()
+                read()
             }
         }
         poller.withLock { $0 = task }
