@@ -360,37 +360,17 @@ import ParleyTestSupport
             sockets.append(socket)
         }
         var texts: [String] = []
-        func collect(_ name: String) throws {
-            var count = 0
-            let deadline = Date().addingTimeInterval(20)
-            while count < k {
-                let text = try nina.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
-                texts.append(text)
-                guard let subject = eventArguments(text, name)?.first else { continue }
-                if (subject.stringValue ?? subject["nickname"]?.stringValue)?.hasPrefix("drop") == true { count += 1 }
-            }
-        }
         for (index, socket) in sockets.enumerated() { try socket.sendText("42[\"connectUser\",\"drop\(index)\"]") }
-        try collect("userConnectUpdate")
+        try readSocketChatUpdates(nina, "userConnectUpdate", count: k, prefix: "drop", into: &texts, timeout: 20)
         for socket in sockets { socket.abort() }
-        try collect("userExitUpdate")
-        var listed: [String: Bool] = [:]
-        var checked = 0
-        for text in texts {
-            if let users = eventArguments(text, "userList")?.first?.arrayValue {
-                listed = [:]
-                for user in users {
-                    if let name = user["nickname"]?.stringValue, let connected = user["isConnected"]?.boolValue { listed[name] = connected }
-                }
-            } else if let joined = eventArguments(text, "userConnectUpdate")?.first?["nickname"]?.stringValue, joined.hasPrefix("drop") {
-                checked += 1
-                #expect(listed[joined] == true, "userConnectUpdate(\(joined)) after a list with \(joined): \(String(describing: listed[joined]))")
-            } else if let left = eventArguments(text, "userExitUpdate")?.first?.stringValue, left.hasPrefix("drop") {
-                checked += 1
-                #expect(listed[left] == false, "userExitUpdate(\(left)) after a list with \(left): \(String(describing: listed[left]))")
-            }
+        try readSocketChatUpdates(nina, "userExitUpdate", count: k, prefix: "drop", into: &texts, timeout: 20)
+        let updates = socketChatUpdates(texts).filter { $0.nickname.hasPrefix("drop") }
+        for update in updates {
+            // Joined: listed connected. Dropped: still listed, disconnected.
+            let listed = update.listBefore[update.nickname]
+            #expect(listed == update.joined, "\(update.joined ? "userConnectUpdate" : "userExitUpdate")(\(update.nickname)) after a list with \(String(describing: listed))")
         }
-        #expect(checked == 2 * k)
+        #expect(updates.count == 2 * k)
     }
 
     @Test func metricsAndReadinessTellRedisState() async throws {

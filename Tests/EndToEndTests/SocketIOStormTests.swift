@@ -64,11 +64,7 @@ import Testing
     /// The names the SocketChat updates in `texts` are about, in order (`+name` joined,
     /// `-name` exited).
     static func updates(_ texts: [String]) -> [String] {
-        texts.compactMap { text in
-            if let joined = eventArguments(text, "userConnectUpdate")?.first?["nickname"]?.stringValue { return "+" + joined }
-            if let left = eventArguments(text, "userExitUpdate")?.first?.stringValue { return "-" + left }
-            return nil
-        }
+        socketChatUpdates(texts).map { ($0.joined ? "+" : "-") + $0.nickname }
     }
 
     /// Reads `socket` until `predicate` holds for a text, keeping every text read.
@@ -140,37 +136,18 @@ import Testing
         var others: [TestWebSocket] = []
         for _ in 0..<k { others.append(try socketIOClient(server)) }
         var texts: [String] = []
-        func collect(_ name: String) throws {
-            var count = 0
-            let deadline = Date().addingTimeInterval(30)
-            while count < k {
-                let text = try watcher.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
-                texts.append(text)
-                guard let subject = eventArguments(text, name)?.first else { continue }
-                // userConnectUpdate names its user in an object, userExitUpdate as a string.
-                if (subject.stringValue ?? subject["nickname"]?.stringValue)?.hasPrefix("burst") == true { count += 1 }
-            }
-        }
         // Every join in one burst; once the watcher heard them all, every exit in one burst.
         for (index, client) in others.enumerated() { try client.sendText("42[\"connectUser\",\"burst\(index)\"]") }
-        try collect("userConnectUpdate")
+        try readSocketChatUpdates(watcher, "userConnectUpdate", count: k, prefix: "burst", into: &texts)
         for (index, client) in others.enumerated() { try client.sendText("42[\"exitUser\",\"burst\(index)\"]") }
-        try collect("userExitUpdate")
-        var listed: Set<String> = []
-        var lists = 0, checked = 0
-        for text in texts {
-            if let users = eventArguments(text, "userList")?.first?.arrayValue {
-                lists += 1
-                listed = Set(users.filter { $0["isConnected"] == true }.compactMap { $0["nickname"]?.stringValue })
-            } else if let joined = eventArguments(text, "userConnectUpdate")?.first?["nickname"]?.stringValue {
-                checked += 1
-                #expect(listed.contains(joined), "userConnectUpdate(\(joined)) before any list showing \(joined)")
-            } else if let left = eventArguments(text, "userExitUpdate")?.first?.stringValue {
-                checked += 1
-                #expect(!listed.contains(left), "userExitUpdate(\(left)) while the last list still shows \(left)")
-            }
+        try readSocketChatUpdates(watcher, "userExitUpdate", count: k, prefix: "burst", into: &texts)
+        let updates = socketChatUpdates(texts).filter { $0.nickname.hasPrefix("burst") }
+        for update in updates {
+            let shown = update.listBefore[update.nickname] == true
+            #expect(shown == update.joined, "\(update.joined ? "userConnectUpdate" : "userExitUpdate")(\(update.nickname)) after a list showing it \(shown ? "connected" : "gone")")
         }
-        #expect(checked == 2 * k)
+        #expect(updates.count == 2 * k)
+        let lists = texts.filter { eventArguments($0, "userList") != nil }.count
         // Paced: fewer lists than changes (else this test would not merge any).
         #expect(lists < 2 * k, "\(lists) lists for \(2 * k) changes")
     }

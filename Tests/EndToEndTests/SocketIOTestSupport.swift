@@ -93,3 +93,45 @@ func eventArguments(_ text: String, _ name: String) -> [JSONValue]? {
     return Array(array.dropFirst())
 }
 
+
+/// One SocketChat update a socket received: `userConnectUpdate` (joined) or `userExitUpdate`,
+/// with the last `userList` before it (nickname → isConnected).
+struct SocketChatUpdate {
+    let joined: Bool
+    let nickname: String
+    let listBefore: [String: Bool]
+}
+
+/// The SocketChat updates in `texts`, in order, each with the list in effect when it arrived.
+func socketChatUpdates(_ texts: [String]) -> [SocketChatUpdate] {
+    var list: [String: Bool] = [:]
+    var updates: [SocketChatUpdate] = []
+    for text in texts {
+        if let users = eventArguments(text, "userList")?.first?.arrayValue {
+            list = [:]
+            for user in users {
+                if let name = user["nickname"]?.stringValue, let connected = user["isConnected"]?.boolValue { list[name] = connected }
+            }
+        } else if let joined = eventArguments(text, "userConnectUpdate")?.first?["nickname"]?.stringValue {
+            updates.append(SocketChatUpdate(joined: true, nickname: joined, listBefore: list))
+        } else if let left = eventArguments(text, "userExitUpdate")?.first?.stringValue {
+            updates.append(SocketChatUpdate(joined: false, nickname: left, listBefore: list))
+        }
+    }
+    return updates
+}
+
+/// Reads `socket` until `count` events `name` (`userConnectUpdate` or `userExitUpdate`) about
+/// nicknames starting with `prefix` arrived, keeping every text read in `texts`.
+func readSocketChatUpdates(_ socket: TestWebSocket, _ name: String, count: Int, prefix: String,
+                           into texts: inout [String], timeout: Double = 30) throws {
+    var seen = 0
+    let deadline = Date().addingTimeInterval(timeout)
+    while seen < count {
+        let text = try socket.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
+        texts.append(text)
+        guard let subject = eventArguments(text, name)?.first else { continue }
+        // userConnectUpdate names its user in an object, userExitUpdate as a string.
+        if (subject.stringValue ?? subject["nickname"]?.stringValue)?.hasPrefix(prefix) == true { seen += 1 }
+    }
+}
