@@ -115,23 +115,24 @@ import Testing
         let joinUpdate = pacer.frame(b, .webSocket)
         #expect(!joinList && !joinUpdate)
         #expect(pacer.flushDueMillis == 1050)
+        #expect(pacer.heldDelay(at: 1010, rosterPending: false) == 40)
         // Then a leave while the cluster's roster is being read: its update waits with the list.
         pacer.holdForRoster(at: 1020, waitMillis: 500)
         let leaveUpdate = pacer.frame(c, .webSocket)
         #expect(!leaveUpdate)
         // At the window's end the read is still out: the held items wait for it...
-        #expect(pacer.heldWait(at: 1050, rosterPending: true) == 470)
+        #expect(pacer.heldDelay(at: 1050, rosterPending: true) == 470)
         // ...not once it is back, nor past the limit, nor for a read nobody held for.
-        #expect(pacer.heldWait(at: 1050, rosterPending: false) == nil)
-        #expect(pacer.heldWait(at: 1520, rosterPending: true) == nil)
+        #expect(pacer.heldDelay(at: 1050, rosterPending: false) == 0)
+        #expect(pacer.heldDelay(at: 1520, rosterPending: true) == 0)
         // Later holds in the same run do not push the limit out (else a stream of joins and
         // leaves with a slow roster would hold everything for as long as it lasts).
         pacer.holdForRoster(at: 1400, waitMillis: 500)
-        #expect(pacer.heldWait(at: 1500, rosterPending: true) == 20)
-        #expect(pacer.heldWait(at: 1520, rosterPending: true) == nil)
+        #expect(pacer.heldDelay(at: 1500, rosterPending: true) == 20)
+        #expect(pacer.heldDelay(at: 1520, rosterPending: true) == 0)
         let held = pacer.takeHeld()
         #expect(held.count == 3)
         if case .userList = held[0] {} else { Issue.record("one list, first: \(held[0])") }
-        #expect(pacer.heldWait(at: 1100, rosterPending: true) == nil)
+        #expect(pacer.heldDelay(at: 1100, rosterPending: true) == 0)
     }
 }

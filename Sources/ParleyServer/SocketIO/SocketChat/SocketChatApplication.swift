@@ -396,10 +396,10 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             if fanOut.rosterReadsPending > 0 {
                 // A leave in a cluster made this loop read the roster: this list (a leave's,
                 // or a join's behind it) waits for the reads, so it shows the departure (at
-                // most a moment; the flush goes on its own after `rosterWaitMillis` from the
-                // first such hold, and a flush armed earlier for the window waits too).
+                // most `rosterWaitMillis` from the first such hold; a flush armed earlier for
+                // the window waits too).
                 pacer.holdForRoster(at: nowMillis, waitMillis: Self.rosterWaitMillis)
-                scheduleFlush(after: Self.rosterWaitMillis)
+                scheduleFlush()
             } else if pacer.userListDue(at: nowMillis) {
                 sendUserListNow()
             } else {
@@ -468,22 +468,21 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// Longest a leave's list waits for the cluster's roster.
     static let rosterWaitMillis: Int64 = 500
 
-    private func scheduleFlush(after wait: Int64? = nil) {
+    /// Arms the flush of what the pacer holds for when it may go (``SocketChatUserListPacer/heldDelay(at:rosterPending:)``);
+    /// when the timer fires early for it (roster reads went out meanwhile), it arms again.
+    private func scheduleFlush() {
         guard !flushArmed else { return }
         let timer = pacerTimer ?? LoopTimer(loop: loop)
         pacerTimer = timer
         flushArmed = true
-        let delay = UInt64(max(1, wait ?? (pacer.flushDueMillis - nowMillis)))
-        timer.start(after: delay) { [weak self] in
+        timer.start(after: UInt64(max(1, heldDelay))) { [weak self] in
             guard let self else { return }
             flushArmed = false
-            if let wait = pacer.heldWait(at: nowMillis, rosterPending: fanOut.rosterReadsPending > 0) {
-                scheduleFlush(after: wait)
-            } else {
-                flushHeld()
-            }
+            if heldDelay > 0 { scheduleFlush() } else { flushHeld() }
         }
     }
+
+    private var heldDelay: Int64 { pacer.heldDelay(at: nowMillis, rosterPending: fanOut.rosterReadsPending > 0) }
 
     /// Sends what the pacer held, in order, the list as it is now.
     private func flushHeld() {

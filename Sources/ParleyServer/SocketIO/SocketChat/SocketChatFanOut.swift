@@ -207,14 +207,16 @@ struct SocketChatUserListPacer {
         if rosterWaitUntil == .min { rosterWaitUntil = nowMillis + waitMillis }
     }
 
-    /// How long the held items must still wait at `nowMillis` (nil: they go now). Only roster
-    /// reads still out (`rosterPending`) keep a held run that waits for them, up to
-    /// ``rosterWaitUntil``: sent before they are back, a leave's list would show the leave
-    /// without the departure, and a client waiting for the list that shows it would skip the
-    /// leave's update and then wait for it in vain.
-    func heldWait(at nowMillis: Int64, rosterPending: Bool) -> Int64? {
-        guard rosterPending, nowMillis < rosterWaitUntil else { return nil }
-        return rosterWaitUntil - nowMillis
+    /// Milliseconds the held items must still wait at `nowMillis` (0: they go now): until the
+    /// window ends (``flushDueMillis``), and while roster reads are out (`rosterPending`) for a
+    /// run that waits for them, until ``rosterWaitUntil`` (the reads coming back flush it
+    /// sooner). Sent before the reads are back, a leave's list would show the leave without
+    /// the departure, and a client waiting for the list that shows it would skip the leave's
+    /// update and then wait for it in vain.
+    func heldDelay(at nowMillis: Int64, rosterPending: Bool) -> Int64 {
+        var due = flushDueMillis
+        if rosterPending && rosterWaitUntil != .min { due = max(due, rosterWaitUntil) }
+        return max(0, due - nowMillis)
     }
 
     /// A list went out (now or by a flush).
