@@ -66,19 +66,13 @@ final class SocketChatRosterSync: Sendable {
                 try await body()
                 writesInFlight.subtract(1, ordering: .sequentiallyConsistent)
                 done()
-                read()
+                refreshNow()
             } catch {
                 writesInFlight.subtract(1, ordering: .sequentiallyConsistent)
                 done()
                 onError(error)
             }
         }
-    }
-
-    /// Reads the list again now (a lobby leave arrived: the leaving node stored the departure
-    /// before it left), then runs `done`.
-    func refreshNow(then done: @escaping @Sendable () -> Void) {
-        read(then: done)
     }
 
     private struct ReadQueue {
@@ -89,9 +83,10 @@ final class SocketChatRosterSync: Sendable {
         var waiting: [Callback<@Sendable () -> Void>] = []
     }
 
-    /// Reads the roster (``refreshIfChanged()``) after every read already running, then runs
-    /// `done`. Asks that come while a read runs share the one after it.
-    private func read(then done: (@Sendable () -> Void)? = nil) {
+    /// Reads the list again (a lobby leave arrived: the leaving node stored the departure
+    /// before it left; a write of ours landed; the poll), after every read already running,
+    /// then runs `done`. Asks that come while a read runs share the one after it.
+    func refreshNow(then done: (@Sendable () -> Void)? = nil) {
         let start = reads.withLock { queue -> Bool in
             queue.asked = true
             if let done { queue.waiting.append(Callback(done)) }
@@ -133,11 +128,11 @@ final class SocketChatRosterSync: Sendable {
 
     func startPolling() {
         let task = Task.detached { [self] in
-            read()
+            refreshNow()
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(Self.pollMillis))
                 if Task.isCancelled { break }
-                read()
+                refreshNow()
             }
         }
         poller.withLock { $0 = task }
