@@ -24,9 +24,10 @@ public final class IOBuffer: @unchecked Sendable {
         self.init(count: bytes.count) { buffer in _ = buffer.bindMemory(to: UInt8.self).initialize(from: bytes) }
     }
 
-    /// Copies a string's UTF-8 bytes into a new buffer.
+    /// Copies a string's UTF-8 bytes into a new buffer (straight from the string: the line
+    /// door frames every message this way, once per loop).
     public convenience init(string: String) {
-        self.init(Array(string.utf8))
+        self.init(string.utf8)
     }
 
     /// The bytes of `buffers` back to back, in one new buffer.
