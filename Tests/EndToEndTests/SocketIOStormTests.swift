@@ -67,16 +67,6 @@ import Testing
         socketChatUpdates(texts).map { ($0.joined ? "+" : "-") + $0.nickname }
     }
 
-    /// Reads `socket` until `predicate` holds for a text, keeping every text read.
-    static func read(_ socket: TestWebSocket, into texts: inout [String], timeout: Double = 5, until predicate: (String) -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let text = try socket.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
-            texts.append(text)
-            if predicate(text) { return }
-        }
-    }
-
     /// What a socket's pacing holds is not overtaken by its own `connectUser` (its list and
     /// update go at once) nor dropped by its `exitUser` (it goes on listening): a join that
     /// happened first is shown first, whatever the window.
@@ -96,12 +86,12 @@ import Testing
             defer { for socket in [listener, first, second] { socket.abort() } }
             var texts: [String] = []
             try first.sendText("42[\"connectUser\",\"first\(round)\"]")
-            try Self.read(listener, into: &texts, until: joined("first\(round)"))   // a list just went: a window opens
+            try readTexts(listener, into: &texts, until: joined("first\(round)"))   // a list just went: a window opens
             try second.sendText("42[\"connectUser\",\"second\(round)\"]")
             _ = try observer.receiveText(until: joined("second\(round)"))             // the hub has second's join
             try listener.sendText("42[\"connectUser\",\"self\(round)\"]")         // so it is before this one
-            try Self.read(listener, into: &texts, until: joined("self\(round)"))
-            try? Self.read(listener, into: &texts, timeout: 0.3, until: { _ in false })
+            try readTexts(listener, into: &texts, until: joined("self\(round)"))
+            try? readTexts(listener, into: &texts, timeout: 0.3, until: { _ in false })
             let order = Self.updates(texts).filter { $0.hasSuffix("\(round)") }
             #expect(order == ["+first\(round)", "+second\(round)", "+self\(round)"], "round \(round): \(order)")
         }
@@ -113,12 +103,12 @@ import Testing
             defer { for socket in [leaver, first, second] { socket.abort() } }
             var texts: [String] = []
             try first.sendText("42[\"connectUser\",\"early\(round)\"]")
-            try Self.read(leaver, into: &texts, until: joined("early\(round)"))
+            try readTexts(leaver, into: &texts, until: joined("early\(round)"))
             try second.sendText("42[\"connectUser\",\"late\(round)\"]")
             _ = try observer.receiveText(until: joined("late\(round)"))
             try leaver.sendText("42[\"exitUser\",\"leaver\(round)\"]")
-            try Self.read(leaver, into: &texts, until: { eventArguments($0, "userExitUpdate")?.first?.stringValue == "leaver\(round)" })
-            try? Self.read(leaver, into: &texts, timeout: 0.3, until: { _ in false })
+            try readTexts(leaver, into: &texts, until: { eventArguments($0, "userExitUpdate")?.first?.stringValue == "leaver\(round)" })
+            try? readTexts(leaver, into: &texts, timeout: 0.3, until: { _ in false })
             let order = Self.updates(texts).filter { $0.hasSuffix("\(round)") }
             #expect(order == ["+early\(round)", "+late\(round)", "-leaver\(round)"], "round \(round): \(order)")
         }

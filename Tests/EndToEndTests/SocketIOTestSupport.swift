@@ -121,17 +121,26 @@ func socketChatUpdates(_ texts: [String]) -> [SocketChatUpdate] {
     return updates
 }
 
+/// Reads `socket` until `predicate` holds for a text, keeping every text read in `texts`.
+func readTexts(_ socket: TestWebSocket, into texts: inout [String], timeout: Double = 5,
+               until predicate: (String) -> Bool) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while true {
+        let text = try socket.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
+        texts.append(text)
+        if predicate(text) { return }
+    }
+}
+
 /// Reads `socket` until `count` events `name` (`userConnectUpdate` or `userExitUpdate`) about
 /// nicknames starting with `prefix` arrived, keeping every text read in `texts`.
 func readSocketChatUpdates(_ socket: TestWebSocket, _ name: String, count: Int, prefix: String,
                            into texts: inout [String], timeout: Double = 30) throws {
     var seen = 0
-    let deadline = Date().addingTimeInterval(timeout)
-    while seen < count {
-        let text = try socket.receiveText(timeout: max(0.01, deadline.timeIntervalSinceNow))
-        texts.append(text)
-        guard let subject = eventArguments(text, name)?.first else { continue }
+    try readTexts(socket, into: &texts, timeout: timeout) { text in
         // userConnectUpdate names its user in an object, userExitUpdate as a string.
-        if (subject.stringValue ?? subject["nickname"]?.stringValue)?.hasPrefix(prefix) == true { seen += 1 }
+        if let subject = eventArguments(text, name)?.first,
+           (subject.stringValue ?? subject["nickname"]?.stringValue)?.hasPrefix(prefix) == true { seen += 1 }
+        return seen == count
     }
 }
