@@ -88,19 +88,22 @@ class RoundRobinProxy:
         self.url = "http://127.0.0.1:%d" % self.port
         threading.Thread(target=_accept_forever, args=(self.listener, self._serve), daemon=True).start()
 
-    def _next(self):
-        with self.lock:
-            index = next(self.turn)
-            self.counts[index] += 1
-            return self.backends[index]
-
     def _connect(self):
-        """The next backend that takes a connection (a dead one is skipped, as balancers do)."""
-        for _ in self.backends:
+        """The next backend that takes a connection: a dead one is skipped, as balancers do.
+        Each request takes one turn and tries the backends in order from it, each once (with
+        a turn per try, requests on other threads could take every live backend's turn and
+        leave this one the dead backend three times: a 503 that no balancer would send)."""
+        with self.lock:
+            start = next(self.turn)
+        for offset in range(len(self.backends)):
+            index = (start + offset) % len(self.backends)
             try:
-                return socket.create_connection(self._next(), timeout=60)
+                connection = socket.create_connection(self.backends[index], timeout=60)
             except OSError:
                 continue
+            with self.lock:
+                self.counts[index] += 1
+            return connection
         return None
 
     def _serve(self, client):

@@ -3,6 +3,7 @@
 
 Every process is started here and killed by its own pid; every wait has a timeout.
 """
+import sys
 import threading
 import time
 
@@ -90,7 +91,17 @@ class ChatClient:
             deadline = time.time() + TIMEOUT
             while (queue.unfinished_tasks or not waiting) and eio.state == "connected" and time.time() < deadline:
                 time.sleep(0.005)
-        self.sio.disconnect()
+        # python-socketio queues its DISCONNECT, then python-engineio its CLOSE and the new
+        # state. A thread switch between them lets the write loop send the DISCONNECT alone
+        # and then end, so the session lingers and this call waits for the ping (25 s). No
+        # switch is forced while the interval is long; the call blocks (and so lets the other
+        # threads run) only after the state has changed.
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(0.5)
+        try:
+            self.sio.disconnect()
+        finally:
+            sys.setswitchinterval(previous)
 
 
 def nicknames(user_list):
