@@ -393,7 +393,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         // Packets of `/` encoded for this transport, the same bytes for every socket on it; a
         // join or leave leads with a userList that this socket paces (SocketChatUserListPacer).
         if event.changesMembers {
-            if fanOut.rosterReadsPending > 0 {
+            if fanOut.rosterReadPending {
                 // A leave in a cluster made this loop read the roster: this list (a leave's,
                 // or a join's behind it) waits for the reads, so it shows the departure (at
                 // most `rosterWaitMillis` from the first such hold; a flush armed earlier for
@@ -482,7 +482,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         }
     }
 
-    private var heldDelay: Int64 { pacer.heldDelay(at: nowMillis, rosterPending: fanOut.rosterReadsPending > 0) }
+    private var heldDelay: Int64 { pacer.heldDelay(at: nowMillis, rosterPending: fanOut.rosterReadPending) }
 
     /// Sends what the pacer held, in order, the list as it is now.
     private func flushHeld() {

@@ -31,10 +31,14 @@ final class SocketChatFanOut {
     private var membersVersion = 0
     private var userListCache: (version: Int, packet: String, webSocket: IOBuffer?, polling: IOBuffer?)?
 
-    /// Cluster mode: lobby leaves whose roster read has not come back yet. While there are
-    /// any, sockets hold the leave's `userList` (and what follows it), so the list they send
-    /// lists the departure (``rosterSettled()``).
-    private(set) var rosterReadsPending = 0
+    /// Cluster mode: a lobby leave's roster read has not come back yet. Meanwhile sockets
+    /// hold the leave's `userList` (and what follows it), so the list they send lists the
+    /// departure (``rosterSettled()``).
+    private(set) var rosterReadPending = false
+    /// Another leave came while the read was out: one more read follows it (one for all of
+    /// them), so this loop has at most one read asked for at a time, however fast members
+    /// leave.
+    private var rosterReadAgain = false
     private let loop: EventLoop?
 
     init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster, sync: SocketChatRosterSync? = nil, loop: EventLoop? = nil) {
@@ -45,13 +49,34 @@ final class SocketChatFanOut {
         self.loop = loop
     }
 
-    /// A roster read after a lobby leave came back: when it was the last, the held lists go,
-    /// built from the roster as it is now.
+    /// A roster read after a lobby leave came back: unless another leave came meanwhile
+    /// (then the read after it), the held lists go, built from the roster as it is now.
     func rosterSettled() {
-        rosterReadsPending = max(0, rosterReadsPending - 1)
-        guard rosterReadsPending == 0 else { return }
+        guard !rosterReadAgain else {
+            rosterReadAgain = false
+            askRosterRead()
+            return
+        }
+        rosterReadPending = false
         membersVersion += 1
         for entry in Array(apps.values) { entry.app?.rosterSettled() }
+    }
+
+    /// A lobby leave: read the cluster's roster, which the leaving node wrote the departure
+    /// to before it left; while a read is out, once more after it.
+    private func rosterReadForLeave() {
+        guard !rosterReadPending else {
+            rosterReadAgain = true
+            return
+        }
+        rosterReadPending = true
+        askRosterRead()
+    }
+
+    private func askRosterRead() {
+        guard let sync, let loop else { return }
+        let me = LoopBound(self, on: loop)
+        sync.refreshNow { me.run { $0.rosterSettled() } }
     }
 
     func register(_ app: SocketChatApplication) { apps[ObjectIdentifier(app)] = WeakApplication(app) }
@@ -87,13 +112,7 @@ final class SocketChatFanOut {
         if let last, last.event == event {
             packets = last.packets
         } else {
-            if case .memberLeft = event, let sync, let loop {
-                // Once per leave on this loop: read the cluster's roster, which the leaving
-                // node wrote the departure to before it left.
-                rosterReadsPending += 1
-                let me = LoopBound(self, on: loop)
-                sync.refreshNow { me.run { $0.rosterSettled() } }
-            }
+            if case .memberLeft = event, sync != nil, loop != nil { rosterReadForLeave() }
             var mirror = self.mirror ?? RoomMirror(members: hub.members(of: room), typing: hub.typingMembers(of: room))
             if self.mirror != nil { mirror.apply(event) }
             self.mirror = mirror
