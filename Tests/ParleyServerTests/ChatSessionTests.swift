@@ -265,6 +265,54 @@ import Testing
 
     /// Bytes of history are budgeted per client address, over all its connections: opening
     /// more connections (each with its own request rate) reads no more.
+    /// Joins have a rate of their own on every door (each is announced to the room): a client
+    /// cycling join and leave is refused past the burst, a leave never is, publishing is not
+    /// charged, and refusing again and again is abuse, which closes.
+    @Test(arguments: chatDoors) func joinsHaveTheirOwnRateOnEveryDoor(_ door: DoorKind) throws {
+        let world = World {
+            $0.joinRatePerSecond = 1; $0.joinBurst = 2; $0.nativeMaxRooms = 1
+            $0.rateAbuseFactor = 2; $0.rateAbuseWindowMillis = 10_000
+        }
+        let session = world.session(door)
+        try enter(session, world, as: "j1")
+        for _ in 0..<2 {
+            let key = try session.join("observable-room").get()
+            session.leave(key)
+        }
+        guard case .failure(let refusal) = session.join("observable-room") else { Issue.record("a third join"); return }
+        #expect(refusal.code == .joinRateLimited)
+        #expect(refusal.message == "join rate limit exceeded (1 joins per second); try again shortly")
+        #expect(!refusal.closes)
+        #expect(world.context.limits.count(.joinRate) == 1)
+        #expect(world.hub.members(of: RoomKey(channel: "demo", room: "observable-room")).isEmpty)
+        #expect(session.admitPublish(to: "observable-room") == nil)
+        world.clock.advance(millis: 1_000)
+        let key = try session.join("observable-room").get()
+        #expect(world.hub.members(of: key).map(\.id) == ["j1"])
+        session.leave(key)
+        #expect(world.hub.members(of: key).isEmpty)
+        var last: ChatRefusal?
+        for _ in 0..<100 {
+            guard case .failure(let refusal) = session.join("observable-room") else { continue }
+            last = refusal
+            if refusal.code == .rateAbuse { break }
+        }
+        #expect(last?.code == .rateAbuse)
+        #expect(last?.closes == true)
+    }
+
+    /// On the native door the join burst is at least `--max-rooms`: a client may subscribe to
+    /// all its rooms at once, then joins at the rate.
+    @Test func aNativeClientJoinsAllItsRoomsAtOnce() throws {
+        let world = World { $0.joinRatePerSecond = 1; $0.joinBurst = 2; $0.nativeMaxRooms = 5 }
+        let session = world.session(.native)
+        try enter(session, world, as: "n1")
+        for n in 0..<5 { _ = try session.join("room-\(n)").get() }
+        session.leave(RoomKey(channel: "demo", room: "room-0"))
+        guard case .failure(let refusal) = session.join("room-0") else { Issue.record("a sixth join"); return }
+        #expect(refusal.code == .joinRateLimited)
+    }
+
     @Test func historyBytesAreBudgetedPerAddressAcrossConnections() async throws {
         let world = World { $0.historyBytesPerIPPerSecond = 64 << 10; $0.historyRatePerSecond = 100 }
         let key = RoomKey(channel: "demo", room: "r")

@@ -233,6 +233,63 @@ import Testing
         #expect(try Self.breaches(server, "publish_bytes") == 2)
     }
 
+    /// Joins are paced on every door (`--join-rate`): each is announced to the room's members,
+    /// so a client cycling subscribe / unsubscribe (native) or `connectUser` / `exitUser`
+    /// (Socket.IO) is refused past its burst, and the members hear no more than it was allowed.
+    /// Publishing goes on; so does everybody else.
+    @Test func joinChurnIsRefusedPastTheJoinRateOnTheNativeDoor() async throws {
+        let server = try InProcessServer { $0.joinRatePerSecond = 1; $0.joinBurst = 3; $0.nativeMaxRooms = 1 }
+        defer { server.stop() }
+        let watcher = try await server.native(ip: "198.51.100.1")
+        #expect(try await watcher.subscribe("observable-r")["error"] == nil)
+        _ = try await watcher.next { $0["type"]?.stringValue == "observable_members" }
+        let churner = try await server.native(ip: "203.0.113.1")
+        var refusals: [String] = []
+        for _ in 0..<6 {
+            let reply = try await churner.subscribe("observable-r")
+            if let error = reply["error"]?.stringValue { refusals.append(error); continue }
+            let callback = churner.takeCallback()
+            churner.send(["type": "unsubscribe", "room": "observable-r", "callback": .number(JSONNumber(callback))])
+            _ = try await churner.next { $0["callback"]?.intValue == callback }
+        }
+        #expect(refusals == Array(repeating: "join rate limit exceeded (1 joins per second); try again shortly", count: 3))
+        #expect(try Self.breaches(server, "join_rate") == 3)
+        // The watcher heard three joins and three leaves, and chats on with the churner.
+        #expect(try await churner.publishAcknowledged("still here", to: "observable-r")["error"] == nil)
+        var joins = 0, leaves = 0
+        while true {
+            let event = try await watcher.next()
+            let type = event["type"]?.stringValue
+            if type == "observable_member_join" { joins += 1 }
+            if type == "observable_member_leave" { leaves += 1 }
+            if type == "publish" { break }
+        }
+        #expect(joins == 3 && leaves == 3)
+        server.clock.advance(millis: 1_000)
+        #expect(try await churner.subscribe("observable-r")["error"] == nil)
+    }
+
+    @Test func joinChurnIsRefusedPastTheJoinRateOnTheSocketIODoor() async throws {
+        let server = try InProcessServer { $0.joinRatePerSecond = 1; $0.joinBurst = 2 }
+        defer { server.stop() }
+        let sio = try await InProcessPolling.open(server, ip: "203.0.113.2")
+        try await sio.post(["40"])
+        _ = try await sio.poll(until: { $0.hasPrefix("40") })
+        var acks: [String] = []
+        for n in 0..<4 {
+            try await sio.post(["42\(n)[\"connectUser\",\"churner\"]"])
+            acks.append(try await sio.poll(until: { $0.hasPrefix("43\(n)") }))
+            try await sio.post(["42[\"exitUser\",\"churner\"]"])
+        }
+        #expect(acks == ["430[]", "431[]",
+                         #"432[{"error":"join rate limit exceeded (1 joins per second); try again shortly"}]"#,
+                         #"433[{"error":"join rate limit exceeded (1 joins per second); try again shortly"}]"#])
+        #expect(try Self.breaches(server, "join_rate") == 2)
+        server.clock.advance(millis: 1_000)
+        try await sio.post(["429[\"connectUser\",\"churner\"]"])
+        #expect(try await sio.poll(until: { $0.hasPrefix("439") }) == "439[]")
+    }
+
     /// History reads are charged to the address, over all its connections.
     @Test func historyBytesAreBudgetedPerAddressOverItsConnections() async throws {
         let server = try InProcessServer { $0.historyBytesPerIPPerSecond = 64 << 10 }

@@ -107,6 +107,15 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var historyRatePerSecond = 5.0
     /// ...and the burst it may make at once.
     public var historyBurst = 10.0
+    /// Joins (a native subscribe, the lobby on the line and Socket.IO doors) per second one
+    /// connection may make (token bucket rate): each is announced to the room's members (and
+    /// in a cluster written to Redis), so a client cycling subscribe / unsubscribe or
+    /// `connectUser` / `exitUser` costs every member. A leave needs a join before it, so
+    /// leaves are bounded by this too and are never refused...
+    public var joinRatePerSecond = 10.0
+    /// ...and the burst it may make at once (never less than the door's rooms per
+    /// connection, `nativeMaxRooms` on the native door: a client may join all its rooms at once).
+    public var joinBurst = 20.0
     /// Fsync the store at every group commit (true) or let the OS write it back (false:
     /// acknowledged messages survive a killed process, not a power loss).
     public var syncFull = true

@@ -270,6 +270,7 @@ final class LineSession: ConnectionHandler, RoomSubscriber, GracefulSession {
         if case .failure(let refusal) = chat.join(lobby.room, historyCount: history) {
             chat.end()
             reply("error: \(words(refusal))")
+            if refusal.closes { connection.close() }
         }
     }
 

@@ -154,6 +154,8 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
                 pendingSubscribes[key]?.removeLast()
                 if pendingSubscribes[key]?.isEmpty == true { pendingSubscribes[key] = nil }
                 sendJSON(NativeEncoding.refusal(callback: callback, refusal))
+                // Sustained abuse of the join rate: as with the message rate.
+                if refusal.code == .rateAbuse { closeWith(.policyViolation, reason: "rate limit exceeded") }
             } else {
                 setOptions(receipts: receipts, unread: unread, for: key)
             }

@@ -16,6 +16,8 @@ enum Limit: String, CaseIterable, Sendable {
     case openChannels = "open_channels"
     /// Native `history` requests over the per-connection rate.
     case historyRate = "history_rate"
+    /// Joins (native subscribes, the lobby) over the per-connection rate (`--join-rate`).
+    case joinRate = "join_rate"
     /// An address past its bytes of published messages (`--publish-bytes-per-ip`), any door.
     case publishBytes = "publish_bytes"
     case restRate = "rest_rate"

@@ -29,6 +29,10 @@ final class SessionGuard {
     /// `history` requests (each reads a page from the store): a bucket of their own, so
     /// paging back through history never costs a publish.
     private var historyRate: TokenBucket?
+    /// Joins (a subscribe, the lobby): a bucket of their own, since each is announced to the
+    /// room's members. Leaves need a join first and are not charged.
+    private var joinRate: TokenBucket?
+    private var joinAbuse: RateAbuseDetector?
 
     init(_ policy: DoorPolicy, loop: EventLoop, context: DoorContext, ticket: AdmissionTicket?) {
         self.policy = policy
@@ -155,6 +159,29 @@ final class SessionGuard {
         if !allowed { context.limits.breached(.historyRate, remote: remote) }
         return allowed
     }
+
+    /// Replaces the join rate.
+    func limitJoinRate(perSecond: Double, burst: Double) {
+        joinRate = TokenBucket(ratePerSecond: perSecond, burst: burst)
+        joinAbuse = RateAbuseDetector(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
+    }
+
+    /// Takes a token for one join; a refusal is counted (`join_rate`), and sustained refusals
+    /// are abuse (counted, and the door closes) as with the message rate.
+    func admitJoin() -> RateVerdict {
+        guard var bucket = joinRate else { return .allowed }
+        let now = context.nowMillis
+        let allowed = bucket.take(nowMillis: now)
+        joinRate = bucket
+        if allowed { return .allowed }
+        context.limits.breached(.joinRate, remote: remote)
+        guard joinAbuse?.refused(nowMillis: now) == true else { return .refused }
+        context.limits.breached(.rateAbuseDisconnect, remote: remote)
+        return .abusive
+    }
+
+    /// The join rate in force, for the refusal's text.
+    var joinRatePerSecond: Double { joinRate?.ratePerSecond ?? 0 }
 
     /// The history rate in force, for the refusal's text.
     var historyRatePerSecond: Double { historyRate?.ratePerSecond ?? 0 }

@@ -43,6 +43,8 @@ struct ChatRefusal: Error, Equatable, Sendable, CustomStringConvertible {
         static let rateAbuse = Code(rawValue: "rate_abuse")
         /// Over the history request rate.
         static let historyRateLimited = Code(rawValue: "history_rate_limited")
+        /// Over the join rate (`--join-rate`): this join is refused.
+        static let joinRateLimited = Code(rawValue: "join_rate_limited")
         /// Already in as many rooms as one connection may be.
         static let tooManyRooms = Code(rawValue: "too_many_rooms")
         /// After a reload the channel, or the token, no longer lets the session in.
@@ -80,6 +82,11 @@ enum DoorWording {
     /// `millis` as seconds for people: `30`, or `0.5`.
     static func seconds(_ millis: UInt64) -> String {
         millis % 1000 == 0 ? String(millis / 1000) : String(Double(millis) / 1000)
+    }
+
+    /// A rate for people: `10`, or `0.5`.
+    static func rate(_ perSecond: Double) -> String {
+        perSecond == perSecond.rounded() && perSecond < 1e15 ? String(Int(perSecond)) : String(perSecond)
     }
 
     /// Most characters of a client's unknown command or event quoted back in an error.

@@ -81,6 +81,9 @@ final class ChatSession {
     /// channel's `publishRate` replaces the door's.
     private func applyRates(_ configuration: ServerConfiguration) {
         sessionGuard.limitHistoryRate(perSecond: configuration.historyRatePerSecond, burst: configuration.historyBurst)
+        // A native client may subscribe to all its rooms at once.
+        sessionGuard.limitJoinRate(perSecond: configuration.joinRatePerSecond,
+                                   burst: max(configuration.joinBurst, Double(maxRooms)))
         if let rate = channel.flatMap({ configuration.settings(ofChannel: $0) })?.publishRate {
             sessionGuard.limitRate(perSecond: rate, burst: max(1, rate * 2))
         } else if let rate = DoorPolicy(door, configuration).rate {
@@ -241,6 +244,7 @@ final class ChatSession {
         }
         let historyCount = min(historyCount, allowed, configuration.nativeMaxHistoryCount)
         if historyCount > 0, let refusal = historyBudgetSpent() { return .failure(refusal) }
+        if let refusal = admitJoin() { return .failure(refusal) }
         do {
             try context.hub.subscribe(sessionID, as: member, to: key, inbox: inbox, historyCount: historyCount, since: since)
         } catch {
@@ -249,6 +253,18 @@ final class ChatSession {
         subscribed.pointee.insert(key)
         noteConversation(key)
         return .success(key)
+    }
+
+    /// Takes a token from the join rate: every join is announced to the room's members, so
+    /// it is paced on every door alike (sustained refusals are abuse, which closes).
+    private func admitJoin() -> ChatRefusal? {
+        switch sessionGuard.admitJoin() {
+        case .allowed: nil
+        case .refused:
+            ChatRefusal(.joinRateLimited,
+                        "join rate limit exceeded (\(DoorWording.rate(sessionGuard.joinRatePerSecond)) joins per second); try again shortly")
+        case .abusive: ChatRefusal(.rateAbuse, "join rate limit exceeded")
+        }
     }
 
     /// Whether the session is in `room` (or joining it). Runs once per delivery.

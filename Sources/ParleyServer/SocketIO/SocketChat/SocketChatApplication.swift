@@ -311,6 +311,10 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         if case .failure(let refusal) = chat.identify(as: socket.id, name: nickname) { return refusal.message }
         if case .failure(let refusal) = chat.join(lobby.room) {
             chat.forgetIdentity()
+            // Sustained abuse of the join rate closes, after the refusal is answered.
+            if refusal.code == .rateAbuse {
+                LoopBound(socket, on: loop).execute { $0.closeConnection(reason: "rate limit exceeded") }
+            }
             return refusal.message
         }
         shared.returned(nickname: nickname)
