@@ -93,7 +93,6 @@ func eventArguments(_ text: String, _ name: String) -> [JSONValue]? {
     return Array(array.dropFirst())
 }
 
-
 /// One SocketChat update a socket received: `userConnectUpdate` (joined) or `userExitUpdate`,
 /// with the last `userList` before it (nickname → isConnected).
 struct SocketChatUpdate {

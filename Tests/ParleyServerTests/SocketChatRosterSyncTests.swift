@@ -1,4 +1,6 @@
+import Dispatch
 import ParleyCore
+import ParleyIO
 import ParleyTestSupport
 import Synchronization
 import Testing
@@ -36,6 +38,72 @@ import Testing
             counts.withLock { $0.loading -= 1 }
             return ([], version)
         }
+    }
+
+    /// A roster store whose reads wait until the test opens it, counting them.
+    final class GatedRosterStore: SocketChatRosterStore {
+        let open = Atomic<Bool>(false)
+        let version = Atomic<Int64>(0)
+        let loads = Atomic<Int>(0)
+        let loading = Atomic<Int>(0)
+
+        func departed(_ user: SocketChatUser, leftMillis: Int64, maxDeparted: Int) async throws(ParleyError) {}
+        func returned(nickname: String) async throws(ParleyError) {}
+        func version() async throws(ParleyError) -> Int64 { version.add(1, ordering: .relaxed).newValue }
+        func load(nowMillis: Int64, lifetimeMillis: Int64) async throws(ParleyError) -> (entries: [DepartedUser], version: Int64) {
+            loads.add(1, ordering: .relaxed)
+            loading.add(1, ordering: .relaxed)
+            defer { loading.subtract(1, ordering: .relaxed) }
+            while !open.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(1)) }
+            return ([], version.load(ordering: .relaxed))
+        }
+    }
+
+    /// The loop's fan-out, made and touched on the loop only.
+    final class OnLoop: @unchecked Sendable {
+        // Safe: `fanOut` is set and read only inside `run`, on the one loop of `group`.
+        let group = EventLoopGroup(loopCount: 1)
+        var fanOut: SocketChatFanOut!
+
+        func run<T: Sendable>(_ body: @escaping @Sendable (OnLoop) -> T) throws -> T {
+            let result = Locked<T?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            group.loops[0].execute {
+                result.withLock { $0 = body(self) }
+                done.signal()
+            }
+            guard done.wait(timeout: .now() + 5) == .success, let value = result.value else {
+                throw InMemoryPeer.Timeout(description: "the loop did not answer")
+            }
+            return value
+        }
+    }
+
+    /// A storm of lobby leaves while the roster read is slow: the loop asks for one read, and
+    /// one more after it for every leave that came meanwhile (so the lists it lets go name
+    /// every departure), and the read queue holds one callback of this loop, not one per leave.
+    @Test func aStormOfLeavesAsksOneReadAndOneAfterIt() throws {
+        let store = GatedRosterStore()
+        let sync = SocketChatRosterSync(roster: SocketChatRoster(), store: store, clock: SystemWallClock(), onError: { _ in })
+        let lobby = RoomKey(channel: "demo", room: "lobby")
+        let hub = Hub(clock: ManualClock())
+        let loop = OnLoop()
+        defer { loop.group.shutdown() }
+        try loop.run { $0.fanOut = SocketChatFanOut(hub: hub, lobby: lobby, roster: SocketChatRoster(), sync: sync, loop: $0.group.loops[0]) }
+        try loop.run { _ = $0.fanOut.encode(.socketIO, lobby, .memberLeft(Member(id: "gone-0"))) }
+        try eventuallyBlocking("the first read started", timeout: 5) { store.loading.load(ordering: .relaxed) == 1 }
+        for n in 1..<20 {
+            try loop.run { _ = $0.fanOut.encode(.socketIO, lobby, .memberLeft(Member(id: "gone-\(n)"))) }
+        }
+        // The first leave's callback runs after the read that is out; the other 19 leaves
+        // queued nothing more (one callback each used to wait here).
+        #expect(sync.waitingCallbacks == 0)
+        #expect(try loop.run { $0.fanOut.rosterReadPending })
+        store.open.store(true, ordering: .relaxed)
+        try eventuallyBlocking("the chain settled", timeout: 5) { try loop.run { !$0.fanOut.rosterReadPending } }
+        // The first read started before leaves 1...19; the second, after all of them.
+        #expect(store.loads.load(ordering: .relaxed) == 2)
+        #expect(sync.waitingCallbacks == 0)
     }
 
     /// Overlapping reads could be applied in either order, the older last (a departure just

@@ -111,6 +111,10 @@ final class SocketChatRosterSync: Sendable {
         }
     }
 
+    /// Callbacks waiting for the next read: each loop's fan-out keeps at most one here,
+    /// however many leaves it sees (tests read it).
+    var waitingCallbacks: Int { reads.withLock { $0.waiting.count } }
+
     private func refreshIfChanged() async {
         do throws(ParleyError) {
             let version = try await store.version()
