@@ -290,6 +290,43 @@ import Testing
         #expect(try await sio.poll(until: { $0.hasPrefix("439") }) == "439[]")
     }
 
+    /// SocketChat asks that cost the server without publishing are paced like messages: a
+    /// member's `connectUser` again (the whole user list back) and `exitUser` from a socket not
+    /// in the lobby (in a cluster a write to Redis), whose name must be one.
+    @Test func socketChatAsksThatCostTheServerArePacedLikeMessages() async throws {
+        let server = try InProcessServer { $0.nativeRatePerSecond = 1; $0.nativeBurst = 2 }
+        defer { server.stop() }
+        let stranger = try await InProcessPolling.open(server, ip: "203.0.113.3")
+        try await stranger.post(["40"])
+        _ = try await stranger.poll(until: { $0.hasPrefix("40") })
+        try await stranger.post(["420[\"exitUser\",\"\(String(repeating: "n", count: 10_000))\"]"])
+        #expect(try await stranger.poll(until: { $0.hasPrefix("430") }) == #"430[{"error":"exitUser needs a valid nickname"}]"#)
+        var acks: [String] = []
+        for n in 1...3 {
+            try await stranger.post(["42\(n)[\"exitUser\",\"ghost\"]"])
+            acks.append(try await stranger.poll(until: { $0.hasPrefix("43\(n)") }))
+        }
+        #expect(acks == ["431[]", "432[]", #"433[{"error":"rate limit exceeded"}]"#])
+
+        let member = try await InProcessPolling.open(server, ip: "203.0.113.4")
+        try await member.post(["40"])
+        _ = try await member.poll(until: { $0.hasPrefix("40") })
+        try await member.post(["420[\"connectUser\",\"alice\"]"])
+        #expect(try await member.poll(until: { $0.hasPrefix("430") }) == "430[]")
+        acks = []
+        var lists = 0
+        for n in 1...3 {
+            try await member.post(["42\(n)[\"connectUser\",\"alice\"]"])
+            while true {
+                let packet = try await member.poll(until: { $0.hasPrefix("43\(n)") || $0.hasPrefix(#"42["userList""#) })
+                if packet.hasPrefix("43") { acks.append(packet); break }
+                if packet.contains(#""nickname":"alice""#) { lists += 1 }
+            }
+        }
+        #expect(acks == ["431[]", "432[]", #"433[{"error":"rate limit exceeded"}]"#])
+        #expect(lists >= 2)
+    }
+
     /// History reads are charged to the address, over all its connections.
     @Test func historyBytesAreBudgetedPerAddressOverItsConnections() async throws {
         let server = try InProcessServer { $0.historyBytesPerIPPerSecond = 64 << 10 }

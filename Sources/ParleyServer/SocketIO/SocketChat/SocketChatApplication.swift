@@ -235,9 +235,11 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             if let member {
                 if let error = authError(.subscribe) { return .refused(.refused, error) }
                 guard member.displayName == nickname else { return .refused(.refused, "already connected as \(member.displayName); exitUser first") }
+                // The whole list again, at the client's word: paced like a message, and the
+                // loop's list as encoded once per change, not built again for each ask.
+                if let refusal = rateRefusal(socket) { return .refused(.rateLimited, refusal) }
                 flushHeld()
-                emit(SocketChatEncoding.userList(shared.roster.users(connected: context.hub.members(of: lobby))), on: socket)
-                pacer.sent(at: nowMillis)
+                sendUserListNow()
                 return .done
             }
             if let refusal = join(as: nickname, socket) { return .refused(.refused, refusal) }
@@ -297,6 +299,11 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                 // socket that may not read the lobby has none and hears it from us.
                 if listener == nil { emit(SocketChatEncoding.userExitUpdate(member.displayName), on: socket) }
             } else if let nickname {
+                // Not in the lobby: it only forgets a departed user of that name (in a
+                // cluster a write to Redis), so the name must be one and the ask is paced
+                // like a message.
+                guard SocketChatRoster.isValidNickname(nickname) else { return .refused(.refused, "exitUser needs a valid nickname") }
+                if let refusal = rateRefusal(socket) { return .refused(.rateLimited, refusal) }
                 shared.returned(nickname: nickname)
             }
             return .done
