@@ -263,8 +263,6 @@ import Testing
         #expect(session.history(of: "r", before: nil, limit: 10) { _ in } == nil)
     }
 
-    /// Bytes of history are budgeted per client address, over all its connections: opening
-    /// more connections (each with its own request rate) reads no more.
     /// Joins have a rate of their own on every door (each is announced to the room): a client
     /// cycling join and leave is refused past the burst, a leave never is, publishing is not
     /// charged, and refusing again and again is abuse, which closes.
@@ -313,6 +311,8 @@ import Testing
         #expect(refusal.code == .joinRateLimited)
     }
 
+    /// Bytes of history are budgeted per client address, over all its connections: opening
+    /// more connections (each with its own request rate) reads no more.
     @Test func historyBytesAreBudgetedPerAddressAcrossConnections() async throws {
         let world = World { $0.historyBytesPerIPPerSecond = 64 << 10; $0.historyRatePerSecond = 100 }
         let key = RoomKey(channel: "demo", room: "r")

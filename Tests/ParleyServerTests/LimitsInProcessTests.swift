@@ -312,19 +312,105 @@ import Testing
         try await member.post(["40"])
         _ = try await member.poll(until: { $0.hasPrefix("40") })
         try await member.post(["420[\"connectUser\",\"alice\"]"])
+        // The join's ack, then its list (from the lobby's snapshot).
         #expect(try await member.poll(until: { $0.hasPrefix("430") }) == "430[]")
-        acks = []
-        var lists = 0
+        _ = try await member.poll(until: { $0.hasPrefix(#"42["userList""#) })
+        // Each admitted ask brings the list before its ack; the refused one brings none.
+        var answers: [String] = []
         for n in 1...3 {
             try await member.post(["42\(n)[\"connectUser\",\"alice\"]"])
             while true {
                 let packet = try await member.poll(until: { $0.hasPrefix("43\(n)") || $0.hasPrefix(#"42["userList""#) })
-                if packet.hasPrefix("43") { acks.append(packet); break }
-                if packet.contains(#""nickname":"alice""#) { lists += 1 }
+                answers.append(packet.hasPrefix("43") ? packet : "list")
+                if packet.hasPrefix("43") { break }
             }
         }
-        #expect(acks == ["431[]", "432[]", #"433[{"error":"rate limit exceeded"}]"#])
-        #expect(lists >= 2)
+        #expect(answers == ["list", "431[]", "list", "432[]", #"433[{"error":"rate limit exceeded"}]"#])
+        // Paced like messages, not counted as messages received or publishes refused.
+        #expect(server.server.metricsText().contains("parley_publishes_refused_total{reason=\"rate_limited\"} 0\n"))
+    }
+
+    /// A member's list asked again names who is departed now: a departed user forgotten by an
+    /// `exitUser` from a socket not in the lobby (no room event) is gone from it.
+    @Test func aUserListAskedAgainFollowsTheRosterWithoutARoomEvent() async throws {
+        let server = try InProcessServer()
+        defer { server.stop() }
+        func socket(_ ip: String) async throws -> InProcessPolling {
+            let client = try await InProcessPolling.open(server, ip: ip)
+            try await client.post(["40"])
+            _ = try await client.poll(until: { $0.hasPrefix("40") })
+            return client
+        }
+        let alice = try await socket("203.0.113.11"), bob = try await socket("203.0.113.12")
+        try await alice.post(["420[\"connectUser\",\"alice\"]"])
+        _ = try await alice.poll(until: { $0.hasPrefix("430") })
+        try await bob.post(["420[\"connectUser\",\"bob\"]"])
+        _ = try await bob.poll(until: { $0.hasPrefix("430") })
+        try await bob.post(["41"])
+        // The lists of a storm of joins and leaves are paced by the server's (manual) clock.
+        server.clock.advance(millis: 1_000)
+        _ = try await alice.poll(until: { $0.hasPrefix(#"42["userExitUpdate","bob"]"#) })
+        func listAskedAgain(_ n: Int) async throws -> String {
+            try await alice.post(["42\(n)[\"connectUser\",\"alice\"]"])
+            let list = try await alice.poll(until: { $0.hasPrefix(#"42["userList""#) })
+            _ = try await alice.poll(until: { $0.hasPrefix("43\(n)") })
+            return list
+        }
+        #expect(try await listAskedAgain(1).contains(#""nickname":"bob","isConnected":false"#))
+        let stranger = try await socket("203.0.113.13")
+        try await stranger.post(["420[\"exitUser\",\"bob\"]"])
+        #expect(try await stranger.poll(until: { $0.hasPrefix("430") }) == "430[]")
+        let list = try await listAskedAgain(2)
+        #expect(!list.contains("bob"), "\(list)")
+        #expect(list.contains(#""nickname":"alice""#))
+    }
+
+    /// Refusing a join again and again is abuse: the connection is closed, as for the message
+    /// rate (the native door with 1008; the Socket.IO session ends). The line door joins once
+    /// per connection and never gets there.
+    @Test func joinRateAbuseClosesTheNativeConnection() async throws {
+        let server = try InProcessServer {
+            $0.joinRatePerSecond = 1; $0.joinBurst = 1; $0.nativeMaxRooms = 1
+            $0.rateAbuseFactor = 2; $0.rateAbuseWindowMillis = 10_000
+        }
+        defer { server.stop() }
+        let churner = try await server.native(ip: "203.0.113.21")
+        #expect(try await churner.subscribe("r")["error"] == nil)
+        var codes: [String] = []
+        // The same room again: a join (and a snapshot) each time.
+        for _ in 0..<3 {
+            let reply = try await churner.subscribe("r")
+            codes.append(reply["code"]?.stringValue ?? "none")
+        }
+        #expect(codes == ["join_rate_limited", "join_rate_limited", "rate_abuse"])
+        #expect(try await churner.ws.closeCode() == 1008)
+        #expect(try Self.breaches(server, "rate_abuse_disconnect") == 1)
+    }
+
+    @Test func joinRateAbuseEndsTheSocketIOSession() async throws {
+        let server = try InProcessServer {
+            $0.joinRatePerSecond = 1; $0.joinBurst = 1
+            $0.rateAbuseFactor = 2; $0.rateAbuseWindowMillis = 10_000
+        }
+        defer { server.stop() }
+        let sio = try await InProcessPolling.open(server, ip: "203.0.113.22")
+        try await sio.post(["40"])
+        _ = try await sio.poll(until: { $0.hasPrefix("40") })
+        try await sio.post(["420[\"connectUser\",\"churner\"]"])
+        #expect(try await sio.poll(until: { $0.hasPrefix("430") }) == "430[]")
+        try await sio.post(["42[\"exitUser\",\"churner\"]"])
+        var acks: [String] = []
+        for n in 1...3 {
+            try await sio.post(["42\(n)[\"connectUser\",\"churner\"]"])
+            acks.append(try await sio.poll(until: { $0.hasPrefix("43\(n)") }))
+        }
+        #expect(acks == [#"431[{"error":"join rate limit exceeded (1 joins per second); try again shortly"}]"#,
+                         #"432[{"error":"join rate limit exceeded (1 joins per second); try again shortly"}]"#,
+                         #"433[{"error":"join rate limit exceeded"}]"#])
+        #expect(try Self.breaches(server, "rate_abuse_disconnect") == 1)
+        try await eventually("the session ended", timeout: 5) {
+            (try? await server.request("GET", "/socket.io/?EIO=4&transport=polling&sid=\(sio.sid)", ip: "203.0.113.22", timeout: 1))?.status == 400
+        }
     }
 
     /// History reads are charged to the address, over all its connections.

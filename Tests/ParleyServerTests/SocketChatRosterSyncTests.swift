@@ -1,4 +1,3 @@
-import Dispatch
 import ParleyCore
 import ParleyIO
 import ParleyTestSupport
@@ -61,46 +60,40 @@ import Testing
 
     /// The loop's fan-out, made and touched on the loop only.
     final class OnLoop: @unchecked Sendable {
-        // Safe: `fanOut` is set and read only inside `run`, on the one loop of `group`.
+        // Safe: `fanOut` is set and read only inside `run`'s body, on the one loop of `group`.
         let group = EventLoopGroup(loopCount: 1)
         var fanOut: SocketChatFanOut!
 
-        func run<T: Sendable>(_ body: @escaping @Sendable (OnLoop) -> T) throws -> T {
-            let result = Locked<T?>(nil)
-            let done = DispatchSemaphore(value: 0)
-            group.loops[0].execute {
-                result.withLock { $0 = body(self) }
-                done.signal()
+        /// Runs `body` on the loop; the test's task waits without holding a thread.
+        func run<T: Sendable>(_ body: @escaping @Sendable (OnLoop) -> T) async -> T {
+            await withCheckedContinuation { continuation in
+                group.loops[0].execute { continuation.resume(returning: body(self)) }
             }
-            guard done.wait(timeout: .now() + 5) == .success, let value = result.value else {
-                throw InMemoryPeer.Timeout(description: "the loop did not answer")
-            }
-            return value
         }
     }
 
     /// A storm of lobby leaves while the roster read is slow: the loop asks for one read, and
     /// one more after it for every leave that came meanwhile (so the lists it lets go name
     /// every departure), and the read queue holds one callback of this loop, not one per leave.
-    @Test func aStormOfLeavesAsksOneReadAndOneAfterIt() throws {
+    @Test func aStormOfLeavesAsksOneReadAndOneAfterIt() async throws {
         let store = GatedRosterStore()
         let sync = SocketChatRosterSync(roster: SocketChatRoster(), store: store, clock: SystemWallClock(), onError: { _ in })
         let lobby = RoomKey(channel: "demo", room: "lobby")
         let hub = Hub(clock: ManualClock())
         let loop = OnLoop()
         defer { loop.group.shutdown() }
-        try loop.run { $0.fanOut = SocketChatFanOut(hub: hub, lobby: lobby, roster: SocketChatRoster(), sync: sync, loop: $0.group.loops[0]) }
-        try loop.run { _ = $0.fanOut.encode(.socketIO, lobby, .memberLeft(Member(id: "gone-0"))) }
-        try eventuallyBlocking("the first read started", timeout: 5) { store.loading.load(ordering: .relaxed) == 1 }
+        await loop.run { $0.fanOut = SocketChatFanOut(hub: hub, lobby: lobby, roster: SocketChatRoster(), sync: sync, loop: $0.group.loops[0]) }
+        await loop.run { _ = $0.fanOut.encode(.socketIO, lobby, .memberLeft(Member(id: "gone-0"))) }
+        try await eventually("the first read started", timeout: 5) { store.loading.load(ordering: .relaxed) == 1 }
         for n in 1..<20 {
-            try loop.run { _ = $0.fanOut.encode(.socketIO, lobby, .memberLeft(Member(id: "gone-\(n)"))) }
+            await loop.run { _ = $0.fanOut.encode(.socketIO, lobby, .memberLeft(Member(id: "gone-\(n)"))) }
         }
         // The first leave's callback runs after the read that is out; the other 19 leaves
         // queued nothing more (one callback each used to wait here).
         #expect(sync.waitingCallbacks == 0)
-        #expect(try loop.run { $0.fanOut.rosterReadPending })
+        #expect(await loop.run { $0.fanOut.rosterReadPending })
         store.open.store(true, ordering: .relaxed)
-        try eventuallyBlocking("the chain settled", timeout: 5) { try loop.run { !$0.fanOut.rosterReadPending } }
+        try await eventually("the chain settled", timeout: 5) { await loop.run { !$0.fanOut.rosterReadPending } }
         // The first read started before leaves 1...19; the second, after all of them.
         #expect(store.loads.load(ordering: .relaxed) == 2)
         #expect(sync.waitingCallbacks == 0)

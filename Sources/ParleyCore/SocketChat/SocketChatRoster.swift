@@ -30,6 +30,15 @@ public final class SocketChatRoster: Sendable {
     let clock: any WallClock
     /// Departed users, oldest departure first, with the time each left.
     let departed = Mutex<[(user: SocketChatUser, leftMillis: Int64)]>([])
+    /// Bumped whenever the departed list changes, so a list encoded from it can tell it is
+    /// stale (``generation``).
+    private let changes = Atomic<Int>(0)
+
+    /// Changes so far to the departed list: read it before building a list from the roster,
+    /// and build again when it has moved.
+    public var generation: Int { changes.load(ordering: .acquiring) }
+
+    private func changed() { changes.add(1, ordering: .releasing) }
 
     public init(departedLifetimeMillis: Int64 = SocketChatRoster.defaultDepartedLifetimeMillis,
                 maxDeparted: Int = SocketChatRoster.defaultMaxDeparted, clock: any WallClock = SystemWallClock()) {
@@ -40,7 +49,16 @@ public final class SocketChatRoster: Sendable {
 
     /// A Socket.IO user identified (`connectUser`): no longer listed as departed.
     public func connected(nickname: String) {
-        departed.withLock { $0.removeAll { $0.user.nickname == nickname } }
+        forget(nickname)
+    }
+
+    private func forget(_ nickname: String) {
+        let removed = departed.withLock { list in
+            let count = list.count
+            list.removeAll { $0.user.nickname == nickname }
+            return list.count != count
+        }
+        if removed { changed() }
     }
 
     /// A Socket.IO user's socket went away without `exitUser`: keep it, disconnected, for a while.
@@ -51,11 +69,12 @@ public final class SocketChatRoster: Sendable {
             list.append((SocketChatUser(id: id, nickname: nickname, isConnected: false), now))
             expire(&list, now: now)
         }
+        changed()
     }
 
     /// `exitUser`: the user is gone for good.
     public func exited(nickname: String) {
-        departed.withLock { $0.removeAll { $0.user.nickname == nickname } }
+        forget(nickname)
     }
 
     /// Departed users listed now.
@@ -72,7 +91,10 @@ public final class SocketChatRoster: Sendable {
     func expire(_ list: inout [(user: SocketChatUser, leftMillis: Int64)], now: Int64) {
         var drop = max(0, list.count - maxDeparted)
         while drop < list.count, now - list[drop].leftMillis >= departedLifetimeMillis { drop += 1 }
-        if drop > 0 { list.removeFirst(drop) }
+        if drop > 0 {
+            list.removeFirst(drop)
+            changed()
+        }
     }
 
     /// The `userList` for the lobby's current members.
@@ -155,7 +177,9 @@ extension SocketChatRoster {
             let before = list.map { DepartedUser(user: $0.user, leftMillis: $0.leftMillis) }
             list = entries.sorted { $0.leftMillis < $1.leftMillis }.map { ($0.user, $0.leftMillis) }
             expire(&list, now: now)
-            return list.map { DepartedUser(user: $0.user, leftMillis: $0.leftMillis) } != before
+            let differs = list.map { DepartedUser(user: $0.user, leftMillis: $0.leftMillis) } != before
+            if differs { changed() }
+            return differs
         }
     }
 }

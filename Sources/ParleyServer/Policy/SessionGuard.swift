@@ -126,20 +126,22 @@ final class SessionGuard {
         case abusive
     }
 
-    /// Takes a token for one message; refusals are counted, sustained abuse too.
-    func admitMessage() -> RateVerdict {
+    /// Takes a token for one message; refusals are counted, sustained abuse too. An ask that
+    /// is paced like a message but publishes nothing (`isPublish: false`, SocketChat's
+    /// `connectUser` again) is not counted among the messages received or publishes refused.
+    func admitMessage(isPublish: Bool = true) -> RateVerdict {
         guard var bucket = rate else {
-            context.metrics.messagesReceived.counter(policy.door).increment()
+            if isPublish { context.metrics.messagesReceived.counter(policy.door).increment() }
             return .allowed
         }
         let now = context.nowMillis
         let allowed = bucket.take(nowMillis: now)
         rate = bucket
         if allowed {
-            context.metrics.messagesReceived.counter(policy.door).increment()
+            if isPublish { context.metrics.messagesReceived.counter(policy.door).increment() }
             return .allowed
         }
-        context.metrics.publishesRefused.counter(.rateLimited).increment()
+        if isPublish { context.metrics.publishesRefused.counter(.rateLimited).increment() }
         context.limits.breached(.messageRate, remote: remote)
         guard abuse?.refused(nowMillis: now) == true else { return .refused }
         context.limits.breached(.rateAbuseDisconnect, remote: remote)

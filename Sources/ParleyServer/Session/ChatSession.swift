@@ -300,8 +300,9 @@ final class ChatSession {
     }
 
     /// Takes a token from the message rate (refusals counted; sustained abuse closes).
-    func admitRate() -> ChatRefusal? {
-        switch sessionGuard.admitMessage() {
+    /// `isPublish: false`: an ask paced like a message that publishes nothing.
+    func admitRate(isPublish: Bool = true) -> ChatRefusal? {
+        switch sessionGuard.admitMessage(isPublish: isPublish) {
         case .allowed: nil
         case .refused: ChatRefusal(.rateLimited, "rate limit exceeded")
         case .abusive: ChatRefusal(.rateAbuse, "rate limit exceeded")

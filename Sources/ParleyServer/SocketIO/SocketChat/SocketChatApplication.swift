@@ -237,19 +237,19 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                 guard member.displayName == nickname else { return .refused(.refused, "already connected as \(member.displayName); exitUser first") }
                 // The whole list again, at the client's word: paced like a message, and the
                 // loop's list as encoded once per change, not built again for each ask.
-                if let refusal = rateRefusal(socket) { return .refused(.rateLimited, refusal) }
+                if let refusal = rateRefusal(socket, isPublish: false) { return .refused(.rateLimited, refusal) }
                 flushHeld()
                 sendUserListNow()
                 return .done
             }
-            if let refusal = join(as: nickname, socket) { return .refused(.refused, refusal) }
+            if let refusal = join(as: nickname, socket) { return .refused(refusal.reason, refusal.message) }
             return .done
         case .chatMessage(let nickname, let text):
             if let error = publishError() { return .refused(.refused, error) }
             let sender: Member
             switch implicitMember(nickname, socket) {
             case .success(let member): sender = member
-            case .failure(let error): return .refused(.refused, error.message)
+            case .failure(let refusal): return .refused(refusal.reason, refusal.message)
             }
             if let refusal = rateRefusal(socket) { return .refused(.rateLimited, refusal + "; message dropped") }
             // The ack says the message is stored (durable): it is answered when the store has
@@ -279,7 +279,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
             if flag {
                 switch implicitMember(nickname, socket) {
                 case .success(let member): sender = member
-                case .failure(let error): return .refused(.refused, error.message)
+                case .failure(let refusal): return .refused(refusal.reason, refusal.message)
                 }
             } else {
                 guard let member = member ?? anonymous(nickname, socket) else { return .refused(.refused, "connectUser first") }
@@ -303,7 +303,7 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
                 // cluster a write to Redis), so the name must be one and the ask is paced
                 // like a message.
                 guard SocketChatRoster.isValidNickname(nickname) else { return .refused(.refused, "exitUser needs a valid nickname") }
-                if let refusal = rateRefusal(socket) { return .refused(.rateLimited, refusal) }
+                if let refusal = rateRefusal(socket, isPublish: false) { return .refused(.rateLimited, refusal) }
                 shared.returned(nickname: nickname)
             }
             return .done
@@ -313,16 +313,23 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// Joins the lobby as `nickname` (`connectUser`, or a `chatMessage` / `startType` from a
     /// socket that is not in it); nil when it went, else why not. A banned name never joins
     /// the lobby (the socket stays, refused each time).
-    private func join(as nickname: String, _ socket: SocketIOSocket) -> String? {
-        if let error = authError(.subscribe) { return error }
-        if case .failure(let refusal) = chat.identify(as: socket.id, name: nickname) { return refusal.message }
+    private func join(as nickname: String, _ socket: SocketIOSocket) -> JoinRefusal? {
+        if let error = authError(.subscribe) { return JoinRefusal(reason: .refused, message: error) }
+        if case .failure(let refusal) = chat.identify(as: socket.id, name: nickname) {
+            return JoinRefusal(reason: .refused, message: refusal.message)
+        }
         if case .failure(let refusal) = chat.join(lobby.room) {
             chat.forgetIdentity()
-            // Sustained abuse of the join rate closes, after the refusal is answered.
-            if refusal.code == .rateAbuse {
+            switch refusal.code {
+            case .rateAbuse:
+                // Sustained abuse of the join rate closes, after the refusal is answered.
                 LoopBound(socket, on: loop).execute { $0.closeConnection(reason: "rate limit exceeded") }
+                return JoinRefusal(reason: .rateLimited, message: refusal.message)
+            case .joinRateLimited:
+                return JoinRefusal(reason: .rateLimited, message: refusal.message)
+            default:
+                return JoinRefusal(reason: .refused, message: refusal.message)
             }
-            return refusal.message
         }
         shared.returned(nickname: nickname)
         return nil
@@ -331,13 +338,20 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
     /// The sender of a `chatMessage` or `startType`: the member, or, for a socket not in
     /// the lobby (an app that reconnected and never sends `connectUser` again), the member
     /// it becomes by joining as the event's nickname.
-    private func implicitMember(_ nickname: String?, _ socket: SocketIOSocket) -> Result<Member, ParleyError> {
+    private func implicitMember(_ nickname: String?, _ socket: SocketIOSocket) -> Result<Member, JoinRefusal> {
         if let member { return .success(member) }
         guard let nickname, SocketChatRoster.isValidNickname(nickname) else {
-            return .failure(ParleyError(.badRequest, "connectUser first"))
+            return .failure(JoinRefusal(reason: .refused, message: "connectUser first"))
         }
-        if let refusal = join(as: nickname, socket) { return .failure(ParleyError(.forbidden, refusal)) }
-        return member.map { .success($0) } ?? .failure(ParleyError(.forbidden, "connectUser first"))
+        if let refusal = join(as: nickname, socket) { return .failure(refusal) }
+        return member.map { .success($0) } ?? .failure(JoinRefusal(reason: .refused, message: "connectUser first"))
+    }
+
+    /// Why joining the lobby was refused, and how a dropped event is counted: over the join
+    /// rate as `rate_limited`, anything else as `refused`.
+    struct JoinRefusal: Error {
+        let reason: SocketIOCounters.IgnoredEvent
+        let message: String
     }
 
     /// A sender for a socket that only stops typing without being in the lobby.
@@ -527,8 +541,8 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     /// Takes a token from the rate: nil, or the refusal's text (a refusal is counted, and
     /// sustained abuse closes the connection after this refusal has been answered).
-    private func rateRefusal(_ socket: SocketIOSocket) -> String? {
-        guard let refusal = chat.admitRate() else { return nil }
+    private func rateRefusal(_ socket: SocketIOSocket, isPublish: Bool = true) -> String? {
+        guard let refusal = chat.admitRate(isPublish: isPublish) else { return nil }
         if refusal.code == .rateAbuse {
             LoopBound(socket, on: loop).execute { $0.closeConnection(reason: "rate limit exceeded") }
         }

@@ -29,7 +29,10 @@ final class SocketChatFanOut {
     private var last: (event: RoomEvent, packets: [String])?
     /// Bumped whenever the member list may have changed, so the cached lists go stale.
     private var membersVersion = 0
-    private var userListCache: (version: Int, packet: String, webSocket: IOBuffer?, polling: IOBuffer?)?
+    /// The list as last encoded: for the members at `version` and the roster's departed users
+    /// at `rosterGeneration` (which changes without a room event: an `exitUser` from a socket
+    /// not in the lobby, another node's departures).
+    private var userListCache: (version: Int, rosterGeneration: Int, packet: String, webSocket: IOBuffer?, polling: IOBuffer?)?
 
     /// Cluster mode: a lobby leave's roster read has not come back yet. Meanwhile sockets
     /// hold the leave's `userList` (and what follows it), so the list they send lists the
@@ -146,10 +149,12 @@ final class SocketChatFanOut {
     /// The `userList` packet for the lobby as this loop has seen it up to the last event (the
     /// state a socket shows after the events it was given), framed for `format`.
     func currentUserListFrame(_ format: WireFormat) -> IOBuffer? {
-        if userListCache?.version != membersVersion {
+        // Read before the list is built: a change while it is built shows at the next ask.
+        let generation = roster.generation
+        if userListCache?.version != membersVersion || userListCache?.rosterGeneration != generation {
             let members = mirror?.members ?? hub.members(of: lobby)
             let event = SocketChatEncoding.userList(roster.users(connected: members))
-            userListCache = (membersVersion, SocketIOPacket.event(event.name, event.arguments).engineIOText, nil, nil)
+            userListCache = (membersVersion, generation, SocketIOPacket.event(event.name, event.arguments).engineIOText, nil, nil)
         }
         guard var cache = userListCache else { return nil }
         let transport = format.engineIOTransport
