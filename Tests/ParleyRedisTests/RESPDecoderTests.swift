@@ -179,6 +179,9 @@ func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
         #expect(decode([bytes("%5\r\n")], limits: limits).error?.code == .protocolViolation)
         #expect(dripFeed(bytes("*1\r\n*1\r\n*1\r\n:1\r\n"), limits: limits).values == [.array([.array([.array([.integer(1)])])])])
         #expect(dripFeed(bytes("*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"), limits: limits).error?.message.contains("deeper") == true)
+        // An empty aggregate is a level too (found by the fuzzer: `%0` one level past the limit).
+        #expect(dripFeed(bytes("*1\r\n*1\r\n*0\r\n"), limits: limits).values == [.array([.array([.array([])])])])
+        #expect(dripFeed(bytes("*1\r\n*1\r\n*1\r\n%0\r\n"), limits: limits).error?.message.contains("deeper") == true)
         #expect(dripFeed(bytes("+" + String(repeating: "x", count: 17) + "\r\n"), limits: limits).error?.message.contains("line") == true)
         // 4 bulk strings of 10 bytes: each fits, the whole reply (> 64 bytes) does not.
         let big = "*4\r\n" + String(repeating: "$10\r\n0123456789\r\n", count: 4)

@@ -255,12 +255,13 @@ public struct RESPDecoder {
                 fail("aggregate of \(length) elements (limit \(limits.maxAggregateLength))")
                 return
             }
-            if length == 0 {
-                completeAggregate(Aggregate(kind: kind, remaining: 0, items: [], attributes: nil))
-                return
-            }
+            // An empty aggregate is a level too: checked before it completes at once.
             guard stack.count < limits.maxDepth else {
                 fail("aggregates nested deeper than \(limits.maxDepth)")
+                return
+            }
+            if length == 0 {
+                completeAggregate(Aggregate(kind: kind, remaining: 0, items: [], attributes: nil))
                 return
             }
             let elements = kind == .map || kind == .attribute ? length * 2 : length
