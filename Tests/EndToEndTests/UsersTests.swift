@@ -88,6 +88,64 @@ import Testing
         #expect(pushed["messages"]?.arrayValue?.first?["user"]?.stringValue == "bob")
     }
 
+    /// Each own receipt makes a user's other devices read their unread count again: a flood
+    /// of them (a device marking message after message) is read at most once per 250 ms per
+    /// device and room, and the last count follows the last mark.
+    @Test func aFloodOfOwnReceiptsRecountsAtAPace() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let phone = try await Self.device(server, user: "alice", name: "Alice")
+        let laptop = try await Self.device(server, user: "alice", name: "Alice")
+        let bob = try await Self.device(server, user: "bob", name: "Bob")
+        for peer in [phone, laptop] {
+            _ = try await Self.subscribe(peer, "flood")
+            _ = try await peer.next(where: Self.isUnread("flood"))
+        }
+        var last = 0
+        for n in 1...30 { last = try await Self.publish(bob, "m\(n)", to: "flood") }
+        _ = try await laptop.next(where: { Self.isUnread("flood")($0) && $0["unread"]?.intValue == 30 })
+        for offset in 1...last {
+            let read = try await phone.call(["type": "read", "room": "flood", "offset": .number(JSONNumber(offset))])
+            #expect(read["offset"]?.intValue == offset)
+        }
+        var counts: [JSONValue] = []
+        while counts.last?["read_offset"]?.intValue != last {
+            counts.append(try await laptop.next(where: Self.isUnread("flood")))
+        }
+        #expect(counts.last?["unread"]?.intValue == 0)
+        #expect(counts.count <= 6, "\(counts.count) counts read for \(last) receipts")
+    }
+
+    /// Each action on a conversation's newest message makes a live inbox read the
+    /// conversation again: a flood of reactions on it is read at most once per 250 ms per
+    /// inbox and room, and the last update shows the last state.
+    @Test func aFloodOfReactionsOnTheNewestMessageUpdatesALiveInboxAtAPace() async throws {
+        let server = try startTestServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let alice = try await Self.device(server, user: "alice", name: "Alice")
+        let bob = try await Self.device(server, user: "bob", name: "Bob")
+        _ = try await Self.subscribe(alice, "rx")
+        _ = try await Self.subscribe(bob, "rx")
+        let hello = try await bob.call(["type": "publish", "room": "rx", "message": "hello"])
+        let id = try #require(hello["id"]?.stringValue)
+        let page = try await alice.call(["type": "inbox", "watch": true])
+        #expect(page["conversations"]?.arrayValue?.first?["last"]?["message"]?.stringValue == "hello")
+        for n in 0..<20 {
+            let reply = try await bob.call(["type": n % 2 == 0 ? "react" : "unreact", "room": "rx", "target": .string(id), "emoji": "👍"])
+            #expect(reply["error"] == nil, "\(reply)")
+        }
+        _ = try await bob.call(["type": "react", "room": "rx", "target": .string(id), "emoji": "🎉"])
+        func emoji(_ update: JSONValue?) -> [String] {
+            update?["conversation"]?["last"]?["reactions"]?.arrayValue?.compactMap { $0["emoji"]?.stringValue } ?? []
+        }
+        var updates: [JSONValue] = []
+        while !emoji(updates.last).contains("🎉") {
+            updates.append(try await alice.next(where: { $0["type"]?.stringValue == "conversation" }))
+        }
+        #expect(emoji(updates.last) == ["🎉"], "\(updates.last ?? .null)")
+        #expect(updates.count <= 6, "\(updates.count) updates for 21 reactions")
+    }
+
     @Test func aRoomsUserViewFoldsDevicesIntoUsers() async throws {
         let server = try startTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }

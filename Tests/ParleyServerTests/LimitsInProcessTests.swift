@@ -444,6 +444,32 @@ import Testing
         #expect(try await subscriber.history("h")["error"]?.stringValue?.contains("history byte budget") == true)
     }
 
+    /// An `inbox` page sends the newest message of each conversation, read from the store: its
+    /// messages count against the address's history bytes, as a `history` page's do.
+    @Test func inboxPagesSpendTheAddresssHistoryBytes() async throws {
+        let server = try InProcessServer { $0.historyBytesPerIPPerSecond = 64 << 10 }
+        defer { server.stop() }
+        let writer = try await server.native(ip: "203.0.113.31")
+        let big = JSONValue.string(String(repeating: "i", count: 100 << 10))
+        for room in ["i1", "i2", "i3"] { #expect(try await writer.publishAcknowledged(big, to: room)["error"] == nil) }
+        let reader = try await InProcessNative.open(server, ip: "192.0.2.31")
+        reader.send(["type": "handshake", "channel": "demo", "user_id": "reader", "callback": 0])
+        try reader.accept(handshakeReply: try await reader.next())
+        for room in ["i1", "i2", "i3"] { #expect(try await reader.subscribe(room)["error"] == nil) }
+        func inbox() async throws -> JSONValue {
+            let callback = reader.takeCallback()
+            reader.send(["type": "inbox", "limit": 10, "callback": .number(JSONNumber(callback))])
+            return try await reader.next { $0["callback"]?.intValue == callback }
+        }
+        // 300 KiB of newest messages against a burst of 256 KiB: the next page waits.
+        #expect(try await inbox()["conversations"]?.arrayValue?.count == 3)
+        let refused = try await inbox()
+        #expect(refused["error"]?.stringValue?.contains("history byte budget of your address spent") == true, "\(refused)")
+        #expect(try Self.breaches(server, "history_rate") == 1)
+        server.clock.advance(millis: 1_000)
+        #expect(try await inbox()["conversations"]?.arrayValue?.count == 3)
+    }
+
     /// The line door's join history counts against the address's history bytes too; an
     /// address that has spent them still joins, without the recent lines (a line client cannot
     /// ask for them again).

@@ -1,7 +1,7 @@
 import Foundation
 import ParleyCore
 import ParleyIO
-import ParleyServer
+@testable import ParleyServer
 import ParleyTestSupport
 import Testing
 
@@ -34,6 +34,31 @@ let metricsToken = "metrics-token-0123456789abcdef"
         #expect(ready.status == 200)
         #expect(ready.body == "ready\nstore: ok\n")
         #expect(try await operationsRequest(server, "POST", "/readyz").status == 405)
+    }
+
+    /// `/readyz` needs no token and is not rate-limited: requests at once share one
+    /// evaluation of the checks, and an answer is given again for half a second.
+    @Test func readinessRequestsShareOneEvaluation() async throws {
+        let server = try InProcessServer()
+        defer { server.stop() }
+        let evaluations = Locked(0)
+        server.server.addReadinessCheck("counted") {
+            evaluations.withLock { $0 += 1 }
+            try? await Task.sleep(for: .milliseconds(50))
+            return nil
+        }
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<20 { group.addTask { try await operationsRequest(server, "GET", "/readyz").status } }
+            for try await status in group { #expect(status == 200) }
+        }
+        // One evaluation each (two when this machine is slow enough to spread the requests
+        // over the reuse time), not twenty.
+        #expect(evaluations.value <= 2, "\(evaluations.value) evaluations")
+        #expect(try await operationsRequest(server, "GET", "/readyz").body == "ready\nstore: ok\ncounted: ok\n")
+        let before = evaluations.value
+        try await Task.sleep(for: .milliseconds(Readiness.reuseMillis + 100))
+        #expect(try await operationsRequest(server, "GET", "/readyz").status == 200)
+        #expect(evaluations.value == before + 1, "a stale answer is not given again")
     }
 
     @Test func metricsAfterAScriptedConversation() async throws {

@@ -9,6 +9,7 @@ extension NativeSession {
         if !unread {
             unreadCounts[key] = nil
             unreadPending[key] = nil
+            unreadRecounts.forget(key)
         }
         followsUsers = !roomOptions.isEmpty
     }
@@ -54,20 +55,45 @@ extension NativeSession {
         if options.unread { countUnread(in: room, lastOffset: snapshot.lastOffset) }
     }
 
-    /// Reads the room's unread count from the stores and sends it (`unread`).
+    /// Reads the room's unread count from the stores and sends it (`unread`): now, or paced
+    /// (``unreadRecounts``) when one is out or the last was less than 250 ms ago.
     func countUnread(in room: RoomKey, lastOffset: Int64?) {
+        pacedUnreadCount(room, unreadRecounts.ask(room, now: context.nowMillis), lastOffset: lastOffset)
+    }
+
+    private func pacedUnreadCount(_ room: RoomKey, _ decision: RefreshPacer<RoomKey>.Decision, lastOffset: Int64? = nil) {
+        switch decision {
+        case .start:
+            readUnreadCount(in: room, lastOffset: lastOffset)
+        case .merged:
+            break
+        case .wait(let millis):
+            let me = LoopBound(self, on: connection.loop)
+            connection.loop.schedule(after: UInt64(millis)) {
+                me.run { session in session.pacedUnreadCount(room, session.unreadRecounts.due(room, now: session.context.nowMillis)) }
+            }
+        }
+    }
+
+    /// The read of `room`'s count is over (answered or failed): one more when asked meanwhile.
+    private func unreadCountEnded(_ room: RoomKey) {
+        pacedUnreadCount(room, unreadRecounts.ended(room, now: context.nowMillis))
+    }
+
+    private func readUnreadCount(in room: RoomKey, lastOffset: Int64?) {
         let me = LoopBound(self, on: connection.loop)
         if unreadPending[room] == nil { unreadPending[room] = [] }
         guard let lastOffset else {
             context.hub.lastOffset(of: room) { result in
-                guard case .success(let last) = result else { return }
-                me.execute { $0.countUnread(in: room, lastOffset: last) }
+                guard case .success(let last) = result else { return me.execute { $0.unreadCountEnded(room) } }
+                me.execute { $0.readUnreadCount(in: room, lastOffset: last) }
             }
             return
         }
         chat.unread(in: room, lastOffset: lastOffset) { result in
-            guard case .success(let (offset, count)) = result else { return }
+            guard case .success(let (offset, count)) = result else { return me.execute { $0.unreadCountEnded(room) } }
             me.execute { session in
+                defer { session.unreadCountEnded(room) }
                 guard session.roomOptions[room]?.unread == true, let member = session.chat.member else { return }
                 // What was delivered while the store was read, and the count has not seen.
                 var count = count
@@ -199,6 +225,9 @@ final class InboxWatch: RoomSubscriber {
     /// Followed rooms, least recently active first.
     private var order: [RoomKey] = []
     private var listening: Set<RoomKey> = []
+    /// Reads of a conversation again on events (an action on its newest message, a delete, an
+    /// own receipt, a new conversation): one at a time per room, at most one every 250 ms.
+    private var refreshes = RefreshPacer<RoomKey>(intervalMillis: NativeSession.usersRefreshMillis)
 
     init(session: NativeSession, sessionID: SessionID, user: String, name: String, channel: String, limit: Int) {
         self.session = session
@@ -229,6 +258,7 @@ final class InboxWatch: RoomSubscriber {
         while order.count > limit {
             let gone = order.removeFirst()
             conversations[gone] = nil
+            refreshes.forget(gone)
             if listening.remove(gone) != nil { session.context.hub.unsubscribe(sessionID, from: gone) }
         }
     }
@@ -264,15 +294,40 @@ final class InboxWatch: RoomSubscriber {
         }
     }
 
+    /// Reads one conversation again from the stores after an event, then follows it and tells
+    /// the session: now, or paced (``refreshes``) when a read of it is out or the last was
+    /// less than 250 ms ago.
+    private func refresh(_ key: RoomKey) {
+        paced(key, refreshes.ask(key, now: session.context.nowMillis))
+    }
+
+    private func paced(_ key: RoomKey, _ decision: RefreshPacer<RoomKey>.Decision) {
+        switch decision {
+        case .start:
+            read(key, onlyIfChanged: false, paced: true)
+        case .merged:
+            break
+        case .wait(let millis):
+            let me = LoopBound(session, on: session.connection.loop)
+            session.connection.loop.schedule(after: UInt64(millis)) {
+                me.run { session in
+                    guard let watch = session.inboxWatch else { return }
+                    watch.paced(key, watch.refreshes.due(key, now: session.context.nowMillis))
+                }
+            }
+        }
+    }
+
     /// Reads one conversation again from the stores, then follows it and tells the session
-    /// (with `onlyIfChanged`, only when it differs from what the watch holds).
-    private func refresh(_ key: RoomKey, onlyIfChanged: Bool = false) {
+    /// (with `onlyIfChanged`, only when it differs from what the watch holds). A `paced` read
+    /// tells ``refreshes`` when it is over, answered or not.
+    private func read(_ key: RoomKey, onlyIfChanged: Bool, paced: Bool = false) {
         let me = LoopBound(session, on: session.connection.loop)
         session.chat.conversation(key) { result in
-            guard case .success(let conversation?) = result else { return }
             me.execute { session in
                 guard let watch = session.inboxWatch else { return }
-                watch.arrived(conversation, onlyIfChanged: onlyIfChanged)
+                if case .success(let conversation?) = result { watch.arrived(conversation, onlyIfChanged: onlyIfChanged) }
+                if paced { watch.paced(key, watch.refreshes.ended(key, now: session.context.nowMillis)) }
             }
         }
     }
@@ -289,7 +344,7 @@ final class InboxWatch: RoomSubscriber {
     /// the watch was starting).
     func didSubscribe(_ snapshot: SubscribeSnapshot) {
         guard snapshot.failure == nil else { return }
-        guard snapshot.room.room == ReservedRoom.noticeRoom(of: user) else { return refresh(snapshot.room, onlyIfChanged: true) }
+        guard snapshot.room.room == ReservedRoom.noticeRoom(of: user) else { return read(snapshot.room, onlyIfChanged: true) }
         let me = LoopBound(session, on: session.connection.loop)
         session.context.inboxReader.inbox(of: user, name: name, in: channel, limit: limit) { result in
             guard case .success(let page) = result else { return }

@@ -29,6 +29,10 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     /// not have seen them (at most ``NativeSession/maxUnreadPending`` kept).
     var unreadPending: [RoomKey: [Message]] = [:]
     static let maxUnreadPending = 1_000
+    /// The rooms' unread counts read again after own receipts: one read at a time per room,
+    /// at most one every 250 ms (a flood of receipts costs the store that much, no more).
+    var unreadRecounts = RefreshPacer<RoomKey>(intervalMillis: NativeSession.usersRefreshMillis)
+    static let usersRefreshMillis: Int64 = 250
     /// Whether any room asked for `unread` or `receipts` (checked on every delivery).
     var followsUsers = false
     /// The live inbox, once the client asked `inbox` with `watch`.

@@ -23,10 +23,43 @@ final class Readiness: Sendable {
     func beginDraining() { draining.store(true, ordering: .relaxed) }
     var isDraining: Bool { draining.load(ordering: .relaxed) }
 
-    /// Runs every check at once (each bounded by the timeout): ready when all pass, with one
-    /// line per check.
+    /// The last answer and when it was made, and the evaluation under way: `/readyz` needs
+    /// no token and is not rate-limited (probes), so requests share one evaluation at a time
+    /// and an answer made less than ``reuseMillis`` ago, instead of a store read (and in a
+    /// cluster a Redis round trip) each.
+    private let shared = Mutex<(answer: (ready: Bool, lines: [String], at: ContinuousClock.Instant)?,
+                                running: Task<(ready: Bool, lines: [String]), Never>?)>((nil, nil))
+    /// How long an answer is given again: well under any balancer's probe interval.
+    static let reuseMillis = 500
+
+    /// Whether the node is ready, with one line per check: the last answer when it is fresh,
+    /// else the evaluation under way, else a new one (``evaluateNow()``).
     func evaluate() async -> (ready: Bool, lines: [String]) {
         if isDraining { return (false, ["shutting down: draining connections before the server stops"]) }
+        let now = ContinuousClock.now
+        let (fresh, task) = shared.withLock { state -> ((ready: Bool, lines: [String])?, Task<(ready: Bool, lines: [String]), Never>?) in
+            if let answer = state.answer, now - answer.at < .milliseconds(Self.reuseMillis) {
+                return ((answer.ready, answer.lines), nil)
+            }
+            if let running = state.running { return (nil, running) }
+            let running = Task { await self.evaluateNow() }
+            state.running = running
+            return (nil, running)
+        }
+        if let fresh { return fresh }
+        guard let task else { return (false, ["no evaluation"]) }
+        let answer = await task.value
+        shared.withLock { state in
+            guard state.running == task else { return }
+            state.running = nil
+            state.answer = (answer.ready, answer.lines, ContinuousClock.now)
+        }
+        return answer
+    }
+
+    /// Runs every check at once (each bounded by the timeout): ready when all pass, with one
+    /// line per check.
+    private func evaluateNow() async -> (ready: Bool, lines: [String]) {
         let checks = self.checks.withLock { $0 }
         var lines: [String] = []
         var ready = true

@@ -107,7 +107,9 @@ extension ChatSession {
         context.reads.readers(of: key, limit: configuration.maxReceiptsListed, completion: completion)
     }
 
-    /// The newest `limit` conversations of the member's user, within the history rate.
+    /// The newest `limit` conversations of the member's user, within the history rate and the
+    /// address's history bytes: each conversation carries its newest message, read from the
+    /// store, so a page costs what it sends (charged once read, as a `history` page).
     func inbox(limit: Int, completion: @escaping @Sendable (Result<(conversations: [Conversation], hasMore: Bool), ParleyError>) -> Void)
         -> ChatRefusal? {
         guard let member, let channel else { return ChatRefusal(.notIdentified, "handshake first") }
@@ -116,7 +118,12 @@ extension ChatSession {
             return ChatRefusal(.historyRateLimited,
                                "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly")
         }
-        context.inboxReader.inbox(of: member.user, name: member.displayName, in: channel, limit: limit, completion: completion)
+        if let refusal = historyBudgetSpent() { return refusal }
+        let charge = historyCharge
+        context.inboxReader.inbox(of: member.user, name: member.displayName, in: channel, limit: limit) { result in
+            if case .success(let page) = result { charge(page.conversations.compactMap(\.last)) }
+            completion(result)
+        }
         return nil
     }
 
