@@ -91,6 +91,26 @@ import Testing
         #expect(pdf.header("Content-Disposition") == "attachment; filename=\"report.pdf\"; filename*=UTF-8''report.pdf")
     }
 
+    /// Downloads are paced per address (`--download-rate`) before anything is looked up on
+    /// the file workers that uploads share: a real file or a made-up id alike.
+    @Test func downloadsArePacedPerAddress() throws {
+        let server = try startTestServer { $0.downloadRatePerSecond = 1; $0.downloadBurst = 2 }
+        defer { server.shutdown() }
+        let file = try server.uploaded(FileFixtures.pdf, name: "a.pdf", type: "application/pdf")
+        let id = try #require(file["id"]?.stringValue)
+        #expect(try fileRequest(port: server.httpPort, "GET", "/demo/files/\(id)").status == 200)
+        #expect(try fileRequest(port: server.httpPort, "HEAD", "/demo/files/\(id)").status == 200)
+        for target in ["/demo/files/\(id)", "/demo/files/\(UploadRegistry.makeID())"] {
+            let refused = try fileRequest(port: server.httpPort, "GET", target)
+            #expect(refused.status == 429 && refused.header("Retry-After") != nil, "\(refused.status)")
+            #expect(refused.text == "too many downloads (limit 1 per second per address); slow down\n")
+        }
+        let metrics = try httpRequest(port: server.httpPort, "GET", "/metrics")
+        #expect(metrics.body.contains("parley_limit_breaches_total{limit=\"download_rate\"} 2\n"))
+        // Other requests are not charged: REST has its own rate.
+        #expect(try httpRequest(port: server.httpPort, "GET", "/healthz").status == 200)
+    }
+
     @Test func forgedAndForeignIdsAreRefused() async throws {
         let server = try startTestServer()
         defer { server.shutdown() }

@@ -18,7 +18,7 @@ import Testing
         "--deflate-max-message-size": ("16384", "16384"), "--inbound-buffer-bytes": ("2097152", "2097152"),
         "--max-rooms": ("9", "9"), "--publish-rate": ("7.5", "7.5"), "doors.native.publish_burst": ("9", "9"),
         "--max-history-count": ("5", "5"), "--history-rate": ("3", "3"), "doors.native.history_burst": ("9", "9"),
-        "--join-rate": ("4", "4"), "limits.join_burst": ("7", "7"),
+        "--join-rate": ("4", "4"), "limits.join_burst": ("7", "7"), "--download-rate": ("30", "30"),
         "--max-client-data": ("100", "100"), "doors.native.ping_interval_ms": ("5000", "5000"),
         "--history": ("5", "5"), "--history-room-memory": ("5", "5"), "--history-memory": ("5", "5"),
         "--room-backlog": ("5", "5"), "--retention-count": ("5", "5"), "--retention-days": ("5", "5"),

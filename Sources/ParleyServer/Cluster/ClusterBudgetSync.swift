@@ -4,7 +4,7 @@ import ParleyRedis
 import Synchronization
 
 /// Per-address budgets that hold across the cluster, not once per node: the bytes an address
-/// may publish and read as history, its REST requests and its Socket.IO polls.
+/// may publish and read as history, its REST requests, its downloads and its Socket.IO polls.
 ///
 /// A node still decides each request on its own buckets (``IPRateLimiter``: no Redis round
 /// trip on a publish). Every ``intervalMillis`` it reports what each address spent here to
@@ -71,7 +71,7 @@ final class ClusterBudgetSync: Sendable {
     /// `/metrics` lines.
     func writeMetrics(into out: inout PrometheusText) {
         out.family("parley_cluster_budget_reports_total", "counter",
-                   help: "Per-address spending (publish and history bytes, REST requests, polls) reported to the cluster's shared buckets.")
+                   help: "Per-address spending (publish and history bytes, REST requests, downloads, polls) reported to the cluster's shared buckets.")
         out.sample("parley_cluster_budget_reports_total", reported.load(ordering: .relaxed))
         out.family("parley_cluster_budget_report_failures_total", "counter",
                    help: "Reports Redis did not take (the node kept deciding on its own buckets).")

@@ -213,6 +213,13 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// REST requests per second one IP address may make (token bucket rate) and burst.
     public var restRatePerSecond = 20.0
     public var restBurst = 40.0
+    /// File downloads (`GET`/`HEAD /{channel}/files/{id}`) per second one IP address may
+    /// start (token bucket rate) and burst: each looks the file up and opens it on the file
+    /// workers that uploads and image work share, so they are paced apart from REST, whose
+    /// rate a page full of pictures would spend at once.
+    public var downloadRatePerSecond = 100.0
+    /// ...and the burst (twice the rate).
+    public var downloadBurst = 200.0
     /// Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For` (HTTP) and PROXY
     /// protocol header (line door) name the client; empty: nobody's (``TrustedProxies``).
     public var trustedProxies: [IPNetwork] = []

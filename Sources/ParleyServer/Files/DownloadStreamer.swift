@@ -43,6 +43,13 @@ final class DownloadStreamer {
     static func start(_ head: HTTPRequestHead, connection: TCPConnection, core: ServerCore, keepAlive: Bool,
                       progress: @escaping () -> Void, done: @escaping (HTTPResponse?) -> Void) -> Bool {
         guard let route = FileRoutes.download(head) else { return false }
+        // Paced per address before anything is looked up on the file workers.
+        guard core.downloadRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) else {
+            core.limits.breached(.downloadRate, remote: connection.remoteAddress)
+            done(FileRoutes.text(429, "too many downloads (limit \(Int(core.configuration.downloadRatePerSecond)) per second per address); slow down",
+                                 retryAfter: core.downloadRate.retryAfterSeconds))
+            return true
+        }
         let streamer = DownloadStreamer(connection: connection, core: core, head: head, keepAlive: keepAlive,
                                         progress: progress, done: done)
         streamer.begin(channel: route.channel, id: route.id, thumbnail: route.thumbnail)

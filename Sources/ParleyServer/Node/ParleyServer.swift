@@ -33,6 +33,8 @@ final class ServerCore: Sendable {
     let gate: ConnectionGate
     /// REST requests per IP.
     let restRate: IPRateLimiter
+    /// File downloads per address (``ServerConfiguration/downloadRatePerSecond``).
+    let downloadRate: IPRateLimiter
     /// Bytes all connections may hold in WebSocket messages and HTTP request bodies not yet
     /// complete (``ServerConfiguration/inboundBufferBytes``).
     let inboundBudget: InboundByteBudget
@@ -106,6 +108,7 @@ final class ServerCore: Sendable {
         gate = ConnectionGate(maxConnections: configuration.maxConnections,
                               maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         restRate = IPRateLimiter(ratePerSecond: configuration.restRatePerSecond, burst: configuration.restBurst)
+        downloadRate = IPRateLimiter(ratePerSecond: configuration.downloadRatePerSecond, burst: configuration.downloadBurst)
         inboundBudget = InboundByteBudget(limit: configuration.inboundBufferBytes)
         loops = group.loops
         inboxes = group.loops.map { LoopInbox(loop: $0, contexts: loopContexts, metrics: metrics.loops[$0.index]) }
@@ -126,7 +129,8 @@ final class ServerCore: Sendable {
     var perAddressBudgets: [ClusterBudgetSync.Budget] {
         var budgets = [ClusterBudgetSync.Budget(name: "publish", limiter: doorContext.publishBytes),
                        ClusterBudgetSync.Budget(name: "history", limiter: doorContext.historyBytes),
-                       ClusterBudgetSync.Budget(name: "rest", limiter: restRate)]
+                       ClusterBudgetSync.Budget(name: "rest", limiter: restRate),
+                       ClusterBudgetSync.Budget(name: "downloads", limiter: downloadRate)]
         if let socketIO = doors.all.lazy.compactMap({ $0 as? SocketIODoor }).first {
             budgets.append(ClusterBudgetSync.Budget(name: "polling", limiter: socketIO.shared.pollingRate))
         }
