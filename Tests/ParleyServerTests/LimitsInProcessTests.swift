@@ -97,6 +97,14 @@ import Testing
         try await eventually("every byte given back") { server.server.core.inboundBudget.bytesHeld == 0 }
     }
 
+    /// A Socket.IO client over long-polling, connected to `/` (the SocketChat lobby's namespace).
+    static func socketChat(_ server: InProcessServer, ip: String) async throws -> InProcessPolling {
+        let client = try await InProcessPolling.open(server, ip: ip)
+        try await client.post(["40"])
+        _ = try await client.poll(until: { $0.hasPrefix("40") })
+        return client
+    }
+
     static func breaches(_ server: InProcessServer, _ limit: String) throws -> Int {
         let metrics = server.server.metricsText()
         let prefix = "parley_limit_breaches_total{limit=\"\(limit)\"} "
@@ -272,9 +280,7 @@ import Testing
     @Test func joinChurnIsRefusedPastTheJoinRateOnTheSocketIODoor() async throws {
         let server = try InProcessServer { $0.joinRatePerSecond = 1; $0.joinBurst = 2 }
         defer { server.stop() }
-        let sio = try await InProcessPolling.open(server, ip: "203.0.113.2")
-        try await sio.post(["40"])
-        _ = try await sio.poll(until: { $0.hasPrefix("40") })
+        let sio = try await Self.socketChat(server, ip: "203.0.113.2")
         var acks: [String] = []
         for n in 0..<4 {
             try await sio.post(["42\(n)[\"connectUser\",\"churner\"]"])
@@ -296,9 +302,7 @@ import Testing
     @Test func socketChatAsksThatCostTheServerArePacedLikeMessages() async throws {
         let server = try InProcessServer { $0.nativeRatePerSecond = 1; $0.nativeBurst = 2 }
         defer { server.stop() }
-        let stranger = try await InProcessPolling.open(server, ip: "203.0.113.3")
-        try await stranger.post(["40"])
-        _ = try await stranger.poll(until: { $0.hasPrefix("40") })
+        let stranger = try await Self.socketChat(server, ip: "203.0.113.3")
         try await stranger.post(["420[\"exitUser\",\"\(String(repeating: "n", count: 10_000))\"]"])
         #expect(try await stranger.poll(until: { $0.hasPrefix("430") }) == #"430[{"error":"exitUser needs a valid nickname"}]"#)
         var acks: [String] = []
@@ -308,9 +312,7 @@ import Testing
         }
         #expect(acks == ["431[]", "432[]", #"433[{"error":"rate limit exceeded"}]"#])
 
-        let member = try await InProcessPolling.open(server, ip: "203.0.113.4")
-        try await member.post(["40"])
-        _ = try await member.poll(until: { $0.hasPrefix("40") })
+        let member = try await Self.socketChat(server, ip: "203.0.113.4")
         try await member.post(["420[\"connectUser\",\"alice\"]"])
         // The join's ack, then its list (from the lobby's snapshot).
         #expect(try await member.poll(until: { $0.hasPrefix("430") }) == "430[]")
@@ -335,13 +337,8 @@ import Testing
     @Test func aUserListAskedAgainFollowsTheRosterWithoutARoomEvent() async throws {
         let server = try InProcessServer()
         defer { server.stop() }
-        func socket(_ ip: String) async throws -> InProcessPolling {
-            let client = try await InProcessPolling.open(server, ip: ip)
-            try await client.post(["40"])
-            _ = try await client.poll(until: { $0.hasPrefix("40") })
-            return client
-        }
-        let alice = try await socket("203.0.113.11"), bob = try await socket("203.0.113.12")
+        let alice = try await Self.socketChat(server, ip: "203.0.113.11")
+        let bob = try await Self.socketChat(server, ip: "203.0.113.12")
         try await alice.post(["420[\"connectUser\",\"alice\"]"])
         _ = try await alice.poll(until: { $0.hasPrefix("430") })
         try await bob.post(["420[\"connectUser\",\"bob\"]"])
@@ -357,7 +354,7 @@ import Testing
             return list
         }
         #expect(try await listAskedAgain(1).contains(#""nickname":"bob","isConnected":false"#))
-        let stranger = try await socket("203.0.113.13")
+        let stranger = try await Self.socketChat(server, ip: "203.0.113.13")
         try await stranger.post(["420[\"exitUser\",\"bob\"]"])
         #expect(try await stranger.poll(until: { $0.hasPrefix("430") }) == "430[]")
         let list = try await listAskedAgain(2)
@@ -393,9 +390,7 @@ import Testing
             $0.rateAbuseFactor = 2; $0.rateAbuseWindowMillis = 10_000
         }
         defer { server.stop() }
-        let sio = try await InProcessPolling.open(server, ip: "203.0.113.22")
-        try await sio.post(["40"])
-        _ = try await sio.poll(until: { $0.hasPrefix("40") })
+        let sio = try await Self.socketChat(server, ip: "203.0.113.22")
         try await sio.post(["420[\"connectUser\",\"churner\"]"])
         #expect(try await sio.poll(until: { $0.hasPrefix("430") }) == "430[]")
         try await sio.post(["42[\"exitUser\",\"churner\"]"])
