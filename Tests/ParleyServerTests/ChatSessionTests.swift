@@ -165,6 +165,10 @@ import Testing
         _ = try session.identify(as: "s1", name: "carol").get()
         #expect(world.context.directory.client("s1")?.name == "carol")
         #expect(world.context.directory.client("s1")?.door == door)
+        // Nobody again (SocketChat's exitUser, a refused join): no name shown.
+        session.forgetIdentity()
+        #expect(world.context.directory.client("s1")?.name == nil)
+        #expect(world.context.directory.client("s1") != nil)
         session.end()
         #expect(world.context.directory.count == 0)
     }

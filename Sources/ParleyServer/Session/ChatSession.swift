@@ -219,8 +219,13 @@ final class ChatSession {
         self.member = Member(id: member.id, clientData: member.clientData, authData: member.authData, userID: userID)
     }
 
-    /// Is nobody any more (SocketChat's `exitUser`); rooms are left separately.
-    func forgetIdentity() { member = nil }
+    /// Is nobody any more (SocketChat's `exitUser`, or a join that was refused); rooms are
+    /// left separately. The directory no longer shows the name.
+    func forgetIdentity() {
+        guard member != nil else { return }
+        member = nil
+        if let clientID { context.directory.rename(clientID, to: nil) }
+    }
 
     // MARK: rooms
 
