@@ -32,6 +32,17 @@ public struct LoopBound<Value: AnyObject>: @unchecked Sendable {
         }
     }
 
+    /// As ``run(_:)``, but says whether `body` will run: false once the loop has stopped
+    /// taking work (then it never runs, and the caller must answer whoever waits for it).
+    public func tryRun(_ body: @escaping @Sendable (Value) -> Void) -> Bool {
+        if loop.inEventLoop {
+            body(value)
+            return true
+        }
+        let this = self
+        return loop.tryExecute { body(this.value) }
+    }
+
     /// The object, on its own loop only.
     public func runNow<R>(_ body: (Value) -> R) -> R {
         loop.assertInEventLoop()

@@ -48,12 +48,20 @@ public final class RedisClient: RedisCommandExecutor {
     }
 
     public func send(_ command: RedisCommand, completion: @escaping @Sendable (Result<RedisValue, RedisError>) -> Void) {
-        connectionForCaller().run { $0.send(command, completion: completion) }
+        // A loop that stopped drops what it is given: the command is answered here instead,
+        // so nobody awaiting it waits forever (a node's tasks still talking while it stops).
+        guard connectionForCaller().tryRun({ $0.send(command, completion: completion) }) else {
+            return completion(.failure(Self.stopped))
+        }
     }
 
     public func send(batch commands: [RedisCommand], completion: @escaping @Sendable ([Result<RedisValue, RedisError>]) -> Void) {
-        connectionForCaller().run { $0.send(batch: commands, completion: completion) }
+        guard connectionForCaller().tryRun({ $0.send(batch: commands, completion: completion) }) else {
+            return completion(commands.map { _ in .failure(Self.stopped) })
+        }
     }
+
+    static let stopped = RedisError(.closed, "the Redis client's event loop has stopped")
 
     public func broadcast(_ command: RedisCommand, completion: @escaping @Sendable (Result<[RedisValue], RedisError>) -> Void) {
         send(command) { result in completion(result.map { [$0] }) }

@@ -99,6 +99,23 @@ import ParleyTestSupport
         #expect(versions == [3, 2])
     }
 
+    /// A command sent once the client's loops have stopped is answered (closed), not dropped:
+    /// a task awaiting it while the node stops must not wait forever.
+    @Test func aCommandAfterTheLoopsStoppedIsAnsweredClosed() async throws {
+        let group = EventLoopGroup(loopCount: 1)
+        let client = RedisClient(endpoint: try RedisEndpoint(url: "redis://127.0.0.1:1"), group: group)
+        group.shutdown()
+        let result = try await awaitCallback("the answer", timeout: 5) { (done: @escaping @Sendable (Result<RedisValue, RedisError>) -> Void) in
+            client.send(RedisCommand("PING"), completion: done)
+        }
+        #expect(throws: RedisError.self) { try result.get() }
+        if case .failure(let error) = result { #expect(error.code == .closed) }
+        let batch = try await awaitCallback("the batch's answers", timeout: 5) { (done: @escaping @Sendable ([Result<RedisValue, RedisError>]) -> Void) in
+            client.send(batch: [RedisCommand("PING"), RedisCommand("PING")], completion: done)
+        }
+        #expect(batch.count == 2)
+    }
+
     @Test func serverErrorsCarryRedisText() async throws {
         let redis = try RedisServer.start()
         defer { redis.stop() }
