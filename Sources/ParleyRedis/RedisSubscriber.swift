@@ -80,7 +80,11 @@ public final class RedisSubscriber: Sendable {
     /// then on every message published on the channel is delivered, so a history read
     /// started then misses nothing.
     public func subscribe(_ channel: RedisChannel, completion: (@Sendable (Result<Void, RedisError>) -> Void)? = nil) {
-        core.run { $0.subscribe(channel, completion: completion) }
+        // A stopped loop drops what it is given: answer here, or the caller waits forever.
+        guard core.tryRun({ $0.subscribe(channel, completion: completion) }) else {
+            completion?(.failure(RedisError(.closed, "the Redis subscriber's event loop has stopped")))
+            return
+        }
     }
 
     /// Removes one use of `channel`, unsubscribing it in Redis with the last.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ParleyCore
 import ParleyIO
 @testable import ParleyRedis
 import ParleyTestSupport
@@ -114,6 +115,17 @@ import ParleyTestSupport
             client.send(batch: [RedisCommand("PING"), RedisCommand("PING")], completion: done)
         }
         #expect(batch.count == 2)
+        // A subscribe too (a subscriber's core and the broker's shards live on the loops).
+        let subscriber = client.makeSubscriber(on: group.loops[0]) { _ in }
+        let subscribed = try await awaitCallback("the subscribe's answer", timeout: 5) { (done: @escaping @Sendable (Result<Void, RedisError>) -> Void) in
+            subscriber.subscribe(RedisChannel(name: "c", isSharded: false), completion: done)
+        }
+        if case .failure(let error) = subscribed { #expect(error.code == .closed) } else { Issue.record("subscribed on a stopped loop") }
+        let broker = RedisBroker(store: RedisMessageStore(redis: client, keyspace: try RedisKeyspace(prefix: "stopped")))
+        let joined = try await awaitCallback("the broker's answer", timeout: 5) { (done: @escaping @Sendable (Result<RoomPosition, ParleyError>) -> Void) in
+            broker.subscribe(RoomKey(channel: "demo", room: "r"), completion: done)
+        }
+        if case .failure(let error) = joined { #expect(error.code == .unavailable) } else { Issue.record("a broker subscribe on a stopped loop") }
     }
 
     @Test func serverErrorsCarryRedisText() async throws {

@@ -174,7 +174,10 @@ public final class RedisBroker: Broker {
             return completion(.failure(ParleyError(.unavailable, "the Redis broker is closed")))
         }
         let keys = redisStore.rooms.use(room, nowMillis: redisStore.clock.nowMillis()).keys
-        shard(for: room).run { $0.subscribe(room, keys: keys, completion: completion) }
+        // A stopped loop drops what it is given: answer here, or the subscribe waits forever.
+        guard shard(for: room).tryRun({ $0.subscribe(room, keys: keys, completion: completion) }) else {
+            return completion(.failure(ParleyError(.unavailable, "the Redis broker's event loop has stopped")))
+        }
     }
 
     public func unsubscribe(_ room: RoomKey) {
