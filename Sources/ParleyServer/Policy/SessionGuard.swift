@@ -24,15 +24,13 @@ final class SessionGuard {
     }
     private var handshakeTimer: LoopTimer?
     private var idleWatch: IdleWatch?
-    private var rate: TokenBucket?
-    private var abuse: RateAbuseDetector?
+    private var rate: AbusableRate?
     /// `history` requests (each reads a page from the store): a bucket of their own, so
     /// paging back through history never costs a publish.
     private var historyRate: TokenBucket?
     /// Joins (a subscribe, the lobby): a bucket of their own, since each is announced to the
     /// room's members. Leaves need a join first and are not charged.
-    private var joinRate: TokenBucket?
-    private var joinAbuse: RateAbuseDetector?
+    private var joinRate: AbusableRate?
 
     init(_ policy: DoorPolicy, loop: EventLoop, context: DoorContext, ticket: AdmissionTicket?) {
         self.policy = policy
@@ -67,7 +65,6 @@ final class SessionGuard {
         }
         self.policy = policy
         rate = nil
-        abuse = nil
         if let rate = policy.rate { limitRate(perSecond: rate.perSecond, burst: rate.burst) }
     }
 
@@ -112,8 +109,7 @@ final class SessionGuard {
 
     /// Replaces the door's message rate (a channel with its own limit).
     func limitRate(perSecond: Double, burst: Double) {
-        rate = TokenBucket(ratePerSecond: perSecond, burst: burst)
-        abuse = RateAbuseDetector(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
+        rate = AbusableRate(perSecond: perSecond, burst: burst, policy: policy)
     }
 
     /// What to do with one message that counts against the rate.
@@ -130,22 +126,22 @@ final class SessionGuard {
     /// is paced like a message but publishes nothing (`isPublish: false`, SocketChat's
     /// `connectUser` again) is not counted among the messages received or publishes refused.
     func admitMessage(isPublish: Bool = true) -> RateVerdict {
-        guard var bucket = rate else {
-            if isPublish { context.metrics.messagesReceived.counter(policy.door).increment() }
-            return .allowed
+        let verdict = rate?.admit(nowMillis: context.nowMillis) ?? .allowed
+        if isPublish {
+            if verdict == .allowed {
+                context.metrics.messagesReceived.counter(policy.door).increment()
+            } else {
+                context.metrics.publishesRefused.counter(.rateLimited).increment()
+            }
         }
-        let now = context.nowMillis
-        let allowed = bucket.take(nowMillis: now)
-        rate = bucket
-        if allowed {
-            if isPublish { context.metrics.messagesReceived.counter(policy.door).increment() }
-            return .allowed
-        }
-        if isPublish { context.metrics.publishesRefused.counter(.rateLimited).increment() }
-        context.limits.breached(.messageRate, remote: remote)
-        guard abuse?.refused(nowMillis: now) == true else { return .refused }
-        context.limits.breached(.rateAbuseDisconnect, remote: remote)
-        return .abusive
+        return counted(verdict, as: .messageRate)
+    }
+
+    /// Counts a refusal as `limit` (and abuse as `rate_abuse_disconnect`); the verdict as it is.
+    private func counted(_ verdict: RateVerdict, as limit: Limit) -> RateVerdict {
+        if verdict != .allowed { context.limits.breached(limit, remote: remote) }
+        if verdict == .abusive { context.limits.breached(.rateAbuseDisconnect, remote: remote) }
+        return verdict
     }
 
     /// Replaces the history request rate.
@@ -164,22 +160,13 @@ final class SessionGuard {
 
     /// Replaces the join rate.
     func limitJoinRate(perSecond: Double, burst: Double) {
-        joinRate = TokenBucket(ratePerSecond: perSecond, burst: burst)
-        joinAbuse = RateAbuseDetector(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
+        joinRate = AbusableRate(perSecond: perSecond, burst: burst, policy: policy)
     }
 
     /// Takes a token for one join; a refusal is counted (`join_rate`), and sustained refusals
     /// are abuse (counted, and the door closes) as with the message rate.
     func admitJoin() -> RateVerdict {
-        guard var bucket = joinRate else { return .allowed }
-        let now = context.nowMillis
-        let allowed = bucket.take(nowMillis: now)
-        joinRate = bucket
-        if allowed { return .allowed }
-        context.limits.breached(.joinRate, remote: remote)
-        guard joinAbuse?.refused(nowMillis: now) == true else { return .refused }
-        context.limits.breached(.rateAbuseDisconnect, remote: remote)
-        return .abusive
+        counted(joinRate?.admit(nowMillis: context.nowMillis) ?? .allowed, as: .joinRate)
     }
 
     /// The join rate in force, for the refusal's text.
@@ -257,5 +244,24 @@ final class SessionGuard {
         if let code { metadata["code"] = .int(code) }
         if let why { metadata["why"] = .string(why) }
         logger.debug("connection closed", metadata: metadata)
+    }
+}
+
+/// A rate with its abuse detector (the message rate, the join rate): a token per admitted
+/// action; refused more than `factor` × the rate within the policy's window is abuse.
+struct AbusableRate {
+    private var bucket: TokenBucket
+    private var abuse: RateAbuseDetector
+
+    init(perSecond: Double, burst: Double, policy: DoorPolicy) {
+        bucket = TokenBucket(ratePerSecond: perSecond, burst: burst)
+        abuse = RateAbuseDetector(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
+    }
+
+    var ratePerSecond: Double { bucket.ratePerSecond }
+
+    mutating func admit(nowMillis: Int64) -> SessionGuard.RateVerdict {
+        if bucket.take(nowMillis: nowMillis) { return .allowed }
+        return abuse.refused(nowMillis: nowMillis) ? .abusive : .refused
     }
 }
