@@ -456,6 +456,34 @@ import Testing
         #expect(session.admitPublish(to: "r")?.code == .rateLimited)
     }
 
+    /// A reload keeps what each rate has spent: a client out of messages, joins or history
+    /// requests stays out when the operator reloads (before, every reload refilled every
+    /// connection's buckets); a raised limit gives only the difference.
+    @Test(arguments: chatDoors) func aReloadRefillsNoRate(_ door: DoorKind) throws {
+        let world = World {
+            $0.lineRatePerSecond = 1; $0.lineBurst = 2
+            $0.nativeRatePerSecond = 1; $0.nativeBurst = 2
+            $0.joinRatePerSecond = 1; $0.joinBurst = 1; $0.nativeMaxRooms = 1
+            $0.historyRatePerSecond = 1; $0.historyBurst = 1
+        }
+        let session = world.session(door)
+        try enter(session, world, as: "m1")
+        while session.admitPublish(to: "r") == nil {}
+        while case .success(let key) = session.join("r") { session.leave(key) }
+        while session.history(of: "r", before: nil, limit: 1, completion: { _ in }) == nil {}
+        world.reload { $0.historyPageLimit = 999 }
+        #expect(session.reloaded() == nil)
+        #expect(session.admitPublish(to: "r")?.code == .rateLimited)
+        guard case .failure(let refusal) = session.join("r") else { Issue.record("a join after the reload"); return }
+        #expect(refusal.code == .joinRateLimited)
+        #expect(session.history(of: "r", before: nil, limit: 1) { _ in }?.code == .historyRateLimited)
+        // A burst raised by 1 gives one more message, no more.
+        world.reload { $0.lineBurst = 3; $0.nativeBurst = 3 }
+        #expect(session.reloaded() == nil)
+        #expect(session.admitPublish(to: "r") == nil)
+        #expect(session.admitPublish(to: "r")?.code == .rateLimited)
+    }
+
     @Test func doorWording() {
         #expect(DoorWording.seconds(30_000) == "30")
         #expect(DoorWording.seconds(1_500) == "1.5")

@@ -1,12 +1,18 @@
 /// Sustained abuse of a message rate: refusals counted over a fixed window. A connection
 /// refused more than `factor` × its rate within the window is to be disconnected.
 struct RateAbuseDetector {
-    let threshold: Int
-    let windowMillis: Int64
+    private(set) var threshold: Int
+    private(set) var windowMillis: Int64
     private var windowStart: Int64 = 0
     private var refused = 0
 
     init(ratePerSecond: Double, factor: Double, windowMillis: Int64) {
+        threshold = max(1, Int(ratePerSecond * factor))
+        self.windowMillis = windowMillis
+    }
+
+    /// A new rate (a reload): the refusals counted in the current window stay counted.
+    mutating func rerate(ratePerSecond: Double, factor: Double, windowMillis: Int64) {
         threshold = max(1, Int(ratePerSecond * factor))
         self.windowMillis = windowMillis
     }

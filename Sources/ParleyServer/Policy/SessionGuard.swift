@@ -107,9 +107,15 @@ final class SessionGuard {
     /// The peer sent a message (heartbeats do not count).
     @inline(__always) func heard() { idleWatch?.touch() }
 
-    /// Replaces the door's message rate (a channel with its own limit).
+    /// Sets the message rate (a channel with its own limit, a reload). What was spent stays
+    /// spent: a reload that keeps the rate refills nothing, a lowered one takes the
+    /// difference away at once.
     func limitRate(perSecond: Double, burst: Double) {
-        rate = AbusableRate(perSecond: perSecond, burst: burst, policy: policy)
+        if rate == nil {
+            rate = AbusableRate(perSecond: perSecond, burst: burst, policy: policy)
+        } else {
+            rate?.resize(perSecond: perSecond, burst: burst, policy: policy)
+        }
     }
 
     /// What to do with one message that counts against the rate.
@@ -144,9 +150,10 @@ final class SessionGuard {
         return verdict
     }
 
-    /// Replaces the history request rate.
+    /// Sets the history request rate; what was spent stays spent (``limitRate(perSecond:burst:)``).
     func limitHistoryRate(perSecond: Double, burst: Double) {
-        historyRate = TokenBucket(ratePerSecond: perSecond, burst: burst)
+        historyRate = historyRate?.resized(ratePerSecond: perSecond, burst: burst)
+            ?? TokenBucket(ratePerSecond: perSecond, burst: burst)
     }
 
     /// Takes a token for one history request; a refusal is counted (`history_rate`).
@@ -158,9 +165,13 @@ final class SessionGuard {
         return allowed
     }
 
-    /// Replaces the join rate.
+    /// Sets the join rate; what was spent stays spent (``limitRate(perSecond:burst:)``).
     func limitJoinRate(perSecond: Double, burst: Double) {
-        joinRate = AbusableRate(perSecond: perSecond, burst: burst, policy: policy)
+        if joinRate == nil {
+            joinRate = AbusableRate(perSecond: perSecond, burst: burst, policy: policy)
+        } else {
+            joinRate?.resize(perSecond: perSecond, burst: burst, policy: policy)
+        }
     }
 
     /// Takes a token for one join; a refusal is counted (`join_rate`), and sustained refusals
@@ -259,6 +270,13 @@ struct AbusableRate {
     }
 
     var ratePerSecond: Double { bucket.ratePerSecond }
+
+    /// The same rate under a new limit (a reload): the tokens spent and the refusals in the
+    /// abuse window so far are kept.
+    mutating func resize(perSecond: Double, burst: Double, policy: DoorPolicy) {
+        bucket = bucket.resized(ratePerSecond: perSecond, burst: burst)
+        abuse.rerate(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
+    }
 
     mutating func admit(nowMillis: Int64) -> SessionGuard.RateVerdict {
         if bucket.take(nowMillis: nowMillis) { return .allowed }
