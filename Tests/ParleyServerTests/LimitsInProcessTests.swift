@@ -439,8 +439,9 @@ import Testing
         #expect(try await subscriber.history("h")["error"]?.stringValue?.contains("history byte budget") == true)
     }
 
-    /// An `inbox` page sends the newest message of each conversation, read from the store: its
-    /// messages count against the address's history bytes, as a `history` page's do.
+    /// An `inbox` page reads the newest message of each of the user's conversations from the
+    /// store, the page's and the others': what it read counts against the address's history
+    /// bytes, as a `history` page's messages do, even when the page sends one conversation.
     @Test func inboxPagesSpendTheAddresssHistoryBytes() async throws {
         let server = try InProcessServer { $0.historyBytesPerIPPerSecond = 64 << 10 }
         defer { server.stop() }
@@ -451,16 +452,22 @@ import Testing
         reader.send(["type": "handshake", "channel": "demo", "user_id": "reader", "callback": 0])
         try reader.accept(handshakeReply: try await reader.next())
         for room in ["i1", "i2", "i3"] { #expect(try await reader.subscribe(room)["error"] == nil) }
-        func inbox() async throws -> JSONValue {
+        func inbox(limit: Int = 10) async throws -> JSONValue {
             let callback = reader.takeCallback()
-            reader.send(["type": "inbox", "limit": 10, "callback": .number(JSONNumber(callback))])
+            reader.send(["type": "inbox", "limit": .number(JSONNumber(limit)), "callback": .number(JSONNumber(callback))])
             return try await reader.next { $0["callback"]?.intValue == callback }
         }
-        // 300 KiB of newest messages against a burst of 256 KiB: the next page waits.
-        #expect(try await inbox()["conversations"]?.arrayValue?.count == 3)
+        // A page of one conversation read 300 KiB of newest messages and 100 KiB counting its
+        // unread message, against a burst of 256 KiB: the next page waits until the 144 KiB
+        // of debt are paid off (3 s at 64 KiB a second).
+        let one = try await inbox(limit: 1)
+        #expect(one["conversations"]?.arrayValue?.count == 1)
+        #expect(one["has_more"]?.boolValue == true)
         let refused = try await inbox()
         #expect(refused["error"]?.stringValue?.contains("history byte budget of your address spent") == true, "\(refused)")
         #expect(try Self.breaches(server, "history_rate") == 1)
+        server.clock.advance(millis: 2_000)
+        #expect(try await inbox()["error"]?.stringValue?.contains("history byte budget of your address spent") == true)
         server.clock.advance(millis: 1_000)
         #expect(try await inbox()["conversations"]?.arrayValue?.count == 3)
     }

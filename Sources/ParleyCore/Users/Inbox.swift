@@ -37,6 +37,24 @@ public struct Conversation: Sendable, Equatable {
     }
 }
 
+/// One page of a user's inbox, and what reading it cost.
+public struct InboxPage: Sendable, Equatable {
+    /// The newest conversations, newest activity first.
+    public var conversations: [Conversation]
+    /// Whether the user has more conversations than the page holds.
+    public var hasMore: Bool
+    /// Bytes of the messages read from the store to make the page: the newest message of
+    /// every conversation the user has (not only the page's) and the messages its unread
+    /// counts read. What whoever asked for the page is charged.
+    public var bytesRead: Int
+
+    public init(conversations: [Conversation], hasMore: Bool, bytesRead: Int) {
+        self.conversations = conversations
+        self.hasMore = hasMore
+        self.bytesRead = bytesRead
+    }
+}
+
 /// Reads a user's inbox from the stores: their conversations (``ReadStateStore``) with each
 /// room's newest message and unread counts (``MessageStore``), newest activity first.
 public struct InboxReader: Sendable {
@@ -55,24 +73,29 @@ public struct InboxReader: Sendable {
     /// (at most ``ReadStateStore/maxRoomsPerUser``), then counts unread messages for the page
     /// only. `completion` runs once, on any thread.
     public func inbox(of user: String, name: String, in channel: String, limit: Int,
-                      completion: @escaping @Sendable (Result<(conversations: [Conversation], hasMore: Bool), ParleyError>) -> Void) {
+                      completion: @escaping @Sendable (Result<InboxPage, ParleyError>) -> Void) {
         let limit = max(0, min(limit, Self.maxPage))
         reads.marks(of: user, in: channel, limit: reads.maxRoomsPerUser) { [self] result in
             switch result {
             case .failure(let error): completion(.failure(error))
             case .success(let marks):
-                guard !marks.isEmpty else { return completion(.success(([], false))) }
+                guard !marks.isEmpty else { return completion(.success(InboxPage(conversations: [], hasMore: false, bytesRead: 0))) }
                 gather(marks, { mark, done in latest(in: mark.room) { done($0.map { (mark, $0) }) } }) { result in
                     switch result {
                     case .failure(let error): completion(.failure(error))
                     case .success(let found):
+                        let newest = found.reduce(0) { $0 + ($1.1?.approximateSize ?? 0) }
                         let ordered = found.map { mark, last in
                             Conversation(room: mark.room, readOffset: mark.offset, unread: UnreadCount(), last: last,
                                          activityMillis: last?.timestampMillis ?? mark.updatedMillis)
                         }.sorted(by: Conversation.moreRecent)
                         let page = Array(ordered.prefix(limit))
                         gather(page, { conversation, done in counted(conversation, of: user, name: name, done) }) { counted in
-                            completion(counted.map { (conversations: $0.sorted(by: Conversation.moreRecent), hasMore: ordered.count > limit) })
+                            completion(counted.map { counted in
+                                InboxPage(conversations: counted.map(\.conversation).sorted(by: Conversation.moreRecent),
+                                          hasMore: ordered.count > limit,
+                                          bytesRead: newest + counted.reduce(0) { $0 + $1.bytesRead })
+                            })
                         }
                     }
                 }
@@ -88,7 +111,7 @@ public struct InboxReader: Sendable {
             case .success(let last):
                 let conversation = Conversation(room: mark.room, readOffset: mark.offset, unread: UnreadCount(), last: last,
                                                 activityMillis: last?.timestampMillis ?? mark.updatedMillis)
-                counted(conversation, of: mark.user, name: name, completion)
+                counted(conversation, of: mark.user, name: name) { completion($0.map(\.conversation)) }
             }
         }
     }
@@ -96,9 +119,18 @@ public struct InboxReader: Sendable {
     /// The unread count of `user` in `room` after `offset`, the room's newest offset being `lastOffset`.
     public func unread(of user: String, name: String, in room: RoomKey, after offset: Int64, lastOffset: Int64,
                        completion: @escaping @Sendable (Result<UnreadCount, ParleyError>) -> Void) {
-        guard lastOffset > offset else { return completion(.success(UnreadCount())) }
+        unreadRead(of: user, name: name, in: room, after: offset, lastOffset: lastOffset) { completion($0.map(\.count)) }
+    }
+
+    /// ``unread(of:name:in:after:lastOffset:completion:)`` with the bytes of the messages it read.
+    private func unreadRead(of user: String, name: String, in room: RoomKey, after offset: Int64, lastOffset: Int64,
+                            completion: @escaping @Sendable (Result<(count: UnreadCount, bytesRead: Int), ParleyError>) -> Void) {
+        guard lastOffset > offset else { return completion(.success((UnreadCount(), 0))) }
         messages.messages(in: room, after: offset, limit: UnreadCounter.maxCounted, maxBytes: UnreadCounter.maxBytes) { result in
-            completion(result.map { UnreadCounter.count($0, for: user, name: name, lastOffset: lastOffset) })
+            completion(result.map { read in
+                (UnreadCounter.count(read, for: user, name: name, lastOffset: lastOffset),
+                 read.reduce(0) { $0 + $1.approximateSize })
+            })
         }
     }
 
@@ -109,13 +141,13 @@ public struct InboxReader: Sendable {
     }
 
     private func counted(_ conversation: Conversation, of user: String, name: String,
-                         _ completion: @escaping @Sendable (Result<Conversation, ParleyError>) -> Void) {
-        unread(of: user, name: name, in: conversation.room, after: conversation.readOffset,
-               lastOffset: conversation.last?.offset ?? 0) { result in
-            completion(result.map { count in
+                         _ completion: @escaping @Sendable (Result<(conversation: Conversation, bytesRead: Int), ParleyError>) -> Void) {
+        unreadRead(of: user, name: name, in: conversation.room, after: conversation.readOffset,
+                   lastOffset: conversation.last?.offset ?? 0) { result in
+            completion(result.map { count, bytesRead in
                 var conversation = conversation
                 conversation.unread = count
-                return conversation
+                return (conversation, bytesRead)
             })
         }
     }

@@ -108,9 +108,10 @@ extension ChatSession {
     }
 
     /// The newest `limit` conversations of the member's user, within the history rate and the
-    /// address's history bytes: each conversation carries its newest message, read from the
-    /// store, so a page costs what it sends (charged once read, as a `history` page).
-    func inbox(limit: Int, completion: @escaping @Sendable (Result<(conversations: [Conversation], hasMore: Bool), ParleyError>) -> Void)
+    /// address's history bytes. A page costs what it read, not only what it sends: the newest
+    /// message of each of the user's conversations (up to ``ReadStateStore/maxRoomsPerUser``)
+    /// and the messages its unread counts read, charged once read, as a `history` page.
+    func inbox(limit: Int, completion: @escaping @Sendable (Result<InboxPage, ParleyError>) -> Void)
         -> ChatRefusal? {
         guard let member, let channel else { return ChatRefusal(.notIdentified, "handshake first") }
         if needsToken { return ChatRefusal(.authRequired, "authentication required: this channel needs a token (send authenticate first)") }
@@ -119,9 +120,9 @@ extension ChatSession {
                                "history rate limit exceeded (\(Int(sessionGuard.historyRatePerSecond)) requests per second); try again shortly")
         }
         if let refusal = historyBudgetSpent() { return refusal }
-        let charge = historyCharge
+        let charge = historyBytesCharge
         context.inboxReader.inbox(of: member.user, name: member.displayName, in: channel, limit: limit) { result in
-            if case .success(let page) = result { charge(page.conversations.compactMap(\.last)) }
+            if case .success(let page) = result { charge(page.bytesRead) }
             completion(result)
         }
         return nil

@@ -404,10 +404,16 @@ final class ChatSession {
     /// connections: a page's cost is known once it is read, so the address may go into debt
     /// and waits it off. Callable from any thread.
     var historyCharge: @Sendable ([Message]) -> Void {
+        let charge = historyBytesCharge
+        return { messages in charge(messages.reduce(0) { $0 + $1.approximateSize }) }
+    }
+
+    /// ``historyCharge`` by the bytes read.
+    var historyBytesCharge: @Sendable (Int) -> Void {
         let (budget, key, clock) = (context.historyBytes, budgetKey, context.clock)
-        return { messages in
-            guard !messages.isEmpty else { return }
-            budget.charge(key, Double(messages.reduce(0) { $0 + $1.approximateSize }), nowMillis: clock.nowMillis())
+        return { bytes in
+            guard bytes > 0 else { return }
+            budget.charge(key, Double(bytes), nowMillis: clock.nowMillis())
         }
     }
 
