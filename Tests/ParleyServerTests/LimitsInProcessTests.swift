@@ -214,6 +214,36 @@ import Testing
         #expect(try Self.breaches(server, "rest_rate") == 2)
     }
 
+    /// The REST listings that walk a channel's rooms are open to anyone on an open channel and
+    /// rated per address: requests for the same listing share one walk, whose answer is given
+    /// again for a second, so many addresses asking cost one walk a second, not one each.
+    @Test func channelListingsAreSharedForASecond() async throws {
+        let server = try InProcessServer()
+        defer { server.stop() }
+        let alice = try await server.native(ip: "192.0.2.41")
+        #expect(try await alice.subscribe("listed")["error"] == nil)
+        func members(_ ip: String) async throws -> String {
+            let response = try await server.request("GET", "/demo/members", ip: ip)
+            #expect(response.status == 200)
+            return response.body
+        }
+        let before = try await members("198.51.100.1")
+        #expect(before.contains(alice.clientID))
+        let stats = try await server.request("GET", "/demo/stats", ip: "198.51.100.1").body
+        let bob = try await server.native(ip: "192.0.2.42")
+        #expect(try await bob.subscribe("listed")["error"] == nil)
+        // Within the second, from other addresses: the same answers, bob not yet listed.
+        for n in 2...6 { #expect(try await members("198.51.100.\(n)") == before) }
+        #expect(try await server.request("GET", "/demo/stats", ip: "198.51.100.7").body == stats)
+        // A listing of another kind or page is its own answer.
+        let rooms = try await server.request("GET", "/demo/room-members?limit=5", ip: "198.51.100.8")
+        #expect(rooms.body.contains(bob.clientID))
+        try await Task.sleep(for: .milliseconds(RESTRoutes.listingReuseMillis + 100))
+        let after = try await members("198.51.100.9")
+        #expect(after.contains(alice.clientID) && after.contains(bob.clientID), "\(after)")
+        #expect(try await server.request("GET", "/demo/stats", ip: "198.51.100.7").body != stats)
+    }
+
     /// Bytes published are budgeted per address over every connection and door, REST
     /// included: the per-connection message rates count messages, and one address may open
     /// a thousand connections.

@@ -1,5 +1,6 @@
 import Foundation
 import ParleyCore
+import ParleyHTTP
 import ParleyIO
 import ParleyLog
 import ParleySQLite
@@ -49,6 +50,10 @@ final class ServerCore: Sendable {
     let metrics: ServerMetrics
     /// What `/readyz` asks; cluster mode adds its checks here.
     let readiness = Readiness()
+    /// The REST listings that walk a channel's rooms (stats, members, rooms, room members):
+    /// shared by requests at once and given again for a second (RESTRoutes, "queries").
+    let channelListings = SharedAnswers<RESTRoutes.ListingKey, HTTPResponse>(
+        reuseMillis: RESTRoutes.listingReuseMillis, maxRunning: RESTRoutes.maxListingsAtOnce)
     /// Identified clients of this node, for the admin API and reloads.
     let directory = SessionDirectory()
     let bans = BanList()

@@ -23,12 +23,10 @@ final class Readiness: Sendable {
     func beginDraining() { draining.store(true, ordering: .relaxed) }
     var isDraining: Bool { draining.load(ordering: .relaxed) }
 
-    /// The last answer and when it was made, and the evaluation under way: `/readyz` needs
-    /// no token and is not rate-limited (probes), so requests share one evaluation at a time
-    /// and an answer made less than ``reuseMillis`` ago, instead of a store read (and in a
-    /// cluster a Redis round trip) each.
-    private let shared = Mutex<(answer: (ready: Bool, lines: [String], at: ContinuousClock.Instant)?,
-                                running: Task<(ready: Bool, lines: [String]), Never>?)>((nil, nil))
+    /// `/readyz` needs no token and is not rate-limited (probes), so requests share one
+    /// evaluation at a time and an answer made less than ``reuseMillis`` ago, instead of a
+    /// store read (and in a cluster a Redis round trip) each.
+    private let shared = SharedAnswers<Bool, (ready: Bool, lines: [String])>(reuseMillis: Readiness.reuseMillis, maxRunning: 1)
     /// How long an answer is given again: well under any balancer's probe interval.
     static let reuseMillis = 500
 
@@ -36,25 +34,8 @@ final class Readiness: Sendable {
     /// else the evaluation under way, else a new one (``evaluateNow()``).
     func evaluate() async -> (ready: Bool, lines: [String]) {
         if isDraining { return (false, ["shutting down: draining connections before the server stops"]) }
-        let now = ContinuousClock.now
-        let (fresh, task) = shared.withLock { state -> ((ready: Bool, lines: [String])?, Task<(ready: Bool, lines: [String]), Never>?) in
-            if let answer = state.answer, now - answer.at < .milliseconds(Self.reuseMillis) {
-                return ((answer.ready, answer.lines), nil)
-            }
-            if let running = state.running { return (nil, running) }
-            let running = Task { await self.evaluateNow() }
-            state.running = running
-            return (nil, running)
-        }
-        if let fresh { return fresh }
-        guard let task else { return (false, ["no evaluation"]) }
-        let answer = await task.value
-        shared.withLock { state in
-            guard state.running == task else { return }
-            state.running = nil
-            state.answer = (answer.ready, answer.lines, ContinuousClock.now)
-        }
-        return answer
+        // One key: an evaluation under way is always joined, so the answer is never "busy".
+        return await shared.answer(true) { await self.evaluateNow() } ?? (false, ["no evaluation"])
     }
 
     /// Runs every check at once (each bounded by the timeout): ready when all pass, with one

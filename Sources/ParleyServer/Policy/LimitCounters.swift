@@ -21,6 +21,8 @@ enum Limit: String, CaseIterable, Sendable {
     /// An address past its bytes of published messages (`--publish-bytes-per-ip`), any door.
     case publishBytes = "publish_bytes"
     case restRate = "rest_rate"
+    /// A REST channel listing refused while the node makes its most at once (503).
+    case restListings = "rest_listings"
     /// File downloads over the per-IP rate (`--download-rate`, 429).
     case downloadRate = "download_rate"
     /// A request from a web page that may not use this server, or for a host it does not

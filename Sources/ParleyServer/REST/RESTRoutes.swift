@@ -277,34 +277,62 @@ enum RESTRoutes {
         return (request.head.query("after"), limit)
     }
 
-    private static func clientIDs(_ request: RESTRequest, _ core: ServerCore) async throws(ParleyError) -> [String] {
-        try await core.hub.clientIDs(in: request.params["channel"] ?? "", roomLimit: maxRoomsPerPage)
+    /// What one channel listing answers: a route, its channel and page.
+    struct ListingKey: Hashable, Sendable {
+        let route: String
+        let channel: String
+        var after: String?
+        var limit = 0
+    }
+
+    /// How long a channel listing is given again (`/stats`, `/members`, `/rooms`,
+    /// `/room-members`).
+    static let listingReuseMillis = 1_000
+    /// Most channel listings a node makes at once (each walks up to ``maxRoomsPerPage`` rooms,
+    /// in a cluster a Redis read each); past it, a 503.
+    static let maxListingsAtOnce = 4
+
+    /// A listing that walks a channel's rooms: open channels answer it without credentials
+    /// and the REST rate is per address, so requests for the same listing share one walk and
+    /// its answer is given again for ``listingReuseMillis``, and a node makes at most
+    /// ``maxListingsAtOnce`` at once (503 with `Retry-After` past it).
+    private static func listing(_ key: ListingKey, _ core: ServerCore,
+                                _ make: @escaping @Sendable () async throws(ParleyError) -> HTTPResponse) async -> HTTPResponse {
+        let answer = await core.channelListings.answer(key) {
+            do throws(ParleyError) { return try await make() } catch { return failure(error) }
+        }
+        if let answer { return answer }
+        core.limits.breached(.restListings)
+        var response = HTTPResponse.text(503, "the server is busy listing channels; retry in a moment\n")
+        response.headers.set("Retry-After", "1")
+        return response
     }
 
     @Sendable static func stats(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
-        do {
-            let count = try await clientIDs(request, core).count
+        let channel = request.params["channel"] ?? ""
+        return await listing(ListingKey(route: "stats", channel: channel), core) { () throws(ParleyError) in
+            let count = try await core.hub.clientIDs(in: channel, roomLimit: maxRoomsPerPage).count
             var w = JSONWriter()
             w.beginObject()
             w.key("users_count"); w.writeInt(count)
             w.endObject()
             return .json(200, w.bytes)
-        } catch {
-            return failure(error)
         }
     }
 
     @Sendable static func channelMembers(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
-        do { return stringArray(try await clientIDs(request, core)) } catch { return failure(error) }
+        let channel = request.params["channel"] ?? ""
+        return await listing(ListingKey(route: "members", channel: channel), core) { () throws(ParleyError) in
+            stringArray(try await core.hub.clientIDs(in: channel, roomLimit: maxRoomsPerPage))
+        }
     }
 
     /// The channel's rooms with members, sorted by name: `?after=ROOM&limit=N` pages.
     @Sendable static func rooms(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
+        let channel = request.params["channel"] ?? ""
         let (after, limit) = page(request)
-        do {
-            return stringArray(try await core.hub.occupiedRooms(in: request.params["channel"] ?? "", after: after, limit: limit))
-        } catch {
-            return failure(error)
+        return await listing(ListingKey(route: "rooms", channel: channel, after: after, limit: limit), core) { () throws(ParleyError) in
+            stringArray(try await core.hub.occupiedRooms(in: channel, after: after, limit: limit))
         }
     }
 
@@ -321,7 +349,7 @@ enum RESTRoutes {
     @Sendable static func roomMemberMap(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
         let channel = request.params["channel"] ?? ""
         let (after, limit) = page(request)
-        do {
+        return await listing(ListingKey(route: "room-members", channel: channel, after: after, limit: limit), core) { () throws(ParleyError) in
             var w = JSONWriter()
             w.beginObject()
             for (room, members) in try await core.hub.roomMembers(in: channel, after: after, limit: limit) {
@@ -332,8 +360,6 @@ enum RESTRoutes {
             }
             w.endObject()
             return .json(200, w.bytes)
-        } catch {
-            return failure(error)
         }
     }
 
