@@ -2,13 +2,17 @@ import ParleyCore
 import Synchronization
 import Testing
 
-/// ``SharedAnswers``: askers at once share one making, a fresh answer is given again, and
-/// every count is bounded.
+/// ``SharedAnswers``: askers at once share one making, a fresh answer is given again, makings
+/// beyond the bound wait in line, and what is kept is bounded.
 @Suite struct SharedAnswersTests {
     /// Counts the makings, and holds each one until the test lets it go.
     final class Maker: Sendable {
         let made = Atomic<Int>(0)
         private let gate = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+        init(open: Bool = false) {
+            if open { gate.withLock { $0.open = true } }
+        }
 
         func make(_ value: Int) async -> Int {
             made.add(1, ordering: .relaxed)
@@ -23,6 +27,7 @@ import Testing
             return value
         }
 
+        var count: Int { made.load(ordering: .relaxed) }
         var waiting: Int { gate.withLock { $0.waiting.count } }
 
         func open() {
@@ -35,17 +40,38 @@ import Testing
         }
     }
 
+    /// A clock the test moves.
+    final class Clock: Sendable {
+        let millis = Atomic<Int64>(1_000_000)
+        func advance(_ by: Int64) { millis.add(by, ordering: .relaxed) }
+        var now: @Sendable () -> Int64 { { [self] in millis.load(ordering: .relaxed) } }
+    }
+
+    /// An answer asked for in a task of its own, read without waiting for it (a test that
+    /// went wrong must not hang).
+    final class Asked: Sendable {
+        private let result = Mutex<Int??>(nil)
+        init(_ answers: SharedAnswers<Int, Int>, _ key: Int, _ make: @escaping @Sendable () async -> Int) {
+            Task { [self] in
+                let value = await answers.answer(key, make: make)
+                result.withLock { $0 = .some(value) }
+            }
+        }
+        var value: Int?? { result.withLock { $0 } }
+    }
+
     /// Waits (at most 5 s) until `condition` holds.
-    func eventually(_ condition: () -> Bool) async throws {
+    func eventually(_ what: String, _ condition: () -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(5)
         while !condition() {
-            guard ContinuousClock.now < deadline else { Issue.record("timed out"); return }
+            guard ContinuousClock.now < deadline else { Issue.record("timed out waiting for \(what)"); return }
             try await Task.sleep(for: .milliseconds(2))
         }
     }
 
     @Test func askersAtOnceShareOneMaking() async throws {
-        let answers = SharedAnswers<String, Int>(reuseMillis: 60_000, maxRunning: 4)
+        let clock = Clock()
+        let answers = SharedAnswers<String, Int>(reuseMillis: 1_000, maxRunning: 4, now: clock.now)
         let maker = Maker()
         final class Results: Sendable { let values = Mutex<[Int?]>([]) }
         let results = Results()
@@ -56,54 +82,67 @@ import Testing
                     results.values.withLock { $0.append(value) }
                 }
             }
-            try await eventually { maker.waiting == 1 }
+            try await eventually("the making") { maker.waiting == 1 }
             maker.open()
             try await group.waitForAll()
         }
-        #expect(maker.made.load(ordering: .relaxed) == 1)
+        #expect(maker.count == 1)
         #expect(results.values.withLock { $0 } == Array(repeating: 7, count: 20))
-        // Given again while fresh, without a making.
+        // Given again while fresh, without a making; made again once stale.
+        clock.advance(999)
         #expect(await answers.answer("members") { await maker.make(8) } == 7)
-        #expect(maker.made.load(ordering: .relaxed) == 1)
+        #expect(maker.count == 1)
+        clock.advance(1)
+        #expect(await answers.answer("members") { await maker.make(8) } == 8)
+        #expect(maker.count == 2)
+        // A clock that went back makes nothing fresh.
+        clock.advance(-10_000)
+        #expect(await answers.answer("members") { await maker.make(9) } == 9)
     }
 
-    @Test func aStaleAnswerIsMadeAgain() async {
-        let answers = SharedAnswers<String, Int>(reuseMillis: 0, maxRunning: 1)
+    /// Past `maxRunning` makings an asker of another key waits in line and is served when a
+    /// place frees; past `maxWaiting` in line it gets nil (busy).
+    @Test func makingsBeyondTheBoundWaitInLine() async throws {
+        let answers = SharedAnswers<Int, Int>(reuseMillis: 60_000, maxRunning: 2, maxWaiting: 1)
         let maker = Maker()
+        let first = Asked(answers, 1) { await maker.make(1) }
+        let second = Asked(answers, 2) { await maker.make(2) }
+        try await eventually("two makings") { maker.waiting == 2 }
+        // (Makings that do not wait for the gate: were they started now, the test would see them.)
+        let third = Asked(answers, 3) { 3 }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(third.value == nil, "the third is in line, not made")
+        #expect(await answers.answer(4) { 4 } == nil, "the line is full: busy")
+        // The askers of keys being made or fresh are not in line.
         maker.open()
-        #expect(await answers.answer("k") { await maker.make(1) } == 1)
-        #expect(await answers.answer("k") { await maker.make(2) } == 2)
-        #expect(maker.made.load(ordering: .relaxed) == 2)
+        try await eventually("the first two") { first.value != nil && second.value != nil }
+        #expect(first.value == 1 && second.value == 2)
+        try await eventually("the third") { third.value != nil }
+        #expect(third.value == 3)
+        #expect(await answers.answer(4) { 4 } == 4)
+        #expect(maker.count == 2)
     }
 
-    /// Past `maxRunning` makings of other keys an asker gets nil (busy), and the key it asked
-    /// for is not started.
-    @Test func makingsAtOnceAreBounded() async throws {
-        let answers = SharedAnswers<Int, Int>(reuseMillis: 60_000, maxRunning: 2)
-        let maker = Maker()
-        async let first = answers.answer(1) { await maker.make(1) }
-        async let second = answers.answer(2) { await maker.make(2) }
-        try await eventually { maker.waiting == 2 }
-        // (A making that does not wait for the gate: were it started, the test would see 3.)
-        #expect(await answers.answer(3) { 3 } == nil)
-        maker.open()
-        #expect(await first == 1)
-        #expect(await second == 2)
-        #expect(await answers.answer(3) { await maker.make(3) } == 3)
-        #expect(maker.made.load(ordering: .relaxed) == 3)
-    }
-
-    /// At most `maxKept` answers are kept: the next key's answer is made and given, not kept.
-    @Test func answersKeptAreBounded() async {
-        let answers = SharedAnswers<Int, Int>(reuseMillis: 60_000, maxRunning: 1, maxKept: 3)
-        let maker = Maker()
-        maker.open()
-        for key in 0..<4 { #expect(await answers.answer(key) { await maker.make(key) } == key) }
-        #expect(maker.made.load(ordering: .relaxed) == 4)
+    /// Only fresh answers are kept, at most `maxKept` of them and `maxKeptCost` together; a
+    /// stale one is forgotten when a making ends, which makes room.
+    @Test func whatIsKeptIsBounded() async {
+        let clock = Clock()
+        let byCount = SharedAnswers<Int, Int>(reuseMillis: 1_000, maxRunning: 1, maxKept: 3, now: clock.now)
+        let maker = Maker(open: true)
+        for key in 0..<4 { #expect(await byCount.answer(key) { await maker.make(key) } == key) }
+        #expect(maker.count == 4)
         // The first three are kept (given again), the fourth was not.
-        for key in 0..<3 { #expect(await answers.answer(key) { await maker.make(-1) } == key) }
-        #expect(maker.made.load(ordering: .relaxed) == 4)
-        #expect(await answers.answer(3) { await maker.make(30) } == 30)
-        #expect(maker.made.load(ordering: .relaxed) == 5)
+        for key in 0..<3 { #expect(await byCount.answer(key) { await maker.make(-1) } == key) }
+        #expect(await byCount.answer(3) { await maker.make(30) } == 30)
+        #expect(maker.count == 5)
+
+        let byCost = SharedAnswers<Int, Int>(reuseMillis: 1_000, maxRunning: 1, maxKeptCost: 10, cost: { $0 }, now: clock.now)
+        #expect(await byCost.answer(1) { 10 } == 10)
+        #expect(await byCost.answer(1) { 11 } == 10, "kept: its cost fits")
+        #expect(await byCost.answer(2) { 5 } == 5)
+        #expect(await byCost.answer(2) { 6 } == 6, "not kept: no cost left")
+        clock.advance(1_000)
+        #expect(await byCost.answer(3) { 7 } == 7)
+        #expect(await byCost.answer(3) { 8 } == 7, "kept: the stale answer of 1 was forgotten")
     }
 }

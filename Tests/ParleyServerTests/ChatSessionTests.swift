@@ -484,6 +484,24 @@ import Testing
         #expect(session.admitPublish(to: "r")?.code == .rateLimited)
     }
 
+    /// The refusals counted toward abuse survive a reload too: a client cannot reset its
+    /// abuse window by waiting for the operator's SIGHUP.
+    @Test func aReloadKeepsTheRefusalsCountedForAbuse() throws {
+        let world = World {
+            $0.nativeRatePerSecond = 1; $0.nativeBurst = 1
+            $0.rateAbuseFactor = 3; $0.rateAbuseWindowMillis = 10_000
+        }
+        let session = world.session(.native)
+        try enter(session, world, as: "a1")
+        #expect(session.admitPublish(to: "r") == nil)
+        #expect(session.admitPublish(to: "r")?.code == .rateLimited)
+        #expect(session.admitPublish(to: "r")?.code == .rateLimited)
+        world.reload { $0.historyPageLimit = 999 }
+        #expect(session.reloaded() == nil)
+        #expect(session.admitPublish(to: "r")?.code == .rateLimited)
+        #expect(session.admitPublish(to: "r")?.code == .rateAbuse, "the fourth refusal in the window, past 3 × the rate")
+    }
+
     @Test func doorWording() {
         #expect(DoorWording.seconds(30_000) == "30")
         #expect(DoorWording.seconds(1_500) == "1.5")

@@ -238,7 +238,7 @@ import Testing
         // A listing of another kind or page is its own answer.
         let rooms = try await server.request("GET", "/demo/room-members?limit=5", ip: "198.51.100.8")
         #expect(rooms.body.contains(bob.clientID))
-        try await Task.sleep(for: .milliseconds(RESTRoutes.listingReuseMillis + 100))
+        server.clock.advance(millis: RESTRoutes.listingReuseMillis)
         let after = try await members("198.51.100.9")
         #expect(after.contains(alice.clientID) && after.contains(bob.clientID), "\(after)")
         #expect(try await server.request("GET", "/demo/stats", ip: "198.51.100.7").body != stats)
@@ -500,6 +500,15 @@ import Testing
         #expect(try await inbox()["error"]?.stringValue?.contains("history byte budget of your address spent") == true)
         server.clock.advance(millis: 1_000)
         #expect(try await inbox()["conversations"]?.arrayValue?.count == 3)
+        // REST reads the same page and pays the same way (an open channel needs no credentials).
+        func rest() async throws -> HTTPTestResponse {
+            try await server.request("GET", "/demo/users/reader/inbox?limit=1", ip: "198.51.100.31")
+        }
+        #expect(try await rest().status == 200)
+        let spent = try await rest()
+        #expect(spent.status == 429)
+        #expect(spent.header("Retry-After") == "1")
+        #expect(spent.body.contains("history byte budget of your address spent"), "\(spent.body)")
     }
 
     /// The line door's join history counts against the address's history bytes too; an

@@ -38,7 +38,7 @@ public struct Conversation: Sendable, Equatable {
 }
 
 /// One page of a user's inbox, and what reading it cost.
-public struct InboxPage: Sendable, Equatable {
+public struct InboxRead: Sendable, Equatable {
     /// The newest conversations, newest activity first.
     public var conversations: [Conversation]
     /// Whether the user has more conversations than the page holds.
@@ -73,13 +73,13 @@ public struct InboxReader: Sendable {
     /// (at most ``ReadStateStore/maxRoomsPerUser``), then counts unread messages for the page
     /// only. `completion` runs once, on any thread.
     public func inbox(of user: String, name: String, in channel: String, limit: Int,
-                      completion: @escaping @Sendable (Result<InboxPage, ParleyError>) -> Void) {
+                      completion: @escaping @Sendable (Result<InboxRead, ParleyError>) -> Void) {
         let limit = max(0, min(limit, Self.maxPage))
         reads.marks(of: user, in: channel, limit: reads.maxRoomsPerUser) { [self] result in
             switch result {
             case .failure(let error): completion(.failure(error))
             case .success(let marks):
-                guard !marks.isEmpty else { return completion(.success(InboxPage(conversations: [], hasMore: false, bytesRead: 0))) }
+                guard !marks.isEmpty else { return completion(.success(InboxRead(conversations: [], hasMore: false, bytesRead: 0))) }
                 gather(marks, { mark, done in latest(in: mark.room) { done($0.map { (mark, $0) }) } }) { result in
                     switch result {
                     case .failure(let error): completion(.failure(error))
@@ -92,7 +92,7 @@ public struct InboxReader: Sendable {
                         let page = Array(ordered.prefix(limit))
                         gather(page, { conversation, done in counted(conversation, of: user, name: name, done) }) { counted in
                             completion(counted.map { counted in
-                                InboxPage(conversations: counted.map(\.conversation).sorted(by: Conversation.moreRecent),
+                                InboxRead(conversations: counted.map(\.conversation).sorted(by: Conversation.moreRecent),
                                           hasMore: ordered.count > limit,
                                           bytesRead: newest + counted.reduce(0) { $0 + $1.bytesRead })
                             })

@@ -346,8 +346,10 @@ final class InboxWatch: RoomSubscriber {
         guard snapshot.failure == nil else { return }
         guard snapshot.room.room == ReservedRoom.noticeRoom(of: user) else { return read(snapshot.room, onlyIfChanged: true) }
         let me = LoopBound(session, on: session.connection.loop)
+        let charge = session.chat.historyBytesCharge
         session.context.inboxReader.inbox(of: user, name: name, in: channel, limit: limit) { result in
             guard case .success(let page) = result else { return }
+            charge(page.bytesRead)
             me.execute { session in
                 guard let watch = session.inboxWatch else { return }
                 for conversation in page.conversations.reversed() { watch.arrived(conversation, onlyIfChanged: true) }

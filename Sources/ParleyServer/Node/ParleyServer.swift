@@ -52,8 +52,7 @@ final class ServerCore: Sendable {
     let readiness = Readiness()
     /// The REST listings that walk a channel's rooms (stats, members, rooms, room members):
     /// shared by requests at once and given again for a second (RESTRoutes, "queries").
-    let channelListings = SharedAnswers<RESTRoutes.ListingKey, HTTPResponse>(
-        reuseMillis: RESTRoutes.listingReuseMillis, maxRunning: RESTRoutes.maxListingsAtOnce)
+    let channelListings: SharedAnswers<RESTRoutes.ListingKey, HTTPResponse>
     /// Identified clients of this node, for the admin API and reloads.
     let directory = SessionDirectory()
     let bans = BanList()
@@ -93,6 +92,9 @@ final class ServerCore: Sendable {
         banKeeper = BanKeeper(store: banStore, list: bans, clock: hub.clock)
         self.bindsListeners = bindsListeners
         self.hub = hub
+        channelListings = SharedAnswers(reuseMillis: RESTRoutes.listingReuseMillis, maxRunning: RESTRoutes.maxListingsAtOnce,
+                                        maxWaiting: RESTRoutes.maxListingsWaiting, maxKeptCost: RESTRoutes.maxListingBytesKept,
+                                        cost: { $0.body.count }, now: { [clock = hub.clock] in clock.nowMillis() })
         self.tls = tls
         self.files = files
         self.logger = logger

@@ -28,7 +28,7 @@ final class Readiness: Sendable {
     /// store read (and in a cluster a Redis round trip) each.
     private let shared = SharedAnswers<Bool, (ready: Bool, lines: [String])>(reuseMillis: Readiness.reuseMillis, maxRunning: 1)
     /// How long an answer is given again: well under any balancer's probe interval.
-    static let reuseMillis = 500
+    static let reuseMillis: Int64 = 500
 
     /// Whether the node is ready, with one line per check: the last answer when it is fresh,
     /// else the evaluation under way, else a new one (``evaluateNow()``).

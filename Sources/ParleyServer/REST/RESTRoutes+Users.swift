@@ -109,13 +109,16 @@ extension RESTRoutes {
             guard let n = Int(raw), n >= 0 else { return .text(400, "limit must be a non-negative integer\n") }
             limit = n
         }
-        let reader = core.doorContext.inboxReader
+        // What the page reads is charged to the address's history bytes, as on the doors.
+        let context = core.doorContext, budget = IPRateLimiter.Key(request.clientIP ?? "")
+        if let refusal = context.historyBudgetSpent(budget) { return budgetSpent(refusal) }
         let result = await withCheckedContinuation { continuation in
-            reader.inbox(of: user, name: user, in: channel, limit: limit) { continuation.resume(returning: $0) }
+            context.inboxReader.inbox(of: user, name: user, in: channel, limit: limit) { continuation.resume(returning: $0) }
         }
         switch result {
         case .failure(let error): return failure(error)
         case .success(let page):
+            context.chargeHistory(page.bytesRead, to: budget)
             var w = JSONWriter()
             w.beginObject()
             w.key("conversations")

@@ -75,7 +75,7 @@ enum RESTRoutes {
         case .success(let value): body = value
         case .failure(let failure): return failure.response
         }
-        if let refusal = core.doorContext.chargePublish(request.body.count, from: request.clientIP) { return publishBudgetSpent(refusal) }
+        if let refusal = core.doorContext.chargePublish(request.body.count, from: request.clientIP) { return budgetSpent(refusal) }
         core.metrics.messagesReceived.counter(.http).increment()
         do {
             // Attachments are filled in from the upload registry (Files/AttachmentPublish.swift).
@@ -93,8 +93,9 @@ enum RESTRoutes {
         }
     }
 
-    /// 429 with `Retry-After` for an address past `--publish-bytes-per-ip`.
-    static func publishBudgetSpent(_ refusal: ChatRefusal) -> HTTPResponse {
+    /// 429 with `Retry-After` for an address past one of its byte budgets
+    /// (`--publish-bytes-per-ip`, `--history-bytes-per-ip`).
+    static func budgetSpent(_ refusal: ChatRefusal) -> HTTPResponse {
         var response = HTTPResponse.text(429, refusal.message + "\n")
         response.headers.set("Retry-After", "1")
         return response
@@ -123,7 +124,7 @@ enum RESTRoutes {
         case .failure(let failure): return failure.response
         }
         if let refusal = core.doorContext.chargePublish(request.body.count * names.count, from: request.clientIP) {
-            return publishBudgetSpent(refusal)
+            return budgetSpent(refusal)
         }
         let resolved: ResolvedPublish
         do {
@@ -287,15 +288,20 @@ enum RESTRoutes {
 
     /// How long a channel listing is given again (`/stats`, `/members`, `/rooms`,
     /// `/room-members`).
-    static let listingReuseMillis = 1_000
+    static let listingReuseMillis: Int64 = 1_000
     /// Most channel listings a node makes at once (each walks up to ``maxRoomsPerPage`` rooms,
-    /// in a cluster a Redis read each); past it, a 503.
+    /// in a cluster a Redis read each); others wait in line.
     static let maxListingsAtOnce = 4
+    /// Most requests waiting in line for a listing; past it, a 503.
+    static let maxListingsWaiting = 256
+    /// Most bytes of listings kept to be given again (each for a second).
+    static let maxListingBytesKept = 32 << 20
 
     /// A listing that walks a channel's rooms: open channels answer it without credentials
     /// and the REST rate is per address, so requests for the same listing share one walk and
-    /// its answer is given again for ``listingReuseMillis``, and a node makes at most
-    /// ``maxListingsAtOnce`` at once (503 with `Retry-After` past it).
+    /// its answer is given again for ``listingReuseMillis``. A node makes at most
+    /// ``maxListingsAtOnce`` at once; the others wait in line, first come first served, and
+    /// past ``maxListingsWaiting`` waiting get a 503 with `Retry-After`.
     private static func listing(_ key: ListingKey, _ core: ServerCore,
                                 _ make: @escaping @Sendable () async throws(ParleyError) -> HTTPResponse) async -> HTTPResponse {
         let answer = await core.channelListings.answer(key) {

@@ -111,7 +111,7 @@ extension ChatSession {
     /// address's history bytes. A page costs what it read, not only what it sends: the newest
     /// message of each of the user's conversations (up to ``ReadStateStore/maxRoomsPerUser``)
     /// and the messages its unread counts read, charged once read, as a `history` page.
-    func inbox(limit: Int, completion: @escaping @Sendable (Result<InboxPage, ParleyError>) -> Void)
+    func inbox(limit: Int, completion: @escaping @Sendable (Result<InboxRead, ParleyError>) -> Void)
         -> ChatRefusal? {
         guard let member, let channel else { return ChatRefusal(.notIdentified, "handshake first") }
         if needsToken { return ChatRefusal(.authRequired, "authentication required: this channel needs a token (send authenticate first)") }

@@ -394,10 +394,7 @@ final class ChatSession {
     /// The refusal of a read of history (a `history` page, a subscribe's `history_count`)
     /// when the client's address has spent its history bytes (`--history-bytes-per-ip`).
     func historyBudgetSpent() -> ChatRefusal? {
-        guard !context.historyBytes.hasBudget(budgetKey, nowMillis: context.nowMillis) else { return nil }
-        context.limits.breached(.historyRate, remote: remote)
-        return ChatRefusal(.historyRateLimited,
-                           "history byte budget of your address spent (\(configuration.historyBytesPerIPPerSecond) bytes per second); try again shortly")
+        context.historyBudgetSpent(budgetKey)
     }
 
     /// Charges history messages read for this session to its address, over all its
@@ -410,11 +407,8 @@ final class ChatSession {
 
     /// ``historyCharge`` by the bytes read.
     var historyBytesCharge: @Sendable (Int) -> Void {
-        let (budget, key, clock) = (context.historyBytes, budgetKey, context.clock)
-        return { bytes in
-            guard bytes > 0 else { return }
-            budget.charge(key, Double(bytes), nowMillis: clock.nowMillis())
-        }
+        let (context, key) = (context, budgetKey)
+        return { bytes in context.chargeHistory(bytes, to: key) }
     }
 
     /// The address per-address budgets count against (the forwarded one behind a trusted proxy).

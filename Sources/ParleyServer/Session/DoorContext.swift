@@ -53,6 +53,22 @@ struct DoorContext: Sendable {
         return ChatRefusal(.rateLimited, "publish byte budget of your address spent (\(configuration.publishBytesPerIPPerSecond) bytes per second); slow down")
     }
 
+    /// The refusal (counted) when `key`'s address has spent its history bytes (it is in
+    /// debt); nil while it may read.
+    func historyBudgetSpent(_ key: IPRateLimiter.Key) -> ChatRefusal? {
+        guard !historyBytes.hasBudget(key, nowMillis: nowMillis) else { return nil }
+        limits.breached(.historyRate, remote: key.address)
+        return ChatRefusal(.historyRateLimited,
+                           "history byte budget of your address spent (\(configuration.historyBytesPerIPPerSecond) bytes per second); try again shortly")
+    }
+
+    /// Charges `bytes` of history read to `key`'s address: a read's cost is known once it is
+    /// read, so the address may go into debt and waits it off. Callable from any thread.
+    func chargeHistory(_ bytes: Int, to key: IPRateLimiter.Key) {
+        guard bytes > 0 else { return }
+        historyBytes.charge(key, Double(bytes), nowMillis: nowMillis)
+    }
+
     /// Push notifications, once the server set them up (nil: off).
     var push = StartedService<PushService>()
 
