@@ -1,4 +1,7 @@
 import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
 import ParleyCore
 import Synchronization
 
@@ -19,6 +22,11 @@ import Synchronization
 ///   the WAL over from its beginning and the file stays about `limitPages` long. Under
 ///   constant load the background checkpoints alone never see a WAL with nothing left to
 ///   copy, and the WAL would grow without end.
+/// - A background checkpoint in progress makes the writer's a no-op (SQLite answers BUSY),
+///   and one slowed by the disk (its fsync) let the WAL grow by every commit made meanwhile.
+///   So once the WAL holds twice `limitPages`, the writer asks the background thread to stop
+///   after the pass it is in, waits for it (at most ``maxWriterWaitMillis``: commits wait
+///   that long at worst), and then copies what is left itself.
 final class WALCheckpointer: Sendable {
     /// WAL size (frames) at which the writer makes sure the WAL starts over.
     let limitPages: Int
@@ -34,13 +42,24 @@ final class WALCheckpointer: Sendable {
         let requested = Atomic<Bool>(false)
         let backgroundRuns = Atomic<Int>(0)
         let writerRuns = Atomic<Int>(0)
+        /// The background thread is in a checkpoint run.
+        let backgroundBusy = Atomic<Bool>(false)
+        /// The writer waits for the background run to end: no further pass.
+        let writerWaits = Atomic<Bool>(false)
+        /// Times the writer waited for a background run (tests and diagnostics).
+        let writerWaited = Atomic<Int>(0)
     }
+    /// Longest the writer waits for a background checkpoint to end.
+    static let maxWriterWaitMillis = 1_000
+    /// Runs before each background pass (tests slow the background thread down with it).
+    private let beforeBackgroundPass: (@Sendable () -> Void)?
     private let counters = Counters()
     private let thread: WorkerThread<Bool>
     private let connection: SQLiteConnection
 
-    init(path: String, limitPages: Int) throws(ParleyError) {
+    init(path: String, limitPages: Int, beforeBackgroundPass: (@Sendable () -> Void)? = nil) throws(ParleyError) {
         self.limitPages = max(1, limitPages)
+        self.beforeBackgroundPass = beforeBackgroundPass
         backgroundPages = max(1, limitPages / 8)
         let connection = try SQLiteConnection(path: path)
         try connection.exec("PRAGMA busy_timeout = 5000")
@@ -51,9 +70,13 @@ final class WALCheckpointer: Sendable {
         let counters = self.counters, backgroundPages = self.backgroundPages
         thread = WorkerThread(name: "parley-sqlite-c", idleMillis: 3_600_000, limit: 4, handle: { _ in
             counters.requested.store(false, ordering: .sequentiallyConsistent)
+            counters.backgroundBusy.store(true, ordering: .sequentiallyConsistent)
+            defer { counters.backgroundBusy.store(false, ordering: .sequentiallyConsistent) }
             // Each pass copies what was committed during the one before; a few passes leave
             // the writer's own checkpoint only the last commits' frames.
             for _ in 0..<4 {
+                guard !counters.writerWaits.load(ordering: .sequentiallyConsistent) else { return }
+                beforeBackgroundPass?()
                 guard let (log, done) = Self.checkpoint(connection) else { return }
                 counters.backgroundRuns.add(1, ordering: .relaxed)
                 counters.copied.store(done, ordering: .relaxed)
@@ -85,14 +108,30 @@ final class WALCheckpointer: Sendable {
     func writerCheckpoint(_ writer: SQLiteConnection, force: Bool = false) {
         let pages = counters.frames.load(ordering: .relaxed)
         guard pages >= limitPages || (force && pages > counters.copied.load(ordering: .relaxed)) else { return }
+        if pages >= 2 * limitPages { waitForBackground() }
+        defer { counters.writerWaits.store(false, ordering: .sequentiallyConsistent) }
         guard let (_, done) = Self.checkpoint(writer) else { return }
         counters.writerRuns.add(1, ordering: .relaxed)
         counters.copied.store(done, ordering: .relaxed)
     }
 
-    /// Background and writer checkpoints so far (tests and diagnostics).
-    var runs: (background: Int, writer: Int) {
-        (counters.backgroundRuns.load(ordering: .relaxed), counters.writerRuns.load(ordering: .relaxed))
+    /// The WAL is twice its limit, so background runs have kept the writer's checkpoint out:
+    /// no further background pass, and wait (bounded) for the one under way to end.
+    private func waitForBackground() {
+        counters.writerWaits.store(true, ordering: .sequentiallyConsistent)
+        guard counters.backgroundBusy.load(ordering: .sequentiallyConsistent) else { return }
+        counters.writerWaited.add(1, ordering: .relaxed)
+        let deadline = MonotonicTime.milliseconds() + Int64(Self.maxWriterWaitMillis)
+        while counters.backgroundBusy.load(ordering: .sequentiallyConsistent), MonotonicTime.milliseconds() < deadline {
+            usleep(500)
+        }
+    }
+
+    /// Background and writer checkpoints so far, and the writer's waits for a background run
+    /// (tests and diagnostics).
+    var runs: (background: Int, writer: Int, writerWaited: Int) {
+        (counters.backgroundRuns.load(ordering: .relaxed), counters.writerRuns.load(ordering: .relaxed),
+         counters.writerWaited.load(ordering: .relaxed))
     }
 
     /// Ends the background thread (after any checkpoint it is running) and closes its
