@@ -1,6 +1,8 @@
 import CSQLite
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 import ParleyCore
 import Synchronization
@@ -24,9 +26,12 @@ import Synchronization
 ///   copy, and the WAL would grow without end.
 /// - A background checkpoint in progress makes the writer's a no-op (SQLite answers BUSY),
 ///   and one slowed by the disk (its fsync) let the WAL grow by every commit made meanwhile.
-///   So once the WAL holds twice `limitPages`, the writer asks the background thread to stop
-///   after the pass it is in, waits for it (at most ``maxWriterWaitMillis``: commits wait
-///   that long at worst), and then copies what is left itself.
+///   So once the WAL holds twice `limitPages` and the writer's last checkpoint was kept out,
+///   the writer asks the background thread to make no further pass, waits for the one under
+///   way (at most ``maxWriterWaitMillis``), and copies what is left itself; the background
+///   makes no pass until a checkpoint of the writer's gets through. A reader holding an old
+///   snapshot (a backup) is not a reason to wait: the writer's checkpoint then answers, only
+///   not all of the WAL can be copied until the reader ends.
 final class WALCheckpointer: Sendable {
     /// WAL size (frames) at which the writer makes sure the WAL starts over.
     let limitPages: Int
@@ -44,22 +49,29 @@ final class WALCheckpointer: Sendable {
         let writerRuns = Atomic<Int>(0)
         /// The background thread is in a checkpoint run.
         let backgroundBusy = Atomic<Bool>(false)
-        /// The writer waits for the background run to end: no further pass.
+        /// The writer waits for the background run to end: no further pass until a
+        /// checkpoint of the writer's gets through.
         let writerWaits = Atomic<Bool>(false)
+        /// The writer's last checkpoint was kept out (BUSY).
+        let writerKeptOut = Atomic<Bool>(false)
         /// Times the writer waited for a background run (tests and diagnostics).
         let writerWaited = Atomic<Int>(0)
     }
     /// Longest the writer waits for a background checkpoint to end.
     static let maxWriterWaitMillis = 1_000
-    /// Runs before each background pass (tests slow the background thread down with it).
-    private let beforeBackgroundPass: (@Sendable () -> Void)?
+    /// Runs one PASSIVE checkpoint on a connection (`background`: the background thread's),
+    /// answering (frames in the WAL, frames copied), or nil when kept out or failed. Tests
+    /// stand in a slow disk with it.
+    typealias Checkpoint = @Sendable (_ connection: SQLiteConnection, _ background: Bool) -> (Int, Int)?
+    private let checkpoint: Checkpoint
     private let counters = Counters()
     private let thread: WorkerThread<Bool>
     private let connection: SQLiteConnection
 
-    init(path: String, limitPages: Int, beforeBackgroundPass: (@Sendable () -> Void)? = nil) throws(ParleyError) {
+    init(path: String, limitPages: Int, checkpoint: @escaping Checkpoint = { connection, _ in WALCheckpointer.passive(connection) })
+        throws(ParleyError) {
         self.limitPages = max(1, limitPages)
-        self.beforeBackgroundPass = beforeBackgroundPass
+        self.checkpoint = checkpoint
         backgroundPages = max(1, limitPages / 8)
         let connection = try SQLiteConnection(path: path)
         try connection.exec("PRAGMA busy_timeout = 5000")
@@ -76,8 +88,7 @@ final class WALCheckpointer: Sendable {
             // the writer's own checkpoint only the last commits' frames.
             for _ in 0..<4 {
                 guard !counters.writerWaits.load(ordering: .sequentiallyConsistent) else { return }
-                beforeBackgroundPass?()
-                guard let (log, done) = Self.checkpoint(connection) else { return }
+                guard let (log, done) = checkpoint(connection, true) else { return }
                 counters.backgroundRuns.add(1, ordering: .relaxed)
                 counters.copied.store(done, ordering: .relaxed)
                 if log - done < backgroundPages / 2 || counters.frames.load(ordering: .relaxed) < log { return }
@@ -108,15 +119,21 @@ final class WALCheckpointer: Sendable {
     func writerCheckpoint(_ writer: SQLiteConnection, force: Bool = false) {
         let pages = counters.frames.load(ordering: .relaxed)
         guard pages >= limitPages || (force && pages > counters.copied.load(ordering: .relaxed)) else { return }
-        if pages >= 2 * limitPages { waitForBackground() }
-        defer { counters.writerWaits.store(false, ordering: .sequentiallyConsistent) }
-        guard let (_, done) = Self.checkpoint(writer) else { return }
+        if pages >= 2 * limitPages, counters.writerKeptOut.load(ordering: .relaxed) { waitForBackground() }
+        guard let (_, done) = checkpoint(writer, false) else {
+            // Kept out (a background pass got the lock first): if the writer waits, it goes on
+            // waiting, so no new background pass starts before the writer's next try.
+            counters.writerKeptOut.store(true, ordering: .relaxed)
+            return
+        }
+        counters.writerKeptOut.store(false, ordering: .relaxed)
+        counters.writerWaits.store(false, ordering: .sequentiallyConsistent)
         counters.writerRuns.add(1, ordering: .relaxed)
         counters.copied.store(done, ordering: .relaxed)
     }
 
-    /// The WAL is twice its limit, so background runs have kept the writer's checkpoint out:
-    /// no further background pass, and wait (bounded) for the one under way to end.
+    /// The WAL is twice its limit and a background run kept the writer's checkpoint out: no
+    /// further background pass, and wait (bounded) for the one under way to end.
     private func waitForBackground() {
         counters.writerWaits.store(true, ordering: .sequentiallyConsistent)
         guard counters.backgroundBusy.load(ordering: .sequentiallyConsistent) else { return }
@@ -143,7 +160,7 @@ final class WALCheckpointer: Sendable {
 
     /// A PASSIVE checkpoint: (frames in the WAL, frames now in the database file), or nil
     /// when another checkpoint is running or it failed (the next one catches up).
-    private static func checkpoint(_ connection: SQLiteConnection) -> (Int, Int)? {
+    static func passive(_ connection: SQLiteConnection) -> (Int, Int)? {
         var log: Int32 = 0, done: Int32 = 0
         let status = sqlite3_wal_checkpoint_v2(connection.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &done)
         guard status == SQLITE_OK, log >= 0, done >= 0 else { return nil }
