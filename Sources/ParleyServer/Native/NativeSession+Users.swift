@@ -62,16 +62,9 @@ extension NativeSession {
     }
 
     private func pacedUnreadCount(_ room: RoomKey, _ decision: RefreshPacer<RoomKey>.Decision, lastOffset: Int64? = nil) {
-        switch decision {
-        case .start:
-            readUnreadCount(in: room, lastOffset: lastOffset)
-        case .merged:
-            break
-        case .wait(let millis):
-            let me = LoopBound(self, on: connection.loop)
-            connection.loop.schedule(after: UInt64(millis)) {
-                me.run { session in session.pacedUnreadCount(room, session.unreadRecounts.due(room, now: session.context.nowMillis)) }
-            }
+        let me = LoopBound(self, on: connection.loop)
+        decision.carryOut(on: connection.loop, start: { readUnreadCount(in: room, lastOffset: lastOffset) }) {
+            me.run { session in session.pacedUnreadCount(room, session.unreadRecounts.due(room, now: session.context.nowMillis)) }
         }
     }
 
@@ -302,18 +295,11 @@ final class InboxWatch: RoomSubscriber {
     }
 
     private func paced(_ key: RoomKey, _ decision: RefreshPacer<RoomKey>.Decision) {
-        switch decision {
-        case .start:
-            read(key, onlyIfChanged: false, paced: true)
-        case .merged:
-            break
-        case .wait(let millis):
-            let me = LoopBound(session, on: session.connection.loop)
-            session.connection.loop.schedule(after: UInt64(millis)) {
-                me.run { session in
-                    guard let watch = session.inboxWatch else { return }
-                    watch.paced(key, watch.refreshes.due(key, now: session.context.nowMillis))
-                }
+        let me = LoopBound(session, on: session.connection.loop)
+        decision.carryOut(on: session.connection.loop, start: { read(key, onlyIfChanged: false, paced: true) }) {
+            me.run { session in
+                guard let watch = session.inboxWatch else { return }
+                watch.paced(key, watch.refreshes.due(key, now: session.context.nowMillis))
             }
         }
     }

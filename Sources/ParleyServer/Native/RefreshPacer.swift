@@ -1,3 +1,5 @@
+import ParleyIO
+
 /// Reads from the stores that one session makes again on events it does not control: its
 /// unread count after each of its user's own receipts, its live inbox's conversation after
 /// each action on the newest message. Each key (a room) has at most one such read out and
@@ -62,5 +64,18 @@ struct RefreshPacer<Key: Hashable> {
         out.remove(key)
         again.remove(key)
         started[key] = nil
+    }
+}
+
+extension RefreshPacer.Decision {
+    /// Carries the decision out on `loop`: `.start` runs `start` now, `.wait` runs `due` on
+    /// the loop once the wait is over (it asks the pacer's ``RefreshPacer/due(_:now:)`` and
+    /// carries that out), `.merged` does nothing.
+    func carryOut(on loop: EventLoop, start: () -> Void, due: @escaping () -> Void) {
+        switch self {
+        case .start: start()
+        case .merged: break
+        case .wait(let millis): loop.schedule(after: UInt64(millis), due)
+        }
     }
 }
