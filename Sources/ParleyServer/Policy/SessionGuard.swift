@@ -111,11 +111,7 @@ final class SessionGuard {
     /// spent: a reload that keeps the rate refills nothing, a lowered one takes the
     /// difference away at once.
     func limitRate(perSecond: Double, burst: Double) {
-        if rate == nil {
-            rate = AbusableRate(perSecond: perSecond, burst: burst, policy: policy)
-        } else {
-            rate?.resize(perSecond: perSecond, burst: burst, policy: policy)
-        }
+        rate = AbusableRate(resizing: rate, perSecond: perSecond, burst: burst, policy: policy)
     }
 
     /// What to do with one message that counts against the rate.
@@ -167,11 +163,7 @@ final class SessionGuard {
 
     /// Sets the join rate; what was spent stays spent (``limitRate(perSecond:burst:)``).
     func limitJoinRate(perSecond: Double, burst: Double) {
-        if joinRate == nil {
-            joinRate = AbusableRate(perSecond: perSecond, burst: burst, policy: policy)
-        } else {
-            joinRate?.resize(perSecond: perSecond, burst: burst, policy: policy)
-        }
+        joinRate = AbusableRate(resizing: joinRate, perSecond: perSecond, burst: burst, policy: policy)
     }
 
     /// Takes a token for one join; a refusal is counted (`join_rate`), and sustained refusals
@@ -264,19 +256,20 @@ struct AbusableRate {
     private var bucket: TokenBucket
     private var abuse: RateAbuseDetector
 
-    init(perSecond: Double, burst: Double, policy: DoorPolicy) {
-        bucket = TokenBucket(ratePerSecond: perSecond, burst: burst)
-        abuse = RateAbuseDetector(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
+    /// A fresh rate, or `existing` under the new limit (a reload): then the tokens spent and
+    /// the refusals in the abuse window so far are kept.
+    init(resizing existing: AbusableRate? = nil, perSecond: Double, burst: Double, policy: DoorPolicy) {
+        guard let existing else {
+            bucket = TokenBucket(ratePerSecond: perSecond, burst: burst)
+            abuse = RateAbuseDetector(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
+            return
+        }
+        bucket = existing.bucket.resized(ratePerSecond: perSecond, burst: burst)
+        abuse = existing.abuse
+        abuse.rerate(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
     }
 
     var ratePerSecond: Double { bucket.ratePerSecond }
-
-    /// The same rate under a new limit (a reload): the tokens spent and the refusals in the
-    /// abuse window so far are kept.
-    mutating func resize(perSecond: Double, burst: Double, policy: DoorPolicy) {
-        bucket = bucket.resized(ratePerSecond: perSecond, burst: burst)
-        abuse.rerate(ratePerSecond: perSecond, factor: policy.abuseFactor, windowMillis: policy.abuseWindowMillis)
-    }
 
     mutating func admit(nowMillis: Int64) -> SessionGuard.RateVerdict {
         if bucket.take(nowMillis: nowMillis) { return .allowed }
