@@ -44,10 +44,8 @@ final class DownloadStreamer {
                       progress: @escaping () -> Void, done: @escaping (HTTPResponse?) -> Void) -> Bool {
         guard let route = FileRoutes.download(head) else { return false }
         // Paced per address before anything is looked up on the file workers.
-        guard core.downloadRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) else {
-            core.limits.breached(.downloadRate, remote: connection.remoteAddress)
-            done(FileRoutes.text(429, "too many downloads (limit \(Int(core.configuration.downloadRatePerSecond)) per second per address); slow down",
-                                 retryAfter: core.downloadRate.retryAfterSeconds))
+        if let refusal = core.downloadRate.refusal(of: connection, "downloads", counting: .downloadRate, in: core) {
+            done(refusal)
             return true
         }
         let streamer = DownloadStreamer(connection: connection, core: core, head: head, keepAlive: keepAlive,

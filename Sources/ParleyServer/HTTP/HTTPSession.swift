@@ -365,10 +365,8 @@ final class HTTPSession: ConnectionHandler, GracefulSession {
             response = .text(426, "this endpoint speaks WebSocket only\n")
             response.headers.set("Upgrade", "websocket")
         } else if operations?.exemptFromRateLimit != true,
-                  !core.restRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) {
-            core.limits.breached(.restRate, remote: connection.remoteAddress)
-            response = .text(429, "too many requests (limit \(Int(core.configuration.restRatePerSecond)) per second per address); slow down\n")
-            response.headers.set("Retry-After", String(core.restRate.retryAfterSeconds))
+                  let refusal = core.restRate.refusal(of: connection, "requests", counting: .restRate, in: core) {
+            response = refusal
         } else {
             // Routes answer when they have the answer (a publish once it is durable): off the
             // loop, then back on it in request order.

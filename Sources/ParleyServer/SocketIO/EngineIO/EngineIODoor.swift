@@ -80,11 +80,8 @@ struct EngineIODoor {
         let relay = core.engineIORelay.service
         // A request another node handed on was counted there.
         let fromNode = relay?.isFromNode(head) == true
-        guard fromNode || shared.pollingRate.allow(ip: connection.clientIP, nowMillis: core.hub.clock.nowMillis()) else {
-            core.limits.breached(.pollingRate)
-            var response = HTTPResponse.text(429, "too many polling requests (limit \(Int(core.configuration.socketIOPollingRatePerSecond)) per second per address); slow down\n")
-            response.headers.set("Retry-After", String(shared.pollingRate.retryAfterSeconds))
-            return reply(response)
+        if !fromNode, let refusal = shared.pollingRate.refusal(of: connection, "polling requests", counting: .pollingRate, in: core) {
+            return reply(refusal)
         }
         guard let version = version(of: head) else {
             return reply(Self.errorResponse(400, code: 5, unsupportedVersionMessage))
