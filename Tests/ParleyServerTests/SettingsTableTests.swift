@@ -199,6 +199,16 @@ import Testing
     }
 
     /// A reload takes what the table marks reloadable and names (and keeps) the rest.
+    /// The per-address request rates live in limiters made once at start (and reported to the
+    /// cluster's shared buckets under those rates): a reload cannot change them, so the table
+    /// must say restart (`--socketio-polling-rate` said reload, and a reload changed only the
+    /// number in the 429's text).
+    @Test func perAddressRequestRatesNeedARestart() {
+        for name in ["--rest-rate", "--download-rate", "--socketio-polling-rate"] {
+            #expect(ServerSetting.table.first { $0.name == name }?.reloadable == false, "\(name)")
+        }
+    }
+
     @Test func theReloadDiffFollowsTheTable() throws {
         let running = ServerConfiguration()
         for setting in Self.rows where Self.partners[setting.name] == nil {

@@ -221,7 +221,8 @@ extension ServerSetting {
         ServerSetting("--socketio-max-polling-sessions", "N", path: "socketio.max_polling_sessions", aliases: ["limits.socketIOMaxPollingSessions"],
                       \.socketIOMaxPollingSessions, .integer(1...10_000_000), help: "Socket.IO long-polling sessions open at once"),
         ServerSetting("--socketio-polling-rate", "N", path: "socketio.polling_rate_per_second", \.socketIOPollingRatePerSecond,
-                      .count(1...10_000_000), defaultText: "200, burst 2x", help: "Socket.IO long-polling requests per second per IP (429 above)"),
+                      .count(1...10_000_000), reloadable: false, defaultText: "200, burst 2x",
+                      help: "Socket.IO long-polling requests per second per IP (429 above)"),
 
         // MARK: Abuse limits
         ServerSetting("--max-connections", "N", path: "limits.max_connections", \.maxConnections, .integer(1...10_000_000), reloadable: false,
