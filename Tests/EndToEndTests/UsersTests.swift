@@ -37,6 +37,15 @@ import Testing
         { $0["type"]?.stringValue == "unread" && $0["room"]?.stringValue == room }
     }
 
+    /// The frames of `peer` that match `predicate`, in order, up to the first one that is
+    /// `last` (each wait bounded by the peer's timeout).
+    static func frames(of peer: Peer, where predicate: (JSONValue) -> Bool,
+                       through last: (JSONValue) -> Bool) async throws -> [JSONValue] {
+        var frames: [JSONValue] = []
+        repeat { frames.append(try await peer.next(where: predicate)) } while !last(frames[frames.count - 1])
+        return frames
+    }
+
     @Test func readMarksDriveUnreadCountsOnEveryDeviceAndReceiptsForTheRoom() async throws {
         let server = try startTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }
@@ -108,10 +117,7 @@ import Testing
             let read = try await phone.call(["type": "read", "room": "flood", "offset": .number(JSONNumber(offset))])
             #expect(read["offset"]?.intValue == offset)
         }
-        var counts: [JSONValue] = []
-        while counts.last?["read_offset"]?.intValue != last {
-            counts.append(try await laptop.next(where: Self.isUnread("flood")))
-        }
+        let counts = try await Self.frames(of: laptop, where: Self.isUnread("flood"), through: { $0["read_offset"]?.intValue == last })
         #expect(counts.last?["unread"]?.intValue == 0)
         #expect(counts.count <= 6, "\(counts.count) counts read for \(last) receipts")
     }
@@ -138,10 +144,8 @@ import Testing
         func emoji(_ update: JSONValue?) -> [String] {
             update?["conversation"]?["last"]?["reactions"]?.arrayValue?.compactMap { $0["emoji"]?.stringValue } ?? []
         }
-        var updates: [JSONValue] = []
-        while !emoji(updates.last).contains("🎉") {
-            updates.append(try await alice.next(where: { $0["type"]?.stringValue == "conversation" }))
-        }
+        let updates = try await Self.frames(of: alice, where: { $0["type"]?.stringValue == "conversation" },
+                                            through: { emoji($0).contains("🎉") })
         #expect(emoji(updates.last) == ["🎉"], "\(updates.last ?? .null)")
         #expect(updates.count <= 6, "\(updates.count) updates for 21 reactions")
     }
