@@ -23,7 +23,15 @@ final class SQLiteConnection: @unchecked Sendable {
             throw ParleyError(.internalError, "cannot open \(path): \(message)")
         }
         sqlite3_extended_result_codes(handle, 1)
+        // Every connection waits out a lock another holds for a moment (a process or store
+        // closing the same file checkpoints it under an exclusive lock; a backup reads it)
+        // instead of failing at once: opening a store right after another let go of it
+        // failed with "database is locked".
+        sqlite3_busy_timeout(handle, Self.busyTimeoutMillis)
     }
+
+    /// How long a statement waits for a lock another connection holds.
+    static let busyTimeoutMillis: Int32 = 5_000
 
     deinit { close() }
 

@@ -93,7 +93,6 @@ public final class SQLiteMessageStore: MessageStore {
         let state: WriterState
         var openedAt: Int64 = 0
         do throws(ParleyError) {
-            try write.exec("PRAGMA busy_timeout = 5000")
             let mode = try write.statement("PRAGMA journal_mode = WAL")
             _ = try mode.step()
             guard mode.string(0)?.lowercased() == "wal" else {
@@ -124,7 +123,6 @@ public final class SQLiteMessageStore: MessageStore {
         let read: SQLiteConnection
         do throws(ParleyError) {
             read = try SQLiteConnection(path: path)
-            try read.exec("PRAGMA busy_timeout = 5000")
         } catch {
             throw ParleyError(error.code, "the data store \(path) cannot be used: \(error.message)")
         }

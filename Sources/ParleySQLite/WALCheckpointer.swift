@@ -74,7 +74,6 @@ final class WALCheckpointer: Sendable {
         self.checkpoint = checkpoint
         backgroundPages = max(1, limitPages / 8)
         let connection = try SQLiteConnection(path: path)
-        try connection.exec("PRAGMA busy_timeout = 5000")
         // A connection that has read nothing yet does not know the file is in WAL mode, and
         // its checkpoints do nothing (frames -1): read the schema once.
         _ = try connection.integer("SELECT count(*) FROM sqlite_master")
