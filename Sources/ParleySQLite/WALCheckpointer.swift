@@ -26,10 +26,11 @@ import Synchronization
 ///   copy, and the WAL would grow without end.
 /// - A background checkpoint in progress makes the writer's a no-op (SQLite answers BUSY),
 ///   and one slowed by the disk (its fsync) let the WAL grow by every commit made meanwhile.
-///   So once the WAL holds twice `limitPages` and the writer's last checkpoint was kept out,
-///   the writer asks the background thread to make no further pass, waits for the one under
-///   way (at most ``maxWriterWaitMillis``), and copies what is left itself; the background
-///   makes no pass until a checkpoint of the writer's gets through. A reader holding an old
+///   So once the writer's checkpoint at the limit is kept out, the background thread makes
+///   no further pass until a checkpoint of the writer's gets through: the writer's next try
+///   (after its next transaction) finds the lock free once the pass under way ends. Should
+///   that pass be slow enough for the WAL to reach twice `limitPages`, the writer waits for
+///   it (at most ``maxWriterWaitMillis``) and copies what is left itself. A reader holding an old
 ///   snapshot (a backup) is not a reason to wait: the writer's checkpoint then answers, only
 ///   not all of the WAL can be copied until the reader ends.
 final class WALCheckpointer: Sendable {
@@ -120,9 +121,11 @@ final class WALCheckpointer: Sendable {
         guard pages >= limitPages || (force && pages > counters.copied.load(ordering: .relaxed)) else { return }
         if pages >= 2 * limitPages, counters.writerKeptOut.load(ordering: .relaxed) { waitForBackground() }
         guard let (_, done) = checkpoint(writer, false) else {
-            // Kept out (a background pass got the lock first): if the writer waits, it goes on
-            // waiting, so no new background pass starts before the writer's next try.
+            // Kept out (a background pass got the lock first). At its limit the WAL must start
+            // over: no new background pass starts before the writer's next try (after the next
+            // transaction), so that try finds the lock free once the pass under way ends.
             counters.writerKeptOut.store(true, ordering: .relaxed)
+            if pages >= limitPages { counters.writerWaits.store(true, ordering: .sequentiallyConsistent) }
             return
         }
         counters.writerKeptOut.store(false, ordering: .relaxed)
