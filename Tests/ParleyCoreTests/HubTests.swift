@@ -320,12 +320,15 @@ private let carol = Member(id: "c3")
         #expect(!older.hasMore)
     }
 
+    /// Rooms someone is in count against the bound; idle ones leave memory to make room
+    /// (SingleNodeBrokerRoomTableTests).
     @Test func roomLimitIsEnforced() throws {
         var configuration = HubConfiguration()
         configuration.maxRooms = 2
         let hub = Hub(configuration: configuration)
-        try hub.publish("a", to: RoomKey(channel: "c", room: "1"), from: nil)
-        try hub.publish("b", to: RoomKey(channel: "c", room: "2"), from: nil)
+        let inbox = RecordingInbox()
+        try hub.subscribe(1, as: alice, to: RoomKey(channel: "c", room: "1"), inbox: inbox)
+        try hub.subscribe(1, as: alice, to: RoomKey(channel: "c", room: "2"), inbox: inbox)
         #expect(throws: ParleyError.self) { try hub.publish("c", to: RoomKey(channel: "c", room: "3"), from: nil) }
     }
 

@@ -17,6 +17,9 @@ public final class SingleNodeBroker: Broker {
     private let idempotencyWindowMillis: Int64
     private let maxRooms: Int
     private let rooms = Mutex<[RoomKey: Sequencer]>([:])
+    /// When the last sweep of a full table found no idle room: no new sweep before this
+    /// time (``makeRoomAtTheBound(_:)``). Written under the table's lock.
+    private let noSweepBefore = Atomic<Int64>(0)
     private let target = Mutex<(any BrokerDelivery)?>(nil)
 
     /// A broker over `store`. `maxRooms` bounds the rooms held in memory at once.
@@ -43,8 +46,11 @@ public final class SingleNodeBroker: Broker {
         run(sequencer, .publish(message, clientMessageID, completion))
     }
 
+    /// An event goes only to subscribers, and a room with a subscriber has its sequencer in
+    /// memory: a room without one has nobody to tell, and no sequencer is made for it (a
+    /// `{"typing": true}` to made-up rooms would otherwise fill the room table).
     public func broadcast(_ event: RoomEvent, in room: RoomKey) {
-        guard let sequencer = try? sequencer(for: room) else { return }
+        guard let sequencer = rooms.withLock({ $0[room] }) else { return }
         run(sequencer, .broadcast(event))
     }
 
@@ -67,7 +73,7 @@ public final class SingleNodeBroker: Broker {
     @discardableResult
     public func evictIdle(nowMillis: Int64, idleMillis: Int64) -> Int {
         rooms.withLock { rooms in
-            let idle = rooms.filter { $0.value.isIdle(before: nowMillis - idleMillis) }.map(\.key)
+            let idle = rooms.filter { $0.value.retireIfIdle(before: nowMillis - idleMillis) }.map(\.key)
             for key in idle { rooms.removeValue(forKey: key) }
             return idle.count
         }
@@ -78,7 +84,7 @@ public final class SingleNodeBroker: Broker {
     private func sequencer(for room: RoomKey) throws(ParleyError) -> Sequencer {
         let (sequencer, isNew) = try rooms.withLock { rooms throws(ParleyError) -> (Sequencer, Bool) in
             if let existing = rooms[room] { return (existing, false) }
-            guard rooms.count < maxRooms else {
+            guard rooms.count < maxRooms || makeRoomAtTheBound(&rooms) else {
                 throw ParleyError(.limitReached, "this server holds its maximum of \(maxRooms) rooms")
             }
             let created = Sequencer(room: room, nowMillis: clock.nowMillis())
@@ -87,6 +93,26 @@ public final class SingleNodeBroker: Broker {
         }
         if isNew { load(sequencer) }
         return sequencer
+    }
+
+    /// The table is full: rather than refuse every publish to a room not in memory (anyone
+    /// can fill the table with publishes to made-up rooms), forget rooms that are idle now
+    /// (no subscriber, nothing queued or in flight; they are read from the store again when
+    /// next used), up to a tenth of the bound. When the last such sweep found none, the next
+    /// waits a second, so a table full of busy rooms refuses without a walk each time.
+    /// Called with the table's lock held. True when there is room now.
+    private func makeRoomAtTheBound(_ rooms: inout [RoomKey: Sequencer]) -> Bool {
+        let now = clock.nowMillis()
+        guard now >= noSweepBefore.load(ordering: .relaxed) else { return false }
+        var idle: [RoomKey] = []
+        let wanted = max(1, maxRooms / 10)
+        for (key, sequencer) in rooms where sequencer.retireIfIdle(before: .max) {
+            idle.append(key)
+            if idle.count == wanted { break }
+        }
+        for key in idle { rooms.removeValue(forKey: key) }
+        noSweepBefore.store(idle.isEmpty ? now + 1_000 : 0, ordering: .relaxed)
+        return rooms.count < maxRooms
     }
 
     private func load(_ sequencer: Sequencer) {
@@ -135,7 +161,8 @@ public final class SingleNodeBroker: Broker {
             }
         }
         if retry {
-            // The room failed to load and was dropped from the map: load it afresh.
+            // The room failed to load, or left the table while this caller held it: load
+            // it afresh.
             if let fresh = try? self.sequencer(for: sequencer.room), fresh !== sequencer {
                 run(fresh, operation)
             } else {
@@ -305,6 +332,7 @@ private final class Sequencer: Sendable {
     enum Phase {
         case loading([Operation])
         case ready
+        /// The store could not read it, or it left the table: get a fresh one.
         case failed
     }
 
@@ -352,11 +380,17 @@ private final class Sequencer: Sendable {
         lock = Mutex(State(lastUsedMillis: nowMillis))
     }
 
-    func isIdle(before millis: Int64) -> Bool {
+    /// Leaves the table if idle since before `millis`: marked gone under its lock, so a
+    /// caller that took it from the table just before runs its operation on a fresh one
+    /// (``SingleNodeBroker/run(_:_:)`` retries a room that is not usable) instead of on a
+    /// sequencer nobody else sees any more.
+    func retireIfIdle(before millis: Int64) -> Bool {
         lock.withLock { state in
             guard case .ready = state.phase else { return false }
-            return state.subscriptions == 0 && state.inFlight == 0 && state.queue.isEmpty
-                && state.lastUsedMillis < millis && !state.remembered.values.contains { $0.waiters != nil }
+            guard state.subscriptions == 0 && state.inFlight == 0 && state.queue.isEmpty
+                && state.lastUsedMillis < millis && !state.remembered.values.contains(where: { $0.waiters != nil }) else { return false }
+            state.phase = .failed
+            return true
         }
     }
 }
