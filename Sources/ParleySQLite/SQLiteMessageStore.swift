@@ -26,6 +26,9 @@ public struct SQLiteStoreOptions: Sendable {
     /// WAL pages after which the WAL starts over: a thread of its own copies it into the
     /// database file as it grows (``WALCheckpointer``), the writer only the last commits'.
     public var walCheckpointPages = 10_000
+    /// Most client message ids one room's load returns (its newest): as many as the broker
+    /// keeps for a room.
+    public var maxClientIDsPerRoom = SingleNodeBroker.maxRememberedPerRoom
     /// When appends come from many connections at once (the last commit held two or more) and
     /// fewer than 64 wait, the writer waits this long for more before it commits, so a commit
     /// (and its fsync) serves several: at moderate rates a commit held one or two messages and
@@ -114,7 +117,8 @@ public final class SQLiteMessageStore: MessageStore {
                 try write.exec("PRAGMA max_page_count = \(max(1, Int64(maxBytes) / pageSize))")
             }
             state = try WriterState(connection: write, retention: options.retention,
-                                    retentionIntervalMillis: Int64(options.retentionIntervalMillis), maxBytes: options.maxBytes)
+                                    retentionIntervalMillis: Int64(options.retentionIntervalMillis), maxBytes: options.maxBytes,
+                                    maxClientIDsPerRoom: options.maxClientIDsPerRoom)
             // Retention runs when the store opens (then in the background), before any read.
             state.enforceRetention(nowMillis: clockMillis())
         } catch {
@@ -581,13 +585,16 @@ private final class WriterState: @unchecked Sendable {
     var nextRetentionMillis: Int64 = 0
     /// ``SQLiteStoreOptions/maxBytes``.
     let maxBytes: Int?
+    /// ``SQLiteStoreOptions/maxClientIDsPerRoom``.
+    let maxClientIDsPerRoom: Int
 
     init(connection: SQLiteConnection, retention: StoreRetention, retentionIntervalMillis: Int64,
-         maxBytes: Int? = nil) throws(ParleyError) {
+         maxBytes: Int? = nil, maxClientIDsPerRoom: Int = SingleNodeBroker.maxRememberedPerRoom) throws(ParleyError) {
         self.connection = connection
         self.retention = retention
         self.retentionIntervalMillis = retentionIntervalMillis
         self.maxBytes = maxBytes
+        self.maxClientIDsPerRoom = max(0, maxClientIDsPerRoom)
         // `rooms.last_offset` is written only before retention deletes (``saveLastOffsets()``),
         // not with every batch: a room's last offset is the larger of it and its newest row
         // (one seek down the primary key per room).
@@ -724,12 +731,15 @@ private final class WriterState: @unchecked Sendable {
             }
             probe.reset()
         }
+        // The newest ones only, as many as the broker keeps for a room: a room that took a
+        // million in the window would otherwise be read whole, on the writer's thread.
         let statement = try connection.statement("""
             SELECT client_message_id, id, offset, ts FROM messages
-            WHERE room_id = ?1 AND offset >= ?2 AND client_message_id IS NOT NULL ORDER BY offset
+            WHERE room_id = ?1 AND offset >= ?2 AND client_message_id IS NOT NULL ORDER BY offset DESC LIMIT ?3
             """)
         statement.bind(1, room.id)
         statement.bind(2, low)
+        statement.bind(3, Int64(maxClientIDsPerRoom))
         var recovery = RoomRecovery(lastOffset: room.last)
         while try statement.step() {
             guard statement.int64(3) >= since else { continue }
@@ -737,6 +747,7 @@ private final class WriterState: @unchecked Sendable {
                                                               id: statement.string(1) ?? "", offset: statement.int64(2),
                                                               timestampMillis: statement.int64(3)))
         }
+        recovery.recentPublishes.reverse()
         return recovery
     }
 

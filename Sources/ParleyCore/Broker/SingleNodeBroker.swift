@@ -22,14 +22,28 @@ public final class SingleNodeBroker: Broker {
     private let noSweepBefore = Atomic<Int64>(0)
     private let target = Mutex<(any BrokerDelivery)?>(nil)
 
-    /// A broker over `store`. `maxRooms` bounds the rooms held in memory at once.
+    /// Client message ids remembered at most per room, and in all rooms together: past
+    /// either bound a room forgets its own oldest before it remembers another (so the
+    /// window is shorter than `idempotencyWindowMillis` for a room that holds that many).
+    public static let maxRememberedPerRoom = 100_000
+    public static let maxRemembered = 1_000_000
+    private let remembered: RememberedCount
+
+    /// A broker over `store`. `maxRooms` bounds the rooms held in memory at once,
+    /// `maxRememberedPerRoom` and `maxRemembered` the client message ids kept.
     public init(store: any MessageStore, clock: any WallClock = SystemWallClock(),
-                idempotencyWindowMillis: Int64 = 24 * 3_600_000, maxRooms: Int = 1_000_000) {
+                idempotencyWindowMillis: Int64 = 24 * 3_600_000, maxRooms: Int = 1_000_000,
+                maxRememberedPerRoom: Int = SingleNodeBroker.maxRememberedPerRoom,
+                maxRemembered: Int = SingleNodeBroker.maxRemembered) {
         self.store = store
         self.clock = clock
         self.idempotencyWindowMillis = idempotencyWindowMillis
         self.maxRooms = maxRooms
+        remembered = RememberedCount(perRoom: max(1, maxRememberedPerRoom), total: max(1, maxRemembered))
     }
+
+    /// Client message ids remembered now, in all rooms (tests and diagnostics).
+    public var rememberedClientMessageIDs: Int { remembered.count.load(ordering: .relaxed) }
 
     public func setDelivery(_ delivery: any BrokerDelivery) {
         target.withLock { $0 = delivery }
@@ -87,7 +101,7 @@ public final class SingleNodeBroker: Broker {
             guard rooms.count < maxRooms || makeRoomAtTheBound(&rooms) else {
                 throw ParleyError(.limitReached, "this server holds its maximum of \(maxRooms) rooms")
             }
-            let created = Sequencer(room: room, nowMillis: clock.nowMillis())
+            let created = Sequencer(room: room, nowMillis: clock.nowMillis(), remembered: remembered)
             rooms[room] = created
             return (created, true)
         }
@@ -128,7 +142,8 @@ public final class SingleNodeBroker: Broker {
                     state.storedOffset = recovery.lastOffset
                     for publish in recovery.recentPublishes {
                         state.remember(publish.clientMessageID,
-                                       Remembered(id: publish.id, offset: publish.offset, timestampMillis: publish.timestampMillis, waiters: nil))
+                                       Remembered(id: publish.id, offset: publish.offset, timestampMillis: publish.timestampMillis, waiters: nil),
+                                       counting: sequencer.rememberedCount)
                     }
                     for operation in deferred { callbacks += apply(operation, to: sequencer, in: &state) }
                     return false
@@ -199,7 +214,7 @@ public final class SingleNodeBroker: Broker {
                          sequencer: Sequencer, in state: inout Sequencer.State) -> [@Sendable () -> Void] {
         let now = draft.timestampMillis
         if let clientMessageID {
-            state.forget(before: now - idempotencyWindowMillis)
+            state.forget(before: now - idempotencyWindowMillis, counting: sequencer.rememberedCount)
             if let known = state.remembered[clientMessageID] {
                 let original = draft.placed(id: known.id, offset: known.offset, timestampMillis: known.timestampMillis)
                 if known.waiters != nil {
@@ -213,7 +228,8 @@ public final class SingleNodeBroker: Broker {
         state.nextOffset += 1
         state.inFlight += 1
         if let clientMessageID {
-            state.remember(clientMessageID, Remembered(id: message.id, offset: message.offset, timestampMillis: now, waiters: []))
+            state.remember(clientMessageID, Remembered(id: message.id, offset: message.offset, timestampMillis: now, waiters: []),
+                           counting: sequencer.rememberedCount)
         }
         state.queue.append(.message(message, stored: false))
         // One object per publish carries it to the store's answer and back (the append's
@@ -259,6 +275,7 @@ public final class SingleNodeBroker: Broker {
             state.queue.removeAll { $0.isMessage(id: message.id) }
             if let clientMessageID = pending.clientMessageID, state.remembered[clientMessageID]?.offset == message.offset {
                 others = state.remembered.removeValue(forKey: clientMessageID)?.waiters ?? []
+                pending.sequencer.rememberedCount.count.subtract(1, ordering: .relaxed)
             }
             outcome = .failure(error.code == .conflict
                 ? ParleyError(.unavailable, "not stored: an earlier message of this room could not be stored")
@@ -309,6 +326,18 @@ private struct Remembered {
     var waiters: [@Sendable (Result<Message, ParleyError>) -> Void]?
 }
 
+/// How many client message ids all of a broker's rooms remember, and the bounds.
+private final class RememberedCount: Sendable {
+    let count = Atomic<Int>(0)
+    let perRoom: Int
+    let total: Int
+
+    init(perRoom: Int, total: Int) {
+        self.perRoom = perRoom
+        self.total = total
+    }
+}
+
 /// One room of a ``SingleNodeBroker``.
 private final class Sequencer: Sendable {
     enum Entry {
@@ -354,17 +383,47 @@ private final class Sequencer: Sendable {
         var rememberedOrder: [(timestampMillis: Int64, messageID: String)] = []
         var rememberedStart = 0
 
-        mutating func remember(_ messageID: String, _ entry: Remembered) {
-            remembered[messageID] = entry
+        /// Remembers `messageID`; at the room's or the broker's bound, the room first forgets
+        /// its own oldest id whose message is stored (one still on its way is kept: those
+        /// are bounded by the store's queue).
+        mutating func remember(_ messageID: String, _ entry: Remembered, counting count: RememberedCount) {
+            if remembered.count >= count.perRoom || count.count.load(ordering: .relaxed) >= count.total {
+                forgetOldest(counting: count)
+            }
+            if remembered.updateValue(entry, forKey: messageID) == nil { count.count.add(1, ordering: .relaxed) }
             rememberedOrder.append((entry.timestampMillis, messageID))
         }
 
-        mutating func forget(before millis: Int64) {
+        mutating func forget(before millis: Int64, counting count: RememberedCount) {
             while rememberedStart < rememberedOrder.count, rememberedOrder[rememberedStart].timestampMillis < millis {
                 let id = rememberedOrder[rememberedStart].messageID
-                if remembered[id]?.timestampMillis ?? .max < millis, remembered[id]?.waiters == nil { remembered[id] = nil }
+                if remembered[id]?.timestampMillis ?? .max < millis, remembered[id]?.waiters == nil {
+                    remembered[id] = nil
+                    count.count.subtract(1, ordering: .relaxed)
+                }
                 rememberedStart += 1
             }
+            compactOrder()
+        }
+
+        /// Forgets the oldest id still remembered, unless its message is on its way.
+        private mutating func forgetOldest(counting count: RememberedCount) {
+            while rememberedStart < rememberedOrder.count {
+                let (timestamp, id) = rememberedOrder[rememberedStart]
+                guard let known = remembered[id], known.timestampMillis == timestamp else {
+                    rememberedStart += 1  // forgotten already, or remembered again later
+                    continue
+                }
+                guard known.waiters == nil else { break }
+                remembered[id] = nil
+                count.count.subtract(1, ordering: .relaxed)
+                rememberedStart += 1
+                break
+            }
+            compactOrder()
+        }
+
+        private mutating func compactOrder() {
             if rememberedStart > 1024 && rememberedStart * 2 > rememberedOrder.count {
                 rememberedOrder.removeFirst(rememberedStart)
                 rememberedStart = 0
@@ -374,9 +433,12 @@ private final class Sequencer: Sendable {
 
     let room: RoomKey
     let lock: Mutex<State>
+    /// The broker's count of remembered ids, which this room's ids are part of.
+    let rememberedCount: RememberedCount
 
-    init(room: RoomKey, nowMillis: Int64) {
+    init(room: RoomKey, nowMillis: Int64, remembered: RememberedCount) {
         self.room = room
+        rememberedCount = remembered
         lock = Mutex(State(lastUsedMillis: nowMillis))
     }
 
@@ -390,6 +452,9 @@ private final class Sequencer: Sendable {
             guard state.subscriptions == 0 && state.inFlight == 0 && state.queue.isEmpty
                 && state.lastUsedMillis < millis && !state.remembered.values.contains(where: { $0.waiters != nil }) else { return false }
             state.phase = .failed
+            rememberedCount.count.subtract(state.remembered.count, ordering: .relaxed)
+            state.remembered = [:]
+            state.rememberedOrder = []
             return true
         }
     }

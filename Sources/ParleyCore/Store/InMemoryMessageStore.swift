@@ -157,6 +157,9 @@ public final class InMemoryMessageStore: MessageStore {
                 recovery.recentPublishes.append(RememberedPublish(room: room, clientMessageID: clientID, id: message.id,
                                                                   offset: message.offset, timestampMillis: message.timestampMillis))
             }
+            // The newest ones, as many as the broker keeps for a room.
+            let excess = recovery.recentPublishes.count - SingleNodeBroker.maxRememberedPerRoom
+            if excess > 0 { recovery.recentPublishes.removeFirst(excess) }
             return recovery
         }
         completion(.success(recovery))

@@ -188,8 +188,9 @@ public protocol MessageStore: AnyObject, Sendable {
     func recover(clientMessageIDsSince: Int64) throws(ParleyError) -> StoreRecovery
 
     /// One room's last offset (counting appends already made, in call order) and its client
-    /// message ids published at or after `clientMessageIDsSince`: what a broker needs before
-    /// it assigns the room's next offset.
+    /// message ids published at or after `clientMessageIDsSince`, the newest
+    /// ``SingleNodeBroker/maxRememberedPerRoom`` of them at most, oldest first: what a broker
+    /// needs before it assigns the room's next offset.
     func loadRoom(_ room: RoomKey, clientMessageIDsSince: Int64,
                   completion: @escaping @Sendable (Result<RoomRecovery, ParleyError>) -> Void)
 }

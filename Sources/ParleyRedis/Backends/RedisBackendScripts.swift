@@ -155,7 +155,7 @@ public enum RedisBackendScripts {
     /// window ms, max messages kept (0: all), max age ms (0: forever), channel to publish on
     /// (`""`: none), expected offset (0: the next one; else the append must have exactly it),
     /// action kind (`""`: a message), target offset, emoji, reactor id, reactor name, the
-    /// edit's body (JSON text).
+    /// edit's body (JSON text), most client message ids a room keeps.
     ///
     /// A message's id is indexed (`i:ID`); an action is applied to its target's state in the
     /// same script, by the rule of `Message.applying` (edit: body, time and count; delete:
@@ -168,8 +168,9 @@ public enum RedisBackendScripts {
     ///
     /// The idempotency entry is a hash field plus a sorted-set score (not one key per id with
     /// `PX`), so a room's recent client message ids can be listed (``RedisMessageStore``'s
-    /// `loadRoom`/`recover`); expired ones are dropped a hundred at a time by each publish, and
-    /// both keys expire a window after the room's last publish with an id.
+    /// `loadRoom`/`recover`); expired ones are dropped a hundred at a time by each publish,
+    /// past the most a room keeps the oldest go first (as many at a time), and both keys
+    /// expire a window after the room's last publish with an id.
     public static let append = RedisScript(stateFunctions + "\n" + """
         local function apply(offset)
           local kind, t = ARGV[10], ARGV[11]
@@ -281,6 +282,11 @@ public enum RedisBackendScripts {
         if cmid ~= '' then
           redis.call('HSET', KEYS[3], cmid, string.format('%d', offset) .. ' ' .. ARGV[2] .. ' ' .. ARGV[4])
           redis.call('ZADD', KEYS[4], now, cmid)
+          local extra = redis.call('ZCARD', KEYS[4]) - (tonumber(ARGV[16]) or 100000)
+          if extra > 0 then
+            local oldest = redis.call('ZPOPMIN', KEYS[4], math.min(extra, 100))
+            for i = 1, #oldest, 2 do redis.call('HDEL', KEYS[3], oldest[i]) end
+          end
           redis.call('PEXPIRE', KEYS[3], window)
           redis.call('PEXPIRE', KEYS[4], window)
         end

@@ -12,8 +12,9 @@ public struct RedisStoreOptions: Sendable, Equatable {
     /// How often one node of the cluster drops messages past their age (rooms that get no
     /// publishes; a publish trims its own room); 0 never does.
     public var retentionIntervalMillis: Int = 60_000
-    /// Most client message ids one ``RedisMessageStore/loadRoom(_:clientMessageIDsSince:completion:)`` returns.
-    public var maxClientIDsPerRoom: Int = 100_000
+    /// Most client message ids a room keeps (each append with one past it forgets the
+    /// room's oldest) and one ``RedisMessageStore/loadRoom(_:clientMessageIDsSince:completion:)`` returns.
+    public var maxClientIDsPerRoom: Int = SingleNodeBroker.maxRememberedPerRoom
     /// Most rooms whose key names are cached.
     public var maxCachedRooms: Int = 100_000
     /// A stored message (or message action) is acknowledged only once this many replicas
@@ -85,7 +86,8 @@ public final class RedisMessageStore: MessageStore {
                 .string(channel), .integer(expectedOffset),
                 .string(action?.kind.rawValue ?? ""), .integer(action?.target.offset ?? 0), .string(action?.emoji ?? ""),
                 .string(message.sender?.id ?? ""), .string(message.sender?.displayName ?? ""),
-                .bytes(action?.kind == .edit ? message.body.serialized() : [])]
+                .bytes(action?.kind == .edit ? message.body.serialized() : []),
+                .integer(Int64(max(1, options.maxClientIDsPerRoom)))]
     }
 
     static func appendKeys(_ keys: RoomKeys) -> [String] {
