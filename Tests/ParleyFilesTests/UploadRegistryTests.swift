@@ -118,4 +118,29 @@ import Testing
         #expect(store.storedFiles().isEmpty)
         #expect(FileManager.default.subpaths(atPath: registry.directory)?.filter { !$0.hasSuffix("/") }.allSatisfy { $0.utf8.count == 64 } == true)
     }
+
+    /// An upload named in every message of a busy room keeps one reference per room (the
+    /// newest message's), not a file per message; rooms per upload are bounded.
+    @Test func oneReferencePerRoomAndBoundedRooms() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try FileStore(directory: directory.path)
+        let registry = try UploadRegistry(store: store, maxRoomsPerUpload: 2)
+        let upload = try makeRecord(store)
+        try registry.register(upload)
+        for offset: Int64 in [3, 5, 4, 5, 9] {
+            try registry.addReference(UploadReference(room: "lobby", offset: offset), to: upload.id, channel: "demo")
+        }
+        #expect(registry.references(of: upload.id, channel: "demo") == [UploadReference(room: "lobby", offset: 9)])
+        let refs = registry.channelDirectory("demo") + "/" + upload.id + ".refs"
+        #expect(try FileManager.default.contentsOfDirectory(atPath: refs).count == 1)
+        // A second room; then a third is refused, the two held ones are not.
+        #expect(registry.admitsReferences(to: upload.id, inRooms: ["other"], channel: "demo"))
+        try registry.addReference(UploadReference(room: "other", offset: 1), to: upload.id, channel: "demo")
+        #expect(!registry.admitsReferences(to: upload.id, inRooms: ["third"], channel: "demo"))
+        #expect(!registry.admitsReferences(to: upload.id, inRooms: ["lobby", "third"], channel: "demo"))
+        #expect(registry.admitsReferences(to: upload.id, inRooms: ["lobby", "other"], channel: "demo"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: refs).count == 2)
+    }
 }
+

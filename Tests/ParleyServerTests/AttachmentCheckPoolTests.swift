@@ -26,7 +26,7 @@ import Testing
         let body = try JSONParser.parse("{\"text\":\"look\",\"attachments\":[\"\(UploadRegistry.makeID())\"]}")
         let answered = DispatchSemaphore(value: 0)
         let outcome = Mutex<Result<ResolvedPublish, ParleyError>?>(nil)
-        files.resolve(body, channel: "demo") { result in
+        files.resolve(body, channel: "demo", rooms: ["lobby"]) { result in
             outcome.withLock { $0 = result }
             answered.signal()
         }
@@ -38,4 +38,28 @@ import Testing
         }
         #expect(!error.message.isEmpty)
     }
+
+    /// A publish naming an upload already published in as many rooms as an upload may be,
+    /// in yet another room, is refused with the reason; in a room it is already in, it goes.
+    @Test func anUploadInTooManyRoomsIsRefusedInAnother() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-checks-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try FileStore(directory: directory)
+        let registry = try UploadRegistry(store: store, maxRoomsPerUpload: 1)
+        let file = try store.store(Array("hello".utf8), mime: "text/plain")
+        let record = UploadRecord(id: UploadRegistry.makeID(), channel: "demo", room: "lobby", name: "hello.txt", file: file,
+                                  thumbnail: nil, baseURL: "http://h:1", uploadedMillis: 1)
+        try registry.register(record)
+        try registry.addReference(UploadReference(room: "lobby", offset: 1), to: record.id, channel: "demo")
+        let body = try JSONParser.parse("{\"attachments\":[\"\(record.id)\"]}")
+        #expect(try ServerFiles.fill(body, ids: [record.id], channel: "demo", rooms: ["lobby"], registry: registry).ids == [record.id])
+        do {
+            _ = try ServerFiles.fill(body, ids: [record.id], channel: "demo", rooms: ["elsewhere"], registry: registry)
+            Issue.record("published in a second room past the bound")
+        } catch {
+            #expect(error.code == .limitReached)
+            #expect(error.message.contains("already attached in 1 rooms"))
+        }
+    }
 }
+

@@ -25,9 +25,10 @@ public final class UploadRegistry: Sendable {
     static let maxRecordBytes = 16 * 1024
 
     /// Opens (creating as needed) the registry of `store`'s directory.
-    public init(store: FileStore) throws(FileError) {
+    public init(store: FileStore, maxRoomsPerUpload: Int = UploadRegistry.maxRoomsPerUpload) throws(FileError) {
         directory = store.filesDirectory + "/uploads"
         temporaryDirectory = store.temporaryDirectory
+        roomsPerUpload = max(1, maxRoomsPerUpload)
         try POSIX.makeDirectory(directory)
     }
 
@@ -79,14 +80,49 @@ public final class UploadRegistry: Sendable {
     // MARK: references
 
     /// Notes that the message at `reference` carries upload `id` (idempotent).
+    ///
+    /// One reference per room is enough: garbage collection keeps an upload while the newest
+    /// message of a room that carries it is kept (offsets grow, and retention drops a room's
+    /// oldest first). So a reference to a newer message of the room replaces the older
+    /// ones, and one to an older message (or a retry) writes nothing: an upload named in
+    /// every message of a busy room keeps one small file per room, not one per message.
+    /// Two at once for one room may both stay for a while; the newest is never removed.
     public func addReference(_ reference: UploadReference, to id: String, channel: String) throws(FileError) {
         guard UploadRegistry.isValidID(id) else { throw FileError(.notFound, "no such upload") }
         let refs = channelDirectory(channel) + "/" + id + ".refs"
         try POSIX.makeDirectory(refs)
-        let roomHash = SHA256Hasher.contentID(of: Array(reference.room.utf8)).hex.prefix(32)
+        let prefix = Self.roomHash(reference.room) + "-"
+        let held = POSIX.entries(refs).compactMap { name -> (name: String, offset: Int64)? in
+            guard name.hasPrefix(prefix), let offset = Int64(name.dropFirst(prefix.count)) else { return nil }
+            return (name, offset)
+        }
+        guard !held.contains(where: { $0.offset >= reference.offset }) else { return }
         let body: JSONValue = ["room": .string(reference.room), "offset": .number(JSONNumber(Int(reference.offset)))]
-        try POSIX.writeDurably(body.serialized(), to: refs + "/\(roomHash)-\(reference.offset)",
+        try POSIX.writeDurably(body.serialized(), to: refs + "/" + prefix + String(reference.offset),
                                temporaryDirectory: temporaryDirectory)
+        for older in held { _ = try? POSIX.remove(refs + "/" + older.name) }
+    }
+
+    /// Most rooms one upload may be published in (a reference file each) by default; past
+    /// it a publish naming it in another room is refused (``admitsReferences(to:inRooms:channel:)``).
+    public static let maxRoomsPerUpload = 1_000
+    /// This registry's bound (tests make it small).
+    public let roomsPerUpload: Int
+
+    /// Whether upload `id` may be published in `rooms`: the rooms it has references in and
+    /// the new ones among `rooms` are at most ``roomsPerUpload``. Racing publishes may
+    /// pass it by a few.
+    public func admitsReferences(to id: String, inRooms rooms: [String], channel: String) -> Bool {
+        guard UploadRegistry.isValidID(id) else { return true }
+        let held = Set(POSIX.entries(channelDirectory(channel) + "/" + id + ".refs").map { $0.prefix(32) })
+        let added = Set(rooms.map { Substring(Self.roomHash($0)) }).subtracting(held)
+        return held.count + added.count <= roomsPerUpload
+    }
+
+    /// A reference file's name starts with its room's hash (room names may hold any
+    /// character), then `-` and the message's offset.
+    private static func roomHash(_ room: String) -> String {
+        String(SHA256Hasher.contentID(of: Array(room.utf8)).hex.prefix(32))
     }
 
     /// The messages known to carry upload `id`.

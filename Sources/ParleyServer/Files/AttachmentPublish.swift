@@ -54,9 +54,11 @@ struct ResolvedPublish: Sendable {
 
 extension ServerFiles {
     /// Fills in the attachments of `body` from the uploads recorded in `channel` (on a worker
-    /// thread); refuses ids this channel never issued. `completion` runs on a worker thread.
-    /// Plain bodies complete at once, on the caller's thread.
-    func resolve(_ body: JSONValue, channel: String,
+    /// thread), to be published in `rooms`; refuses ids this channel never issued, and
+    /// uploads already published in ``UploadRegistry/roomsPerUpload`` other rooms.
+    /// `completion` runs on a worker thread. Plain bodies complete at once, on the caller's
+    /// thread.
+    func resolve(_ body: JSONValue, channel: String, rooms: [String],
                  completion: @escaping @Sendable (Result<ResolvedPublish, ParleyError>) -> Void) {
         let ids: [String]
         switch AttachmentBody.inspect(body) {
@@ -73,7 +75,7 @@ extension ServerFiles {
         do throws(FileError) {
             try checks.submit {
                 completion(Result { () throws(ParleyError) -> ResolvedPublish in
-                    try ServerFiles.fill(body, ids: ids, channel: channel, registry: registry)
+                    try ServerFiles.fill(body, ids: ids, channel: channel, rooms: rooms, registry: registry)
                 })
             }
         } catch {
@@ -82,10 +84,10 @@ extension ServerFiles {
     }
 
     /// The async form of ``resolve(_:channel:completion:)``.
-    func resolve(_ body: JSONValue, channel: String) async throws(ParleyError) -> ResolvedPublish {
+    func resolve(_ body: JSONValue, channel: String, rooms: [String]) async throws(ParleyError) -> ResolvedPublish {
         if case .plain = AttachmentBody.inspect(body) { return ResolvedPublish(body: body, ids: []) }
         let result = await withCheckedContinuation { continuation in
-            resolve(body, channel: channel) { continuation.resume(returning: $0) }
+            resolve(body, channel: channel, rooms: rooms) { continuation.resume(returning: $0) }
         }
         return try result.get()
     }
@@ -101,7 +103,7 @@ extension ServerFiles {
         }
     }
 
-    private static func fill(_ body: JSONValue, ids: [String], channel: String,
+    static func fill(_ body: JSONValue, ids: [String], channel: String, rooms: [String],
                              registry: UploadRegistry) throws(ParleyError) -> ResolvedPublish {
         var attachments: [JSONValue] = []
         for id in ids {
@@ -113,6 +115,9 @@ extension ServerFiles {
             }
             guard let record else {
                 throw ParleyError(.badRequest, "unknown attachment \(id): upload the file to channel \"\(channel)\" first")
+            }
+            guard registry.admitsReferences(to: id, inRooms: rooms, channel: channel) else {
+                throw ParleyError(.limitReached, "the upload \(id) is already attached in \(registry.roomsPerUpload) rooms; upload the file again to attach it elsewhere")
             }
             // A publish is about to refer to it: garbage collection must not take it meanwhile.
             registry.touch(id: id, channel: channel)

@@ -263,7 +263,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         case .references:
             resolvingAttachments = true
             let me = LoopBound(self, on: connection.loop)
-            files.resolve(publish.message, channel: channel) { result in
+            files.resolve(publish.message, channel: channel, rooms: [publish.room]) { result in
                 me.execute { $0.resolved(publish, result, channel: channel, member: member) }
             }
         }

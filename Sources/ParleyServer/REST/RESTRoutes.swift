@@ -79,7 +79,7 @@ enum RESTRoutes {
         core.metrics.messagesReceived.counter(.http).increment()
         do {
             // Attachments are filled in from the upload registry (Files/AttachmentPublish.swift).
-            let resolved = try await core.files.resolve(body, channel: channel)
+            let resolved = try await core.files.resolve(body, channel: channel, rooms: [room])
             let message = try await core.hub.publish(resolved.body, to: RoomKey(channel: channel, room: room), from: nil)
             core.files.noteReferences(resolved.ids, in: message)
             var w = JSONWriter()
@@ -128,7 +128,7 @@ enum RESTRoutes {
         }
         let resolved: ResolvedPublish
         do {
-            resolved = try await core.files.resolve(parsed, channel: channel)
+            resolved = try await core.files.resolve(parsed, channel: channel, rooms: names)
         } catch {
             return failure(error)
         }
