@@ -142,5 +142,31 @@ import Testing
         #expect(registry.admitsReferences(to: upload.id, inRooms: ["lobby", "other"], channel: "demo"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: refs).count == 2)
     }
+
+    /// A channel whose uploads are all gone leaves no directory behind (open mode makes
+    /// channels for free), and a later upload to it makes the directory again.
+    @Test func anEmptiedChannelDirectoryIsRemovedAndComesBack() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try FileStore(directory: directory.path)
+        let registry = try UploadRegistry(store: store)
+        let hour: Int64 = 3_600_000
+        let collector = FileCollector(store: store, registry: registry, policy: FileCollectionPolicy(
+            unpublishedGraceMillis: hour, publishedGraceMillis: hour, temporaryGraceMillis: hour))
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        try registry.register(try makeRecord(store, channel: "passing"))
+        try registry.register(try makeRecord(store, channel: "demo"))
+        // Within the grace period nothing goes.
+        #expect(collector.collect(nowMillis: now, retention: { _ in .empty }).channelDirectoriesRemoved == 0)
+        #expect(registry.channelDirectories().count == 2)
+        // Past it both unpublished uploads go, and their channels' directories with them.
+        let report = collector.collect(nowMillis: now + 2 * hour, retention: { _ in .empty })
+        #expect(report.uploadsRemoved == 2)
+        #expect(report.channelDirectoriesRemoved == 2)
+        #expect(registry.channelDirectories().isEmpty)
+        let again = try makeRecord(store, channel: "passing")
+        try registry.register(again)
+        #expect(try registry.record(id: again.id, channel: "passing") == again)
+    }
 }
 

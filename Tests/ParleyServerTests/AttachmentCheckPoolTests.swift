@@ -61,5 +61,23 @@ import Testing
             #expect(error.message.contains("already attached in 1 rooms"))
         }
     }
+
+    /// The per-channel usage table keeps only channels with uploads on the disk: a
+    /// collection that found none in a channel forgets it (open mode makes channels for free).
+    @Test func aChannelHoldingNothingLeavesTheUsageTable() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("parley-usage-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = ServerConfiguration()
+        configuration.dataDirectory = directory
+        let files = try ServerFiles(configuration: configuration)
+        defer { files.shutdown() }
+        #expect(files.currentUsage(of: "made-up", nowMillis: 1_000) == 0)
+        #expect(files.knownUsage(of: "made-up") == 0)
+        var report = FileCollectionReport()
+        report.channelUsage = ["demo": 42]
+        files.counted(report, nowMillis: 2_000)
+        #expect(files.knownUsage(of: "made-up") == nil)
+        #expect(files.knownUsage(of: "demo") == 42)
+    }
 }
 

@@ -39,6 +39,8 @@ public struct FileCollectionReport: Sendable, Hashable {
     public var filesRemoved = 0
     /// Temporary files of crashed uploads removed.
     public var temporaryFilesRemoved = 0
+    /// Channel directories left empty (every upload of the channel gone) and removed.
+    public var channelDirectoriesRemoved = 0
     /// Bytes of uploads each channel still holds after the run.
     public var channelUsage: [String: Int] = [:]
 
@@ -74,6 +76,15 @@ public struct FileCollector: Sendable {
         for channelDirectory in registry.channelDirectories() {
             let (records, orphans) = registry.entries(in: channelDirectory)
             for orphan in orphans { registry.removeReferences(channelDirectory + "/" + orphan) }
+            defer {
+                // A channel with no upload left: its directory goes once nothing was written in
+                // it for the unpublished grace period (rmdir takes only an empty one; an upload
+                // that finds it gone makes it again, UploadRegistry.register).
+                if let modified = POSIX.modificationMillis(channelDirectory), nowMillis - modified >= policy.unpublishedGraceMillis,
+                   POSIX.removeDirectory(channelDirectory) {
+                    report.channelDirectoriesRemoved += 1
+                }
+            }
             for entry in records {
                 let record = entry.record
                 var live = false

@@ -58,9 +58,18 @@ public final class UploadRegistry: Sendable {
     /// Records an upload (durably: the record is complete or absent after a crash).
     public func register(_ record: UploadRecord) throws(FileError) {
         let channel = channelDirectory(record.channel)
-        if try POSIX.makeDirectory(channel) { try POSIX.syncDirectory(directory) }
-        try POSIX.writeDurably(record.jsonValue.serialized(), to: channel + "/" + record.id,
-                               temporaryDirectory: temporaryDirectory)
+        // Garbage collection removes a channel's directory once it has stayed empty for a
+        // while: when it went between the two steps, make it again and write once more.
+        for attempt in 0..<2 {
+            if try POSIX.makeDirectory(channel) { try POSIX.syncDirectory(directory) }
+            do throws(FileError) {
+                try POSIX.writeDurably(record.jsonValue.serialized(), to: channel + "/" + record.id,
+                                       temporaryDirectory: temporaryDirectory)
+                return
+            } catch {
+                if attempt == 1 || POSIX.modificationMillis(channel) != nil { throw error }
+            }
+        }
     }
 
     /// The record of upload `id` in `channel`; nil when this channel has no such upload.

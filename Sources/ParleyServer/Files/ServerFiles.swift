@@ -287,12 +287,12 @@ final class ServerFiles: Sendable {
         }
     }
 
-    /// Garbage collection counted every channel: those counts are fresh.
+    /// Garbage collection counted every channel: those counts are fresh. A channel that
+    /// holds nothing any more is forgotten (counted again from the disk when next asked), so
+    /// the table holds only channels with uploads on the disk.
     func counted(_ report: FileCollectionReport, nowMillis: Int64) {
         usage.withLock { table in
-            for channel in Set(table.keys).union(report.channelUsage.keys) {
-                table[channel] = (report.channelUsage[channel] ?? 0, nowMillis)
-            }
+            table = report.channelUsage.mapValues { ($0, nowMillis) }
         }
     }
 }
