@@ -20,15 +20,21 @@ import ParleyCore
         #expect(broker.roomsInMemory == 1)
     }
 
-    /// Publishes to ever new rooms, past the bound: the idle ones leave memory (and come
-    /// back from the store, their offsets where they were).
+    /// Publishes to ever new rooms, past the bound: the rooms unused for a second leave
+    /// memory (and come back from the store, their offsets where they were).
     @Test func aFullTableForgetsIdleRoomsInsteadOfRefusing() async throws {
-        let broker = SingleNodeBroker(store: InMemoryMessageStore(), maxRooms: 3)
+        let clock = ManualClock()
+        let broker = SingleNodeBroker(store: InMemoryMessageStore(), clock: clock, maxRooms: 3)
         for n in 0..<10 {
             #expect(try await broker.publish(draft("hello", in: room(n))).offset == 1)
             #expect(broker.roomsInMemory <= 3)
+            clock.advance(millis: 1_001)
         }
         #expect(try await broker.publish(draft("again", in: room(0))).offset == 2)
+        // A room used within the last second stays: the bound refuses instead.
+        _ = try await broker.publish(draft("x", in: room(1)))
+        _ = try await broker.publish(draft("x", in: room(2)))
+        await #expect(throws: ParleyError.self) { try await broker.publish(draft("x", in: room(3))) }
     }
 
     /// Rooms with a subscriber stay; when none is idle the bound refuses, and the next walk
@@ -36,9 +42,11 @@ import ParleyCore
     @Test func aFullTableOfBusyRoomsRefuses() async throws {
         let clock = ManualClock()
         let broker = SingleNodeBroker(store: InMemoryMessageStore(), clock: clock, maxRooms: 2)
-        broker.setDelivery(DeliveryRecorder())
+        let deliveries = DeliveryRecorder()
+        broker.setDelivery(deliveries)
         _ = try await broker.subscribe(room(1))
         _ = try await broker.subscribe(room(2))
+        clock.advance(millis: 5_000)
         await #expect(throws: ParleyError.self) { try await broker.publish(draft("x", in: room(3))) }
         broker.unsubscribe(room(1))
         // Within the second after a walk that found nothing idle: refused without a walk.
@@ -46,7 +54,8 @@ import ParleyCore
         clock.advance(millis: 1_000)
         #expect(try await broker.publish(draft("x", in: room(3))).offset == 1)
         #expect(broker.roomsInMemory == 2)
-        // The subscribed room stayed: its events still arrive.
-        #expect(try await broker.publish(draft("y", in: room(2))).offset == 1)
+        // The subscribed room stayed in memory, subscribed: its messages are delivered.
+        _ = try await broker.publish(draft("y", in: room(2)))
+        #expect(await deliveries.wait(in: room(2)) { $0.count == 1 })
     }
 }

@@ -110,24 +110,28 @@ public final class SingleNodeBroker: Broker {
     }
 
     /// The table is full: rather than refuse every publish to a room not in memory (anyone
-    /// can fill the table with publishes to made-up rooms), forget rooms that are idle now
-    /// (no subscriber, nothing queued or in flight; they are read from the store again when
-    /// next used), up to a tenth of the bound. When the last such sweep found none, the next
-    /// waits a second, so a table full of busy rooms refuses without a walk each time.
-    /// Called with the table's lock held. True when there is room now.
+    /// can fill the table with publishes to made-up rooms), forget rooms idle for a second
+    /// at least (no subscriber, nothing queued or in flight; they are read from the store
+    /// again when next used), up to a tenth of the bound. A sweep that found less than a
+    /// tenth of that makes the next wait a second, so a table of busy rooms refuses without
+    /// a walk of the table each time. Called with the table's lock held. True when there is
+    /// room now.
     private func makeRoomAtTheBound(_ rooms: inout [RoomKey: Sequencer]) -> Bool {
         let now = clock.nowMillis()
         guard now >= noSweepBefore.load(ordering: .relaxed) else { return false }
         var idle: [RoomKey] = []
         let wanted = max(1, maxRooms / 10)
-        for (key, sequencer) in rooms where sequencer.retireIfIdle(before: .max) {
+        for (key, sequencer) in rooms where sequencer.retireIfIdle(before: now - Self.idleAtTheBoundMillis) {
             idle.append(key)
             if idle.count == wanted { break }
         }
         for key in idle { rooms.removeValue(forKey: key) }
-        noSweepBefore.store(idle.isEmpty ? now + 1_000 : 0, ordering: .relaxed)
+        noSweepBefore.store(idle.count < max(1, wanted / 10) ? now + 1_000 : 0, ordering: .relaxed)
         return rooms.count < maxRooms
     }
+
+    /// How long a room must have been unused to be forgotten at the bound.
+    static let idleAtTheBoundMillis: Int64 = 1_000
 
     private func load(_ sequencer: Sequencer) {
         let since = clock.nowMillis() - idempotencyWindowMillis
@@ -176,13 +180,22 @@ public final class SingleNodeBroker: Broker {
             }
         }
         if retry {
-            // The room failed to load, or left the table while this caller held it: load
-            // it afresh.
-            if let fresh = try? self.sequencer(for: sequencer.room), fresh !== sequencer {
-                run(fresh, operation)
-            } else {
-                for callback in operation.fail(ParleyError(.unavailable, "the store cannot read room \(sequencer.room)")) { callback() }
+            // The room failed to load, or left the table while this caller held it. A room
+            // that left had no subscriber: an event or an unsubscribe has nothing to do there
+            // (and must not bring the room back). Anything else loads it afresh.
+            switch operation {
+            case .broadcast, .unsubscribe: return
+            case .publish, .subscribe: break
             }
+            let failure: ParleyError
+            do throws(ParleyError) {
+                let fresh = try self.sequencer(for: sequencer.room)
+                if fresh !== sequencer { return run(fresh, operation) }
+                failure = ParleyError(.unavailable, "the store cannot read room \(sequencer.room)")
+            } catch {
+                failure = error
+            }
+            for callback in operation.fail(failure) { callback() }
             return
         }
         for callback in callbacks { callback() }
@@ -274,8 +287,7 @@ public final class SingleNodeBroker: Broker {
             }
             state.queue.removeAll { $0.isMessage(id: message.id) }
             if let clientMessageID = pending.clientMessageID, state.remembered[clientMessageID]?.offset == message.offset {
-                others = state.remembered.removeValue(forKey: clientMessageID)?.waiters ?? []
-                pending.sequencer.rememberedCount.count.subtract(1, ordering: .relaxed)
+                others = state.forgetFailed(clientMessageID, counting: pending.sequencer.rememberedCount)
             }
             outcome = .failure(error.code == .conflict
                 ? ParleyError(.unavailable, "not stored: an earlier message of this room could not be stored")
@@ -329,6 +341,8 @@ private struct Remembered {
 /// How many client message ids all of a broker's rooms remember, and the bounds.
 private final class RememberedCount: Sendable {
     let count = Atomic<Int>(0)
+    /// Rooms remembering at least one id: the total bound's share of each is `total / rooms`.
+    let rooms = Atomic<Int>(0)
     let perRoom: Int
     let total: Int
 
@@ -383,15 +397,47 @@ private final class Sequencer: Sendable {
         var rememberedOrder: [(timestampMillis: Int64, messageID: String)] = []
         var rememberedStart = 0
 
-        /// Remembers `messageID`; at the room's or the broker's bound, the room first forgets
-        /// its own oldest id whose message is stored (one still on its way is kept: those
-        /// are bounded by the store's queue).
+        /// Remembers `messageID`. At the room's bound, or past the broker's while the room holds
+        /// its share of it or more (the bound ÷ the rooms remembering ids), the room first
+        /// forgets its own oldest id whose message is stored (one still on its way is kept:
+        /// those are bounded by the store's queue). So the busiest rooms give way first, a
+        /// quiet room keeps its share, and the total stays under twice the bound.
         mutating func remember(_ messageID: String, _ entry: Remembered, counting count: RememberedCount) {
-            if remembered.count >= count.perRoom || count.count.load(ordering: .relaxed) >= count.total {
+            let share = count.total / max(1, count.rooms.load(ordering: .relaxed))
+            if remembered.count >= count.perRoom
+                || (count.count.load(ordering: .relaxed) >= count.total && remembered.count >= max(1, share)) {
                 forgetOldest(counting: count)
             }
-            if remembered.updateValue(entry, forKey: messageID) == nil { count.count.add(1, ordering: .relaxed) }
+            let first = remembered.isEmpty
+            if remembered.updateValue(entry, forKey: messageID) == nil {
+                count.count.add(1, ordering: .relaxed)
+                if first { count.rooms.add(1, ordering: .relaxed) }
+            }
             rememberedOrder.append((entry.timestampMillis, messageID))
+        }
+
+        /// The message of `messageID` could not be stored: the id is free again. Returns the
+        /// retries that waited for it.
+        mutating func forgetFailed(_ messageID: String, counting count: RememberedCount) -> [@Sendable (Result<Message, ParleyError>) -> Void] {
+            guard let known = remembered.removeValue(forKey: messageID) else { return [] }
+            removed(counting: count)
+            return known.waiters ?? []
+        }
+
+        /// One id left `remembered`.
+        private mutating func removed(counting count: RememberedCount) {
+            count.count.subtract(1, ordering: .relaxed)
+            if remembered.isEmpty { count.rooms.subtract(1, ordering: .relaxed) }
+        }
+
+        /// The room leaves memory: its ids leave the count.
+        mutating func forgetAll(counting count: RememberedCount) {
+            guard !remembered.isEmpty else { return }
+            count.count.subtract(remembered.count, ordering: .relaxed)
+            count.rooms.subtract(1, ordering: .relaxed)
+            remembered = [:]
+            rememberedOrder = []
+            rememberedStart = 0
         }
 
         mutating func forget(before millis: Int64, counting count: RememberedCount) {
@@ -399,7 +445,7 @@ private final class Sequencer: Sendable {
                 let id = rememberedOrder[rememberedStart].messageID
                 if remembered[id]?.timestampMillis ?? .max < millis, remembered[id]?.waiters == nil {
                     remembered[id] = nil
-                    count.count.subtract(1, ordering: .relaxed)
+                    removed(counting: count)
                 }
                 rememberedStart += 1
             }
@@ -416,7 +462,7 @@ private final class Sequencer: Sendable {
                 }
                 guard known.waiters == nil else { break }
                 remembered[id] = nil
-                count.count.subtract(1, ordering: .relaxed)
+                removed(counting: count)
                 rememberedStart += 1
                 break
             }
@@ -452,9 +498,7 @@ private final class Sequencer: Sendable {
             guard state.subscriptions == 0 && state.inFlight == 0 && state.queue.isEmpty
                 && state.lastUsedMillis < millis && !state.remembered.values.contains(where: { $0.waiters != nil }) else { return false }
             state.phase = .failed
-            rememberedCount.count.subtract(state.remembered.count, ordering: .relaxed)
-            state.remembered = [:]
-            state.rememberedOrder = []
+            state.forgetAll(counting: rememberedCount)
             return true
         }
     }

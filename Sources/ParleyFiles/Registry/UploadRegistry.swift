@@ -7,14 +7,16 @@ import Darwin
 
 /// The uploads this server (or any node sharing its files directory) issued, on disk beside
 /// the content: `files/uploads/<sha256 of the channel>/<id>` holds an ``UploadRecord`` as
-/// JSON, and `<id>.refs/` one small file per message that carries the upload
-/// (``UploadReference``).
+/// JSON, and `<id>.refs/` one small file per room whose messages carry the upload, for the
+/// newest of them (``UploadReference``).
 ///
 /// Kept in the files directory rather than in memory or SQLite because cluster nodes share
 /// that directory and nothing else on disk: every node must validate every id and serve every
 /// file. Records are written once (temporary file, fsync, rename) and never changed; a
 /// publish refreshes a record's modification time, which is what garbage collection's grace
-/// periods look at. Each reference is its own file, so nodes never rewrite each other's data.
+/// periods look at. Each reference is its own file, written once: a newer reference of the
+/// room is a new file and the older ones are removed (by whichever node wrote the newer), so
+/// no file is ever rewritten in place.
 ///
 /// Blocking I/O: call it on a ``FileWorkerPool``.
 public final class UploadRegistry: Sendable {

@@ -280,13 +280,14 @@ public enum RedisBackendScripts {
           end
         end
         if cmid ~= '' then
-          redis.call('HSET', KEYS[3], cmid, string.format('%d', offset) .. ' ' .. ARGV[2] .. ' ' .. ARGV[4])
-          redis.call('ZADD', KEYS[4], now, cmid)
-          local extra = redis.call('ZCARD', KEYS[4]) - (tonumber(ARGV[16]) or 100000)
+          -- Room for this one first (so the trim never takes the id just added).
+          local extra = redis.call('ZCARD', KEYS[4]) + 1 - (tonumber(ARGV[16]) or 100000)
           if extra > 0 then
             local oldest = redis.call('ZPOPMIN', KEYS[4], math.min(extra, 100))
             for i = 1, #oldest, 2 do redis.call('HDEL', KEYS[3], oldest[i]) end
           end
+          redis.call('HSET', KEYS[3], cmid, string.format('%d', offset) .. ' ' .. ARGV[2] .. ' ' .. ARGV[4])
+          redis.call('ZADD', KEYS[4], now, cmid)
           redis.call('PEXPIRE', KEYS[3], window)
           redis.call('PEXPIRE', KEYS[4], window)
         end
