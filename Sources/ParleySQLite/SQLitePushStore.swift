@@ -145,8 +145,24 @@ public final class SQLitePushStore: PushStore {
         }
     }
 
-    public func setMute(_ mute: PushMute, user: String, channel: String) throws(ParleyError) {
+    public func setMute(_ mute: PushMute, user: String, channel: String, nowMillis: Int64) throws(ParleyError) {
         try run { connection throws(ParleyError) in
+            // Ended mutes go (and a time not after now lifts this one).
+            let ended = try connection.statement("DELETE FROM mutes WHERE channel = ?1 AND user = ?2 AND (until_ms <= ?3 OR room = ?4)")
+            ended.bind(1, channel)
+            ended.bind(2, user)
+            ended.bind(3, nowMillis)
+            ended.bind(4, mute.untilMillis <= nowMillis ? mute.room ?? "" : nil)
+            try ended.run()
+            guard mute.untilMillis > nowMillis else { return }
+            let held = try connection.statement("SELECT count(*), sum(room = ?3) FROM mutes WHERE channel = ?1 AND user = ?2")
+            held.bind(1, channel)
+            held.bind(2, user)
+            held.bind(3, mute.room ?? "")
+            _ = try held.step()
+            let (count, this) = (held.int64(0), held.int64(1))
+            held.reset()
+            if this == 0, count >= Int64(PushMute.maxPerUser) { throw PushMute.tooMany }
             let upsert = try connection.statement("INSERT OR REPLACE INTO mutes (channel, user, room, until_ms) VALUES (?1, ?2, ?3, ?4)")
             upsert.bind(1, channel)
             upsert.bind(2, user)

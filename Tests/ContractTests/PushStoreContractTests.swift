@@ -52,14 +52,34 @@ enum PushStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
     @Test(arguments: PushStoreKind.allCases)
     func mutesHoldUntilTheirTime(kind: PushStoreKind) throws {
         let store = try kind.make()
-        try store.setMute(PushMute(room: "general", untilMillis: 1_000), user: "alice", channel: "ch")
-        try store.setMute(PushMute(room: nil, untilMillis: 500), user: "alice", channel: "ch")
+        try store.setMute(PushMute(room: "general", untilMillis: 1_000), user: "alice", channel: "ch", nowMillis: 100)
+        try store.setMute(PushMute(room: nil, untilMillis: 500), user: "alice", channel: "ch", nowMillis: 100)
         #expect(try store.mutes(of: "alice", in: "ch", nowMillis: 100) == [PushMute(room: nil, untilMillis: 500),
                                                                           PushMute(room: "general", untilMillis: 1_000)])
         #expect(try store.mutes(of: "alice", in: "ch", nowMillis: 600) == [PushMute(room: "general", untilMillis: 1_000)])
-        try store.setMute(PushMute(room: "general", untilMillis: 0), user: "alice", channel: "ch")
+        try store.setMute(PushMute(room: "general", untilMillis: 0), user: "alice", channel: "ch", nowMillis: 100)
         #expect(try store.mutes(of: "alice", in: "ch", nowMillis: 100) == [PushMute(room: nil, untilMillis: 500)], "lifted")
         #expect(try store.mutes(of: "bob", in: "ch", nowMillis: 100).isEmpty)
+    }
+
+    /// A user's mutes are bounded: one more room is refused, a room already muted can be
+    /// muted again, and mutes that ended make room (setting one removes them).
+    @Test(arguments: PushStoreKind.allCases)
+    func mutesAreBoundedAndEndedOnesGo(kind: PushStoreKind) throws {
+        let store = try kind.make()
+        for n in 0..<PushMute.maxPerUser {
+            try store.setMute(PushMute(room: "r\(n)", untilMillis: 1_000), user: "alice", channel: "ch", nowMillis: 100)
+        }
+        #expect(throws: ParleyError.self) {
+            try store.setMute(PushMute(room: "one more", untilMillis: 1_000), user: "alice", channel: "ch", nowMillis: 100)
+        }
+        try store.setMute(PushMute(room: "r0", untilMillis: 2_000), user: "alice", channel: "ch", nowMillis: 100)
+        try store.setMute(PushMute(room: "elsewhere", untilMillis: 1_000), user: "bob", channel: "ch", nowMillis: 100)
+        // Later every one of alice's but r0 has ended: the next mute removes them.
+        try store.setMute(PushMute(room: "new", untilMillis: 3_000), user: "alice", channel: "ch", nowMillis: 1_500)
+        #expect(try store.mutes(of: "alice", in: "ch", nowMillis: 0) == [PushMute(room: "new", untilMillis: 3_000),
+                                                                        PushMute(room: "r0", untilMillis: 2_000)])
+        #expect(try store.mutes(of: "bob", in: "ch", nowMillis: 0).count == 1, "another user's stay")
     }
 
     @Test(arguments: PushStoreKind.allCases)

@@ -77,10 +77,17 @@ public struct PushDevice: Sendable, Hashable {
 
 /// A user's mute: of one room, or of every room (`room` nil), until a time.
 public struct PushMute: Sendable, Hashable {
+    /// Most rooms one user mutes at once per channel (every room counts as one).
+    public static let maxPerUser = 200
     public let room: String?
     public let untilMillis: Int64
     public init(room: String?, untilMillis: Int64) {
         self.room = room
         self.untilMillis = untilMillis
+    }
+
+    /// A mute of one more room than ``maxPerUser``.
+    public static var tooMany: ParleyError {
+        ParleyError(.limitReached, "at most \(maxPerUser) rooms muted at once; lift one first")
     }
 }

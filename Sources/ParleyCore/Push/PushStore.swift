@@ -37,8 +37,10 @@ public struct PushJob: Sendable, Equatable {
 /// Contract (Tests/ContractTests/PushStoreContractTests.swift):
 /// - a device is one per platform and token: registering it again replaces it (for whichever
 ///   user); a user keeps at most ``PushDevice/maxPerUser`` per channel, the oldest goes;
-/// - a mute per user, channel and room (nil: every room) holds until its time; a time in the
-///   past lifts it;
+/// - a mute per user, channel and room (nil: every room) holds until its time; a time not
+///   after `nowMillis` lifts it (the mute is removed), and setting one removes the user's
+///   mutes that ended; a user holds at most ``PushMute/maxPerUser`` per channel, and a mute
+///   of one more room is refused (`limitReached`);
 /// - ``enqueue(_:maxQueued:)`` adds to the job of the same user and room (count added, the
 ///   newest offset kept, its due time left as it is: a pending job's is the earlier, a taken
 ///   one's is its lease), else queues a new one unless `maxQueued` wait (false then);
@@ -53,7 +55,7 @@ public protocol PushStore: AnyObject, Sendable {
     func devices(of user: String, in channel: String) throws(ParleyError) -> [PushDevice]
     /// Which of `users` have a device in `channel`.
     func usersWithDevices(_ users: [String], in channel: String) throws(ParleyError) -> Set<String>
-    func setMute(_ mute: PushMute, user: String, channel: String) throws(ParleyError)
+    func setMute(_ mute: PushMute, user: String, channel: String, nowMillis: Int64) throws(ParleyError)
     func mutes(of user: String, in channel: String, nowMillis: Int64) throws(ParleyError) -> [PushMute]
     func enqueue(_ job: PushJob, maxQueued: Int) throws(ParleyError) -> Bool
     func due(nowMillis: Int64, limit: Int) throws(ParleyError) -> [PushJob]
@@ -104,8 +106,16 @@ public final class InMemoryPushStore: PushStore {
 
     private static func key(_ channel: String, _ user: String, _ room: String?) -> String { channel + "\0" + user + "\0" + (room ?? "") }
 
-    public func setMute(_ mute: PushMute, user: String, channel: String) {
-        state.withLock { $0.mutes[Self.key(channel, user, mute.room)] = mute }
+    public func setMute(_ mute: PushMute, user: String, channel: String, nowMillis: Int64) throws(ParleyError) {
+        let prefix = channel + "\0" + user + "\0", key = Self.key(channel, user, mute.room)
+        try state.withLock { state throws(ParleyError) in
+            for (other, held) in state.mutes where other.hasPrefix(prefix) && held.untilMillis <= nowMillis { state.mutes[other] = nil }
+            guard mute.untilMillis > nowMillis else { state.mutes[key] = nil; return }
+            if state.mutes[key] == nil, state.mutes.keys.filter({ $0.hasPrefix(prefix) }).count >= PushMute.maxPerUser {
+                throw PushMute.tooMany
+            }
+            state.mutes[key] = mute
+        }
     }
 
     public func mutes(of user: String, in channel: String, nowMillis: Int64) -> [PushMute] {

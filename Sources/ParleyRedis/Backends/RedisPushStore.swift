@@ -133,8 +133,37 @@ public final class RedisPushStore: PushStore {
 
     // MARK: mutes
 
-    public func setMute(_ mute: PushMute, user: String, channel: String) throws(ParleyError) {
-        _ = try command("setting a mute", [.string("HSET"), .string(userKey(channel, user, "m")), .string(mute.room ?? ""), .integer(mute.untilMillis)])
+    /// KEYS: the user's mutes. ARGV: room (`""`: every room), until, now, most per user.
+    /// Removes the mutes that ended (and this one when its time is not after now); 1 done,
+    /// 0 refused (one more room than the bound).
+    static let muteScript = RedisScript("""
+        local now, live, held = tonumber(ARGV[3]), 0, false
+        local all = redis.call('HGETALL', KEYS[1])
+        for i = 1, #all, 2 do
+            if tonumber(all[i + 1]) <= now then
+                redis.call('HDEL', KEYS[1], all[i])
+            else
+                live = live + 1
+                if all[i] == ARGV[1] then held = true end
+            end
+        end
+        if tonumber(ARGV[2]) <= now then
+            redis.call('HDEL', KEYS[1], ARGV[1])
+            return 1
+        end
+        if not held and live >= tonumber(ARGV[4]) then return 0 end
+        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+        return 1
+        """)
+
+    public func setMute(_ mute: PushMute, user: String, channel: String, nowMillis: Int64) throws(ParleyError) {
+        let key = userKey(channel, user, "m")
+        let done = try call("setting a mute") {
+            redis.evaluate(Self.muteScript, keys: [.string(key)], arguments: [
+                .string(mute.room ?? ""), .integer(mute.untilMillis), .integer(nowMillis), .integer(Int64(PushMute.maxPerUser)),
+            ], timeoutMillis: timeoutMillis, completion: $0)
+        }
+        if done.int == 0 { throw PushMute.tooMany }
     }
 
     public func mutes(of user: String, in channel: String, nowMillis: Int64) throws(ParleyError) -> [PushMute] {

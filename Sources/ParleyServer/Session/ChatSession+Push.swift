@@ -45,8 +45,10 @@ extension ChatSession {
         case .failure(let refusal): return refusal
         case .success(let found): (push, channel, user) = found
         }
-        let mute = PushMute(room: room, untilMillis: untilSeconds * 1000)
-        push.perform({ () throws(ParleyError) in try push.store.setMute(mute, user: user, channel: channel) }) { completion($0.failure) }
+        let mute = PushMute(room: room, untilMillis: untilSeconds * 1000), now = context.nowMillis
+        push.perform({ () throws(ParleyError) in try push.store.setMute(mute, user: user, channel: channel, nowMillis: now) }) {
+            completion($0.failure)
+        }
         return nil
     }
 }
