@@ -44,6 +44,9 @@ final class SQLiteConnection: @unchecked Sendable {
 
     var errorMessage: String { handle.map { String(cString: sqlite3_errmsg($0)) } ?? "closed" }
 
+    /// Rows the last statement inserted, changed or deleted.
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
     func error(_ what: String, _ status: Int32) -> ParleyError {
         let code: ParleyError.Code = (status & 0xFF) == SQLITE_FULL ? .unavailable : .internalError
         let reason = (status & 0xFF) == SQLITE_FULL ? "disk full" : errorMessage

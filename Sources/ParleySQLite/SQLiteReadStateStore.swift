@@ -6,6 +6,14 @@ import ParleyCore
 /// after its commit (so a recorded mark survives a crash).
 public final class SQLiteReadStateStore: ReadStateStore {
     public let maxRoomsPerUser: Int
+    public let maxMarks: Int
+    /// Marks in the file: counted at open, then kept by the worker (its thread only).
+    private final class Count: @unchecked Sendable {
+        // Read and written only by jobs on the worker's single thread (and once in init,
+        // before the worker exists): never two threads at once.
+        var marks: Int64 = 0
+    }
+    private let count = Count()
     public let path: String
     /// A job reads or writes, and returns what to run once its transaction is over (with
     /// the commit's error, if any).
@@ -16,9 +24,11 @@ public final class SQLiteReadStateStore: ReadStateStore {
     public static let queueLimit = 100_000
 
     /// Opens (creating when missing) the file at `path`.
-    public init(path: String, maxRoomsPerUser: Int = 500, synchronousFull: Bool = false) throws(ParleyError) {
+    public init(path: String, maxRoomsPerUser: Int = 500, maxMarks: Int = ReadMark.maxStored,
+                synchronousFull: Bool = false) throws(ParleyError) {
         self.path = path
         self.maxRoomsPerUser = maxRoomsPerUser
+        self.maxMarks = max(1, maxMarks)
         let connection = try SQLiteConnection(path: path)
         try connection.exec("""
             PRAGMA journal_mode = WAL;
@@ -35,7 +45,9 @@ public final class SQLiteReadStateStore: ReadStateStore {
             ) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS read_marks_room ON read_marks (channel, room, offset);
             CREATE INDEX IF NOT EXISTS read_marks_recent ON read_marks (channel, user, updated_ms, room);
+            CREATE INDEX IF NOT EXISTS read_marks_age ON read_marks (updated_ms);
             """)
+        count.marks = try connection.integer("SELECT count(*) FROM read_marks")
         // The connection goes to the worker and is used on its thread only
         // (SQLiteConnection's proof).
         worker = WorkerThread(name: "parley-reads", idleMillis: 60_000, limit: Self.queueLimit) { jobs in
@@ -68,7 +80,7 @@ public final class SQLiteReadStateStore: ReadStateStore {
     }
 
     public func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
-        let limit = maxRoomsPerUser
+        let (limit, maxMarks, count) = (maxRoomsPerUser, Int64(maxMarks), self.count)
         submit(completion) { connection throws(ParleyError) -> ReadUpdate in
             let old = try Self.read(connection, user: mark.user, room: mark.room)
             if old == nil, !evicting, try Self.count(connection, user: mark.user, channel: mark.room.channel) >= Int64(limit) {
@@ -88,6 +100,7 @@ public final class SQLiteReadStateStore: ReadStateStore {
             upsert.bind(7, merged.updatedMillis)
             try upsert.run()
             if old == nil {
+                count.marks += 1
                 let held = try Self.count(connection, user: mark.user, channel: mark.room.channel)
                 if held > Int64(limit) {
                     let drop = try connection.statement("""
@@ -100,6 +113,21 @@ public final class SQLiteReadStateStore: ReadStateStore {
                     drop.bind(3, mark.room.room)
                     drop.bind(4, held - Int64(limit))
                     try drop.run()
+                    count.marks -= Int64(connection.changes)
+                }
+                if count.marks > maxMarks {
+                    // The store's bound: anyone's least recently touched marks go.
+                    let drop = try connection.statement("""
+                        DELETE FROM read_marks WHERE (channel, user, room) IN (
+                            SELECT channel, user, room FROM read_marks INDEXED BY read_marks_age
+                            WHERE NOT (channel = ?1 AND user = ?2 AND room = ?3) ORDER BY updated_ms LIMIT ?4)
+                        """)
+                    drop.bind(1, mark.room.channel)
+                    drop.bind(2, mark.user)
+                    drop.bind(3, mark.room.room)
+                    drop.bind(4, count.marks - maxMarks)
+                    try drop.run()
+                    count.marks -= Int64(connection.changes)
                 }
             }
             return ReadUpdate(mark: merged, moved: merged.offset > (old?.offset ?? 0), added: old == nil)

@@ -9,16 +9,17 @@ enum ReadStateStoreKind: String, CaseIterable, Sendable, CustomStringConvertible
     case memory, sqlite, redis, redisCluster
     var description: String { rawValue }
 
-    func make(maxRoomsPerUser: Int = 500) throws -> any ReadStateStore {
+    func make(maxRoomsPerUser: Int = 500, maxMarks: Int = ReadMark.maxStored) throws -> any ReadStateStore {
         switch self {
         case .memory:
-            return InMemoryReadStateStore(maxRoomsPerUser: maxRoomsPerUser)
+            return InMemoryReadStateStore(maxRoomsPerUser: maxRoomsPerUser, maxMarks: maxMarks)
         case .sqlite:
             let path = NSTemporaryDirectory() + "parley-reads-\(UUID().uuidString).sqlite3"
-            return try SQLiteReadStateStore(path: path, maxRoomsPerUser: maxRoomsPerUser)
+            return try SQLiteReadStateStore(path: path, maxRoomsPerUser: maxRoomsPerUser, maxMarks: maxMarks)
         case .redis, .redisCluster:
             let deployment = try RedisDeployment.shared(self == .redis ? .single : .cluster)
-            return RedisReadStateStore(redis: deployment.client, keyspace: RedisDeployment.freshKeyspace(), maxRoomsPerUser: maxRoomsPerUser)
+            return RedisReadStateStore(redis: deployment.client, keyspace: RedisDeployment.freshKeyspace(), maxRoomsPerUser: maxRoomsPerUser,
+                                       maxMarks: maxMarks)
         }
     }
 }
@@ -29,6 +30,31 @@ enum ReadStateStoreKind: String, CaseIterable, Sendable, CustomStringConvertible
 
     func mark(_ user: String, _ room: RoomKey, _ offset: Int64, at time: Int64, name: String? = nil, shares: Bool = true) -> ReadMark {
         ReadMark(user: user, room: room, offset: offset, name: name ?? user.capitalized, sharesReceipts: shares, updatedMillis: time)
+    }
+
+    /// The store's bound, every user and channel together: a new mark past it drops the
+    /// least recently touched of anyone's (from every list: the user's marks, the room's
+    /// readers and users), never the one recorded; touching a mark keeps it.
+    @Test(arguments: ReadStateStoreKind.allCases)
+    func theStoreKeepsItsMostRecentlyTouchedMarks(kind: ReadStateStoreKind) async throws {
+        let store = try kind.make(maxMarks: 3)
+        _ = try await store.record(mark("ann", general, 5, at: 100))
+        _ = try await store.record(mark("bob", general, 6, at: 110))
+        _ = try await store.record(mark("cy", RoomKey(channel: "other", room: "x"), 1, at: 120))
+        _ = try await store.record(mark("bob", general, 7, at: 130))  // touched: now the newest
+        _ = try await store.record(mark("dee", random, 2, at: 140))
+        #expect(try await store.mark(of: "ann", in: general) == nil, "the least recently touched went")
+        #expect(try await store.readers(of: general, limit: 10).map(\.user) == ["bob"])
+        #expect(try await store.users(of: general, limit: 10) == ["bob"])
+        #expect(try await store.marks(of: "ann", in: "ch", limit: 10).isEmpty)
+        _ = try await store.record(mark("eve", random, 3, at: 150))
+        #expect(try await store.mark(of: "cy", in: RoomKey(channel: "other", room: "x")) == nil)
+        #expect(try await store.mark(of: "bob", in: general)?.offset == 7)
+        #expect(Set(try await store.users(of: random, limit: 10)) == ["dee", "eve"])
+        // A mark recorded with an old time is kept all the same (the others go).
+        _ = try await store.record(mark("fay", random, 1, at: 10))
+        #expect(try await store.mark(of: "fay", in: random) != nil)
+        #expect(try await store.users(of: random, limit: 10).contains("fay"))
     }
 
     @Test(arguments: ReadStateStoreKind.allCases)

@@ -25,6 +25,10 @@ public struct ReadMark: Sendable, Equatable {
     /// Longest name kept with a mark, in bytes.
     public static let maxNameBytes = 128
 
+    /// Most marks one store keeps in all, every user and channel together, by default: a
+    /// new one past it drops the marks touched least recently (``ReadStateStore``).
+    public static let maxStored = 1_000_000
+
     /// `name` cut to ``maxNameBytes`` on a character boundary.
     public static func clipped(_ name: String) -> String {
         guard name.utf8.count > maxNameBytes else { return name }

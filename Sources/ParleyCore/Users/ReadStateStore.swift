@@ -13,6 +13,9 @@ import Synchronization
 ///   drops the one the user touched least recently (its mark with it); recording one more
 ///   with `evicting` false (someone else opened it for the user) records nothing then, so
 ///   nobody can push a user's own conversations out of their inbox.
+/// - The store keeps at most ``maxMarks`` marks in all (every user and channel): recording
+///   a new one past it drops the marks touched least recently, whoever's they are (a user
+///   long gone, or one an address made up on an open channel), never the one recorded.
 /// - ``marks(of:in:limit:completion:)`` lists a user's marks, most recently touched first.
 /// - ``readers(of:limit:completion:)`` lists the receipts of a room's marks that share them
 ///   and have read something, furthest read first (ties: user id, descending), at most
@@ -20,6 +23,8 @@ import Synchronization
 public protocol ReadStateStore: AnyObject, Sendable {
     /// Most conversations kept per user and channel.
     var maxRoomsPerUser: Int { get }
+    /// Most marks kept in all.
+    var maxMarks: Int { get }
     func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void)
     func mark(of user: String, in room: RoomKey, completion: @escaping @Sendable (Result<ReadMark?, ParleyError>) -> Void)
     func marks(of user: String, in channel: String, limit: Int, completion: @escaping @Sendable (Result<[ReadMark], ParleyError>) -> Void)
@@ -77,11 +82,15 @@ extension ReadMark {
 /// Read marks in memory: the store of tests and of a server without a data directory.
 public final class InMemoryReadStateStore: ReadStateStore {
     public let maxRoomsPerUser: Int
+    public let maxMarks: Int
     private struct UserKey: Hashable { let channel: String; let user: String }
     private let state = Mutex<[UserKey: [String: ReadMark]]>([:])
+    /// Marks held in all (kept beside the table, so a record does not count them).
+    private let total = Mutex(0)
 
-    public init(maxRoomsPerUser: Int = 500) {
+    public init(maxRoomsPerUser: Int = 500, maxMarks: Int = ReadMark.maxStored) {
         self.maxRoomsPerUser = maxRoomsPerUser
+        self.maxMarks = max(1, maxMarks)
     }
 
     public func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
@@ -92,11 +101,27 @@ public final class InMemoryReadStateStore: ReadStateStore {
             if old == nil, !evicting, marks.count >= maxRoomsPerUser { return ReadUpdate(mark: mark, moved: false, added: false) }
             let merged = old?.merged(with: mark) ?? mark
             marks[mark.room.room] = merged
+            var added = old == nil ? 1 : 0
             if old == nil, marks.count > maxRoomsPerUser,
                let oldest = marks.values.filter({ $0.room != mark.room }).min(by: Self.lessRecent) {
                 marks[oldest.room.room] = nil
+                added -= 1
             }
             state[key] = marks
+            let held = total.withLock { $0 += added; return $0 }
+            // The store's bound: the least recently touched marks of anyone go, a hundredth of
+            // the bound at a time (one sort per batch, not a walk per mark).
+            if held > maxMarks {
+                var everyone = state.flatMap { owner, marks in marks.values.map { (owner, $0) } }
+                    .filter { !($0.0 == key && $0.1.room == mark.room) }
+                everyone.sort { Self.lessRecent($0.1, $1.1) }
+                let dropped = everyone.prefix(max(held - maxMarks, maxMarks / 100))
+                for (owner, gone) in dropped {
+                    state[owner]?[gone.room.room] = nil
+                    if state[owner]?.isEmpty == true { state[owner] = nil }
+                }
+                total.withLock { $0 -= dropped.count }
+            }
             return ReadUpdate(mark: merged, moved: merged.offset > (old?.offset ?? 0), added: old == nil)
         }
         completion(.success(update))

@@ -9,20 +9,24 @@ import ParleyCore
 /// | `P:{c/r}:rd` | sorted set | user → offset, of the marks that share receipts |
 /// | `P:{c/r}:rn` | hash | user → name shown in receipts |
 /// | `P:{c/r}:ru` | set | every user who has the room among their conversations |
+/// | `P:reads:all` | sorted set | `channel NUL user NUL room` → time touched, every mark (for the store's bound) |
 ///
 /// A user's keys share one hash tag and change in one script (atomic: the offset never moves
 /// back, the bound holds); the room's receipt keys carry the room's tag and follow with
 /// `ZADD GT` (so they never move back either, whatever order two nodes' writes land in).
 public final class RedisReadStateStore: ReadStateStore {
     public let maxRoomsPerUser: Int
+    public let maxMarks: Int
     private let redis: any RedisCommandExecutor
     private let keyspace: RedisKeyspace
     private let timeoutMillis: Int
 
-    public init(redis: any RedisCommandExecutor, keyspace: RedisKeyspace, maxRoomsPerUser: Int = 500, timeoutMillis: Int = 2_000) {
+    public init(redis: any RedisCommandExecutor, keyspace: RedisKeyspace, maxRoomsPerUser: Int = 500,
+                maxMarks: Int = ReadMark.maxStored, timeoutMillis: Int = 2_000) {
         self.redis = redis
         self.keyspace = keyspace
         self.maxRoomsPerUser = maxRoomsPerUser
+        self.maxMarks = max(1, maxMarks)
         self.timeoutMillis = timeoutMillis
     }
 
@@ -67,6 +71,80 @@ public final class RedisReadStateStore: ReadStateStore {
         return {offset, updated, added, oldOffset, evicted, name}
         """)
 
+    /// KEYS: every mark. ARGV: this mark's member, its time, the bound, then members the
+    /// user's own bound dropped. Returns the members dropped for the store's bound (the least
+    /// recently touched, never this one), at most 100 at a time.
+    static let allMarksScript = RedisScript("""
+        for i = 4, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
+        redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+        local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+        local dropped = {}
+        if excess > 0 then
+            for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, math.min(excess, 100))) do
+                if member ~= ARGV[1] and #dropped < excess then
+                    redis.call('ZREM', KEYS[1], member)
+                    dropped[#dropped + 1] = member
+                end
+            end
+        end
+        return dropped
+        """)
+
+    /// KEYS: marks, times. ARGV: room. A mark the store's bound dropped.
+    static let forgetScript = RedisScript("""
+        redis.call('HDEL', KEYS[1], ARGV[1])
+        redis.call('ZREM', KEYS[2], ARGV[1])
+        return 1
+        """)
+
+    private var allMarksKey: String { keyspace.prefix + ":reads:all" }
+
+    private static func member(_ channel: String, _ user: String, _ room: String) -> String {
+        channel + "\u{0}" + user + "\u{0}" + room
+    }
+
+    /// The commands that take a dropped mark out of its user's and its room's keys.
+    private func forgetting(_ member: String) -> [(script: Bool, commands: [RedisCommand], keys: [RedisArgument], room: String)] {
+        let parts = member.split(separator: "\u{0}", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3 else { return [] }
+        let (channel, user, room) = (parts[0], parts[1], parts[2])
+        let keys = userKeys(user, in: channel)
+        let roomKeys = keyspace.room(RoomKey(channel: channel, room: room))
+        return [(true, [], [.string(keys.marks), .string(keys.times)], room),
+                (false, [RedisCommand("ZREM", .string(roomKeys.base + "rd"), .string(user)),
+                         RedisCommand("HDEL", .string(roomKeys.base + "rn"), .string(user)),
+                         RedisCommand("SREM", .string(roomKeys.base + "ru"), .string(user))], [], room)]
+    }
+
+    /// Counts `mark` among every mark (and forgets `droppedRooms`, which the user's bound
+    /// dropped); past the store's bound, drops the least recently touched marks of anyone.
+    private func keepBound(_ mark: ReadMark, droppedRooms: [String], completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+        let (redis, timeout) = (self.redis, timeoutMillis)
+        let arguments: [RedisArgument] = [.string(Self.member(mark.room.channel, mark.user, mark.room.room)), .integer(mark.updatedMillis),
+                                          .integer(Int64(maxMarks))]
+            + droppedRooms.map { .string(Self.member(mark.room.channel, mark.user, $0)) }
+        redis.evaluate(Self.allMarksScript, keys: [.string(allMarksKey)], arguments: arguments, timeoutMillis: timeout) { [self] result in
+            let dropped: [String]
+            switch result {
+            case .failure(let error): return completion(.failure(RedisRouting.error(error, "counting read marks")))
+            case .success(let reply): dropped = (reply.array ?? []).compactMap(\.string)
+            }
+            let steps = dropped.flatMap { forgetting($0) }
+            gather(steps, { (step, done: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) in
+                if step.script {
+                    redis.evaluate(Self.forgetScript, keys: step.keys, arguments: [.string(step.room)], timeoutMillis: timeout) { result in
+                        done(result.map { _ in true }.mapError { RedisRouting.error($0, "dropping a read mark") })
+                    }
+                } else {
+                    redis.send(batch: step.commands) { results in
+                        for case .failure(let error) in results { return done(.failure(RedisRouting.error(error, "dropping a read receipt"))) }
+                        done(.success(true))
+                    }
+                }
+            }) { result in completion(result.map { _ in () }) }
+        }
+    }
+
     public func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
         let keys = userKeys(mark.user, in: mark.room.channel)
         let (redis, keyspace, timeout) = (self.redis, self.keyspace, timeoutMillis)
@@ -106,12 +184,16 @@ public final class RedisReadStateStore: ReadStateStore {
                                 RedisCommand("SREM", .string(gone.base + "ru"), .string(mark.user))])
             }
             let update = ReadUpdate(mark: stored, moved: offset > oldOffset, added: added == 1)
+            let droppedRooms = (parts[4].array ?? []).compactMap(\.string), recorded = stored
             gather(batches, { (batch: [RedisCommand], done: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) in
                 redis.send(batch: batch) { results in
                     for case .failure(let error) in results { return done(.failure(RedisRouting.error(error, "recording a read receipt"))) }
                     done(.success(true))
                 }
-            }) { result in completion(result.map { _ in update }) }
+            }) { [self] result in
+                guard case .success = result else { return completion(result.map { _ in update }) }
+                keepBound(recorded, droppedRooms: droppedRooms) { bound in completion(bound.map { _ in update }) }
+            }
         }
     }
 
