@@ -13,7 +13,7 @@ public final class SQLiteReadStateStore: ReadStateStore {
         // before the worker exists): never two threads at once.
         var marks: Int64 = 0
     }
-    private let count = Count()
+    private let count: Count
     public let path: String
     /// A job reads or writes, and returns what to run once its transaction is over (with
     /// the commit's error, if any).
@@ -47,7 +47,9 @@ public final class SQLiteReadStateStore: ReadStateStore {
             CREATE INDEX IF NOT EXISTS read_marks_recent ON read_marks (channel, user, updated_ms, room);
             CREATE INDEX IF NOT EXISTS read_marks_age ON read_marks (updated_ms);
             """)
+        let count = Count()
         count.marks = try connection.integer("SELECT count(*) FROM read_marks")
+        self.count = count
         // The connection goes to the worker and is used on its thread only
         // (SQLiteConnection's proof).
         worker = WorkerThread(name: "parley-reads", idleMillis: 60_000, limit: Self.queueLimit) { jobs in
@@ -60,6 +62,8 @@ public final class SQLiteReadStateStore: ReadStateStore {
                 do throws(ParleyError) { try connection.exec("COMMIT") } catch {
                     failure = error
                     try? connection.exec("ROLLBACK")
+                    // The batch's rows are gone, and its changes to the count with them.
+                    if let counted = try? connection.integer("SELECT count(*) FROM read_marks") { count.marks = counted }
                 }
             }
             for done in finish { done(failure) }
@@ -125,7 +129,9 @@ public final class SQLiteReadStateStore: ReadStateStore {
                     drop.bind(1, mark.room.channel)
                     drop.bind(2, mark.user)
                     drop.bind(3, mark.room.room)
-                    drop.bind(4, count.marks - maxMarks)
+                    // At most a thousand at a time: a file over the bound (a lowered bound, an
+                    // older file) shrinks over the next records, not in one long statement.
+                    drop.bind(4, min(count.marks - maxMarks, 1_000))
                     try drop.run()
                     count.marks -= Int64(connection.changes)
                 }

@@ -114,7 +114,9 @@ public final class InMemoryReadStateStore: ReadStateStore {
             if held > maxMarks {
                 var everyone = state.flatMap { owner, marks in marks.values.map { (owner, $0) } }
                     .filter { !($0.0 == key && $0.1.room == mark.room) }
-                everyone.sort { Self.lessRecent($0.1, $1.1) }
+                // Ties as SQLite's index and Redis's sorted set break them: channel, user, room.
+                everyone.sort { ($0.1.updatedMillis, $0.0.channel, $0.0.user, $0.1.room.room)
+                    < ($1.1.updatedMillis, $1.0.channel, $1.0.user, $1.1.room.room) }
                 let dropped = everyone.prefix(max(held - maxMarks, maxMarks / 100))
                 for (owner, gone) in dropped {
                     state[owner]?[gone.room.room] = nil

@@ -72,28 +72,45 @@ public final class RedisReadStateStore: ReadStateStore {
         """)
 
     /// KEYS: every mark. ARGV: this mark's member, its time, the bound, then members the
-    /// user's own bound dropped. Returns the members dropped for the store's bound (the least
-    /// recently touched, never this one), at most 100 at a time.
+    /// user's own bound dropped (taken out only if not touched since: their time is at most
+    /// this mark's). Returns {member, time, …} of the marks to drop for the store's bound
+    /// (the least recently touched, never this one), at most 100 at a time; they stay in the
+    /// set until they are forgotten (``forgetScript``), so a failure leaves them counted.
     static let allMarksScript = RedisScript("""
-        for i = 4, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
+        for i = 4, #ARGV do
+            local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+            if score and tonumber(score) <= tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[i]) end
+        end
         redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-        local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+        local excess = math.min(redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3]), 100)
         local dropped = {}
         if excess > 0 then
-            for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, math.min(excess, 100))) do
-                if member ~= ARGV[1] and #dropped < excess then
-                    redis.call('ZREM', KEYS[1], member)
-                    dropped[#dropped + 1] = member
+            local oldest = redis.call('ZRANGE', KEYS[1], 0, excess, 'WITHSCORES')
+            for i = 1, #oldest, 2 do
+                if oldest[i] ~= ARGV[1] and #dropped < 2 * excess then
+                    dropped[#dropped + 1] = oldest[i]
+                    dropped[#dropped + 1] = oldest[i + 1]
                 end
             end
         end
         return dropped
         """)
 
-    /// KEYS: marks, times. ARGV: room. A mark the store's bound dropped.
+    /// KEYS: marks, times. ARGV: room, the time it was picked at. Drops a mark the store's
+    /// bound picked, unless it was touched since (then 0: someone just read the room).
     static let forgetScript = RedisScript("""
+        local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+        if score and tonumber(score) > tonumber(ARGV[2]) then return 0 end
         redis.call('HDEL', KEYS[1], ARGV[1])
         redis.call('ZREM', KEYS[2], ARGV[1])
+        return 1
+        """)
+
+    /// KEYS: every mark. ARGV: member, time. Takes a dropped mark out of the count, unless
+    /// it was counted again since with a later time.
+    static let uncountScript = RedisScript("""
+        local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+        if score and tonumber(score) <= tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[1]) end
         return 1
         """)
 
@@ -103,44 +120,58 @@ public final class RedisReadStateStore: ReadStateStore {
         channel + "\u{0}" + user + "\u{0}" + room
     }
 
-    /// The commands that take a dropped mark out of its user's and its room's keys.
-    private func forgetting(_ member: String) -> [(script: Bool, commands: [RedisCommand], keys: [RedisArgument], room: String)] {
+    /// Drops one mark the store's bound picked (`member`, touched at `time`): from the
+    /// user's keys if not touched since, then from the room's keys and the count.
+    private func forget(_ member: String, time: String, completion: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) {
         let parts = member.split(separator: "\u{0}", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3 else { return [] }
+        let (redis, timeout, allMarks) = (self.redis, timeoutMillis, allMarksKey)
+        guard parts.count == 3 else {
+            // Not a mark's name: only take it out of the count.
+            return redis.evaluate(Self.uncountScript, keys: [.string(allMarks)], arguments: [.string(member), .string(time)],
+                                  timeoutMillis: timeout) { result in completion(result.map { _ in true }.mapError { RedisRouting.error($0, "dropping a read mark") }) }
+        }
         let (channel, user, room) = (parts[0], parts[1], parts[2])
         let keys = userKeys(user, in: channel)
         let roomKeys = keyspace.room(RoomKey(channel: channel, room: room))
-        return [(true, [], [.string(keys.marks), .string(keys.times)], room),
-                (false, [RedisCommand("ZREM", .string(roomKeys.base + "rd"), .string(user)),
-                         RedisCommand("HDEL", .string(roomKeys.base + "rn"), .string(user)),
-                         RedisCommand("SREM", .string(roomKeys.base + "ru"), .string(user))], [], room)]
+        redis.evaluate(Self.forgetScript, keys: [.string(keys.marks), .string(keys.times)], arguments: [.string(room), .string(time)],
+                       timeoutMillis: timeout) { result in
+            switch result {
+            case .failure(let error): return completion(.failure(RedisRouting.error(error, "dropping a read mark")))
+            case .success(let reply) where reply.int == 0: return completion(.success(false))  // read meanwhile: kept
+            case .success: break
+            }
+            redis.send(batch: [RedisCommand("ZREM", .string(roomKeys.base + "rd"), .string(user)),
+                               RedisCommand("HDEL", .string(roomKeys.base + "rn"), .string(user)),
+                               RedisCommand("SREM", .string(roomKeys.base + "ru"), .string(user))]) { results in
+                for case .failure(let error) in results { return completion(.failure(RedisRouting.error(error, "dropping a read receipt"))) }
+                redis.evaluate(Self.uncountScript, keys: [.string(allMarks)], arguments: [.string(member), .string(time)],
+                               timeoutMillis: timeout) { result in
+                    completion(result.map { _ in true }.mapError { RedisRouting.error($0, "dropping a read mark") })
+                }
+            }
+        }
     }
 
-    /// Counts `mark` among every mark (and forgets `droppedRooms`, which the user's bound
+    /// Counts `mark` among every mark (and takes out `droppedRooms`, which the user's bound
     /// dropped); past the store's bound, drops the least recently touched marks of anyone.
     private func keepBound(_ mark: ReadMark, droppedRooms: [String], completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
-        let (redis, timeout) = (self.redis, timeoutMillis)
         let arguments: [RedisArgument] = [.string(Self.member(mark.room.channel, mark.user, mark.room.room)), .integer(mark.updatedMillis),
                                           .integer(Int64(maxMarks))]
             + droppedRooms.map { .string(Self.member(mark.room.channel, mark.user, $0)) }
-        redis.evaluate(Self.allMarksScript, keys: [.string(allMarksKey)], arguments: arguments, timeoutMillis: timeout) { [self] result in
-            let dropped: [String]
+        redis.evaluate(Self.allMarksScript, keys: [.string(allMarksKey)], arguments: arguments, timeoutMillis: timeoutMillis) { [self] result in
+            var picked: [(member: String, time: String)] = []
             switch result {
             case .failure(let error): return completion(.failure(RedisRouting.error(error, "counting read marks")))
-            case .success(let reply): dropped = (reply.array ?? []).compactMap(\.string)
-            }
-            let steps = dropped.flatMap { forgetting($0) }
-            gather(steps, { (step, done: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) in
-                if step.script {
-                    redis.evaluate(Self.forgetScript, keys: step.keys, arguments: [.string(step.room)], timeoutMillis: timeout) { result in
-                        done(result.map { _ in true }.mapError { RedisRouting.error($0, "dropping a read mark") })
-                    }
-                } else {
-                    redis.send(batch: step.commands) { results in
-                        for case .failure(let error) in results { return done(.failure(RedisRouting.error(error, "dropping a read receipt"))) }
-                        done(.success(true))
-                    }
+            case .success(let reply):
+                let flat = (reply.array ?? []).map { $0.string ?? $0.int.map(String.init) ?? "" }
+                var index = 0
+                while index + 1 < flat.count {
+                    picked.append((flat[index], flat[index + 1]))
+                    index += 2
                 }
+            }
+            gather(picked, { (pick, done: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) in
+                forget(pick.member, time: pick.time, completion: done)
             }) { result in completion(result.map { _ in () }) }
         }
     }
@@ -191,8 +222,12 @@ public final class RedisReadStateStore: ReadStateStore {
                     done(.success(true))
                 }
             }) { [self] result in
-                guard case .success = result else { return completion(result.map { _ in update }) }
-                keepBound(recorded, droppedRooms: droppedRooms) { bound in completion(bound.map { _ in update }) }
+                // Counted whatever the room's keys answered: a mark recorded is never left
+                // out of the bound.
+                keepBound(recorded, droppedRooms: droppedRooms) { bound in
+                    if case .failure = result { return completion(result.map { _ in update }) }
+                    completion(bound.map { _ in update })
+                }
             }
         }
     }
