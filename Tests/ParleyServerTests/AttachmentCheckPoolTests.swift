@@ -81,3 +81,14 @@ import Testing
     }
 }
 
+
+/// The per-address upload rate stays bounded however many addresses come.
+@Suite struct UploadRateLimiterBoundTests {
+    @Test func everNewAddressesKeepTheTableAtItsBound() {
+        let limiter = UploadRateLimiter()
+        for _ in 0..<3 { _ = limiter.allow(key: "busy", perMinute: 3, nowMillis: 0) }
+        for n in 0..<(UploadRateLimiter.maxKeys + 2_000) { _ = limiter.allow(key: "a\(n)", perMinute: 3, nowMillis: 0) }
+        #expect(limiter.keyCount <= UploadRateLimiter.maxKeys)
+        #expect(!limiter.allow(key: "busy", perMinute: 3, nowMillis: 0), "an address that used its minute stays refused")
+    }
+}

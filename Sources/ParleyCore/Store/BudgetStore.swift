@@ -15,12 +15,15 @@ public protocol BudgetStore: Sendable {
 }
 
 /// The memory backend: token buckets in this process, at most ``maxKeys`` of them (full
-/// ones are forgotten first).
+/// ones are forgotten first, then the fullest: ``TokenBucket/prune(_:maxKeys:nowMillis:)``).
 public final class InMemoryBudgetStore: BudgetStore {
     public static let maxKeys = 10_000
     private let buckets = Mutex<[String: TokenBucket]>([:])
 
     public init() {}
+
+    /// Keys held now (tests).
+    public var keyCount: Int { buckets.withLock { $0.count } }
 
     /// Never fails (it satisfies the protocol's throwing requirement without throwing).
     public func take(_ amount: Double, key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64) -> Bool {
@@ -38,9 +41,7 @@ public final class InMemoryBudgetStore: BudgetStore {
     private func update<T>(_ key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64,
                            _ body: (inout TokenBucket) -> T) -> T {
         buckets.withLock { buckets in
-            if buckets.count > Self.maxKeys {
-                buckets = buckets.filter { _, bucket in var copy = bucket; return copy.available(nowMillis: nowMillis) < copy.burst }
-            }
+            TokenBucket.prune(&buckets, maxKeys: Self.maxKeys, nowMillis: nowMillis)
             let rate = Double(allowance) / (Double(max(1, periodMillis)) / 1000), burst = Double(allowance)
             var bucket = buckets[key].map { $0.burst == burst ? $0 : $0.resized(ratePerSecond: rate, burst: burst) }
                 ?? TokenBucket(ratePerSecond: rate, burst: burst)

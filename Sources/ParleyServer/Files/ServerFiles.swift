@@ -322,13 +322,15 @@ final class UploadByteBudgets: Sendable {
 
 /// Uploads per minute per key: token buckets (a minute's allowance as burst).
 final class UploadRateLimiter: Sendable {
+    static let maxKeys = 10_000
     private let buckets = Mutex<[String: TokenBucket]>([:])
+
+    /// Keys held now (tests).
+    var keyCount: Int { buckets.withLock { $0.count } }
 
     func allow(key: String, perMinute: Int, nowMillis: Int64) -> Bool {
         buckets.withLock { buckets in
-            if buckets.count > 10_000 {
-                buckets = buckets.filter { !$0.value.isFull(nowMillis: nowMillis) }
-            }
+            TokenBucket.prune(&buckets, maxKeys: Self.maxKeys, nowMillis: nowMillis)
             let (rate, burst) = (Double(perMinute) / 60, Double(perMinute))
             var bucket = buckets[key].map { $0.burst == burst ? $0 : $0.resized(ratePerSecond: rate, burst: burst) }
                 ?? TokenBucket(ratePerSecond: rate, burst: burst)
