@@ -9,9 +9,13 @@ public final class SQLitePushStore: PushStore {
     /// Used only while the lock is held (the one thread at a time SQLiteConnection asks for).
     private let connection: Mutex<SQLiteConnection>
     public let path: String
+    public let maxDevices: Int
+    /// Devices in the file, kept beside it (nil after a failed write: counted again).
+    private let deviceCount = Mutex<Int64?>(nil)
 
-    public init(path: String, synchronousFull: Bool = false) throws(ParleyError) {
+    public init(path: String, maxDevices: Int = PushDevice.maxStored, synchronousFull: Bool = false) throws(ParleyError) {
         self.path = path
+        self.maxDevices = max(1, maxDevices)
         let connection = try SQLiteConnection(path: path)
         try connection.exec("""
             PRAGMA journal_mode = WAL;
@@ -29,6 +33,7 @@ public final class SQLitePushStore: PushStore {
                 PRIMARY KEY (platform, token)
             ) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS devices_user ON devices (channel, user);
+            CREATE INDEX IF NOT EXISTS devices_registered ON devices (registered_ms);
             CREATE TABLE IF NOT EXISTS mutes (
                 channel TEXT NOT NULL,
                 user TEXT NOT NULL,
@@ -71,7 +76,27 @@ public final class SQLitePushStore: PushStore {
     }
 
     public func register(_ device: PushDevice) throws(ParleyError) {
+        do throws(ParleyError) {
+            try store(device, maxDevices: Int64(maxDevices))
+        } catch {
+            deviceCount.withLock { $0 = nil }  // counted again at the next registration
+            throw error
+        }
+    }
+
+    private func store(_ device: PushDevice, maxDevices: Int64) throws(ParleyError) {
         try run { connection throws(ParleyError) in
+            var count = try deviceCount.withLock { held throws(ParleyError) -> Int64 in
+                if let held { return held }
+                let counted = try connection.integer("SELECT count(*) FROM devices")
+                held = counted
+                return counted
+            }
+            let known = try connection.statement("SELECT 1 FROM devices WHERE platform = ?1 AND token = ?2")
+            known.bind(1, device.platform.rawValue)
+            known.bind(2, device.token)
+            if !(try known.step()) { count += 1 }
+            known.reset()
             let insert = try connection.statement("""
                 INSERT OR REPLACE INTO devices (platform, token, channel, user, topic, sandbox, p256dh, auth, registered_ms)
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
@@ -95,17 +120,38 @@ public final class SQLitePushStore: PushStore {
             trim.bind(2, device.user)
             trim.bind(3, Int64(PushDevice.maxPerUser))
             try trim.run()
+            count -= Int64(connection.changes)
+            if count > maxDevices {
+                // The store's bound: the devices registered longest ago go, a thousand at most.
+                let drop = try connection.statement("""
+                    DELETE FROM devices WHERE (platform, token) IN (
+                        SELECT platform, token FROM devices INDEXED BY devices_registered
+                        WHERE NOT (platform = ?1 AND token = ?2) ORDER BY registered_ms LIMIT ?3)
+                    """)
+                drop.bind(1, device.platform.rawValue)
+                drop.bind(2, device.token)
+                drop.bind(3, min(count - maxDevices, 1_000))
+                try drop.run()
+                count -= Int64(connection.changes)
+            }
+            deviceCount.withLock { $0 = count }
         }
     }
 
     public func unregister(platform: PushDevice.Platform, token: String) throws(ParleyError) -> Bool {
-        try run { connection throws(ParleyError) -> Bool in
-            let delete = try connection.statement("DELETE FROM devices WHERE platform = ?1 AND token = ?2 RETURNING token")
-            delete.bind(1, platform.rawValue)
-            delete.bind(2, token)
-            let found = try delete.step()
-            if found { try delete.run() }
-            return found
+        do throws(ParleyError) {
+            return try run { connection throws(ParleyError) -> Bool in
+                let delete = try connection.statement("DELETE FROM devices WHERE platform = ?1 AND token = ?2 RETURNING token")
+                delete.bind(1, platform.rawValue)
+                delete.bind(2, token)
+                let found = try delete.step()
+                if found { try delete.run() }
+                if found { deviceCount.withLock { $0 = $0.map { $0 - 1 } } }
+                return found
+            }
+        } catch {
+            deviceCount.withLock { $0 = nil }  // counted again at the next registration
+            throw error
         }
     }
 

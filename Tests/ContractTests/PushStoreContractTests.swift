@@ -9,13 +9,14 @@ enum PushStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
     case memory, sqlite, redis, redisCluster
     var description: String { rawValue }
 
-    func make(path: String? = nil, keyspace: RedisKeyspace? = nil) throws -> any PushStore {
+    func make(path: String? = nil, keyspace: RedisKeyspace? = nil, maxDevices: Int = PushDevice.maxStored) throws -> any PushStore {
         switch self {
-        case .memory: return InMemoryPushStore()
-        case .sqlite: return try SQLitePushStore(path: path ?? NSTemporaryDirectory() + "parley-push-\(UUID().uuidString).sqlite3")
+        case .memory: return InMemoryPushStore(maxDevices: maxDevices)
+        case .sqlite:
+            return try SQLitePushStore(path: path ?? NSTemporaryDirectory() + "parley-push-\(UUID().uuidString).sqlite3", maxDevices: maxDevices)
         case .redis, .redisCluster:
             let deployment = try RedisDeployment.shared(self == .redis ? .single : .cluster)
-            return RedisPushStore(redis: deployment.client, keyspace: keyspace ?? RedisDeployment.freshKeyspace())
+            return RedisPushStore(redis: deployment.client, keyspace: keyspace ?? RedisDeployment.freshKeyspace(), maxDevices: maxDevices)
         }
     }
 }
@@ -47,6 +48,23 @@ enum PushStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
         #expect(try store.unregister(platform: .webpush, token: moved.token))
         #expect(try !store.unregister(platform: .webpush, token: moved.token))
         #expect(try store.devices(of: "bob", in: "ch").isEmpty)
+    }
+
+    /// The store's bound, every user together: one more device replaces the one registered
+    /// longest ago (never the one registered); registering a device again makes it new.
+    @Test(arguments: PushStoreKind.allCases)
+    func theStoreKeepsItsMostRecentlyRegisteredDevices(kind: PushStoreKind) throws {
+        let store = try kind.make(maxDevices: 3)
+        try store.register(Self.web("ann", 1, at: 100))
+        try store.register(Self.web("bob", 1, at: 110))
+        try store.register(Self.web("cy", 1, at: 120))
+        try store.register(Self.web("ann", 1, at: 130))  // registered again: now the newest
+        try store.register(Self.web("dee", 1, at: 140))
+        #expect(try store.devices(of: "bob", in: "ch").isEmpty, "registered longest ago: gone")
+        #expect(try store.usersWithDevices(["ann", "bob", "cy", "dee"], in: "ch") == ["ann", "cy", "dee"])
+        try store.register(Self.web("eve", 1, at: 10))  // an old time: kept all the same
+        #expect(try store.usersWithDevices(["ann", "cy", "dee", "eve"], in: "ch") == ["ann", "dee", "eve"])
+        #expect(try !store.unregister(platform: .webpush, token: Self.web("cy", 1).token), "gone from every list")
     }
 
     @Test(arguments: PushStoreKind.allCases)

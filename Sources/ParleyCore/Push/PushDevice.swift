@@ -38,6 +38,9 @@ public struct PushDevice: Sendable, Hashable {
     public static let maxTokenBytes = 1024
     /// Most devices one user has per channel: one more replaces the oldest.
     public static let maxPerUser = 10
+    /// Most devices one store keeps in all, by default: one more replaces the one registered
+    /// longest ago, whoever's (an app registers its device again each time it starts).
+    public static let maxStored = 1_000_000
 
     /// Why this device cannot be registered (before any endpoint rule), or nil.
     public var problem: String? {

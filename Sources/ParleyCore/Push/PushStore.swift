@@ -36,7 +36,9 @@ public struct PushJob: Sendable, Equatable {
 ///
 /// Contract (Tests/ContractTests/PushStoreContractTests.swift):
 /// - a device is one per platform and token: registering it again replaces it (for whichever
-///   user); a user keeps at most ``PushDevice/maxPerUser`` per channel, the oldest goes;
+///   user); a user keeps at most ``PushDevice/maxPerUser`` per channel, the oldest goes; the
+///   store keeps at most its `maxDevices` in all, the one registered longest ago goes (never
+///   the one being registered);
 /// - a mute per user, channel and room (nil: every room) holds until its time; a time not
 ///   after `nowMillis` lifts it (the mute is removed), and setting one removes the user's
 ///   mutes that ended; a user holds at most ``PushMute/maxPerUser`` per channel, and a mute
@@ -66,6 +68,7 @@ public protocol PushStore: AnyObject, Sendable {
 
 /// The push store in memory: tests, and a server without a data directory.
 public final class InMemoryPushStore: PushStore {
+    public let maxDevices: Int
     private struct State {
         var devices: [PushDevice] = []
         var mutes: [String: PushMute] = [:]  // channel \0 user \0 room
@@ -74,7 +77,7 @@ public final class InMemoryPushStore: PushStore {
     }
     private let state = Mutex(State())
 
-    public init() {}
+    public init(maxDevices: Int = PushDevice.maxStored) { self.maxDevices = max(1, maxDevices) }
 
     public func register(_ device: PushDevice) {
         state.withLock { state in
@@ -82,6 +85,11 @@ public final class InMemoryPushStore: PushStore {
             state.devices.append(device)
             let mine = state.devices.filter { $0.channel == device.channel && $0.user == device.user }
             if mine.count > PushDevice.maxPerUser, let oldest = mine.min(by: { $0.registeredMillis < $1.registeredMillis }) {
+                state.devices.removeAll { $0 == oldest }
+            }
+            while state.devices.count > maxDevices,
+                  let oldest = state.devices.filter({ $0 != device })
+                      .min(by: { ($0.registeredMillis, $0.platform.rawValue, $0.token) < ($1.registeredMillis, $1.platform.rawValue, $1.token) }) {
                 state.devices.removeAll { $0 == oldest }
             }
         }

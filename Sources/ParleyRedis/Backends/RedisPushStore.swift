@@ -23,14 +23,19 @@ public final class RedisPushStore: PushStore {
     private let redis: any RedisCommandExecutor
     private let prefix: String
     private let queue: [RedisArgument]
+    /// Every device by the time it was registered (for the store's bound).
+    private let registered: RedisArgument
     private let timeoutMillis: Int
+    public let maxDevices: Int
 
-    public init(redis: any RedisCommandExecutor, keyspace: RedisKeyspace, timeoutMillis: Int = 2_000) {
+    public init(redis: any RedisCommandExecutor, keyspace: RedisKeyspace, maxDevices: Int = PushDevice.maxStored, timeoutMillis: Int = 2_000) {
         self.redis = redis
         prefix = keyspace.prefix
         let base = "\(keyspace.prefix):{push}:"
         queue = [.string(base + "t"), .string(base + "j"), .string(base + "k"), .string(base + "q"), .string(base + "n")]
+        registered = .string(base + "r")
         self.timeoutMillis = timeoutMillis
+        self.maxDevices = max(1, maxDevices)
     }
 
     private func userKey(_ channel: String, _ user: String, _ suffix: String) -> String {
@@ -94,12 +99,26 @@ public final class RedisPushStore: PushStore {
         _ = try command("registering a device", [.string("HSET"), .string(key), .string(field), .string(Self.record(device))])
         _ = try command("registering a device", [.string("HSET"), queue[0], .string(field),
                                                  .string(RedisKeyspace.encode(device.channel, slash: true) + "/" + device.user)])
+        _ = try command("registering a device", [.string("ZADD"), registered, .integer(device.registeredMillis), .string(field)])
         let all = try devices(of: device.user, in: device.channel)
         if all.count > PushDevice.maxPerUser {
             for old in all.sorted(by: { $0.registeredMillis != $1.registeredMillis ? $0.registeredMillis > $1.registeredMillis : $0.token > $1.token })
                 .dropFirst(PushDevice.maxPerUser) {
                 _ = try unregister(platform: old.platform, token: old.token)
             }
+        }
+        // The store's bound: the devices registered longest ago go, a hundred at most.
+        let held = Int(try command("counting devices", [.string("ZCARD"), registered]).int ?? 0)
+        let excess = min(held - maxDevices, 100)
+        guard excess > 0 else { return }
+        let oldest = try command("listing old devices", [.string("ZRANGE"), registered, .integer(0), .integer(Int64(excess))])
+        let names: [String] = (oldest.array ?? []).compactMap { $0.string }
+        for name in names.filter({ $0 != field }).prefix(excess) {
+            guard let space = name.firstIndex(of: " "), let platform = PushDevice.Platform(rawValue: String(name[..<space])) else {
+                _ = try command("removing a device", [.string("ZREM"), registered, .string(name)])
+                continue
+            }
+            _ = try unregister(platform: platform, token: String(name[name.index(after: space)...]))
         }
     }
 
@@ -110,6 +129,7 @@ public final class RedisPushStore: PushStore {
         let channel = RedisKeyspace.decode(owner[..<slash]), user = String(owner[owner.index(after: slash)...])
         _ = try command("removing a device", [.string("HDEL"), .string(userKey(channel, user, "d")), .string(field)])
         _ = try command("removing a device", [.string("HDEL"), queue[0], .string(field)])
+        _ = try command("removing a device", [.string("ZREM"), registered, .string(field)])
         return true
     }
 
