@@ -15,7 +15,8 @@ public protocol BudgetStore: Sendable {
 }
 
 /// The memory backend: token buckets in this process, at most ``maxKeys`` of them (full
-/// ones are forgotten first, then the fullest: ``TokenBucket/prune(_:maxKeys:nowMillis:)``).
+/// ones are forgotten first, then the fullest; the server-wide key `*` never:
+/// ``TokenBucket/prune(_:maxKeys:pinned:nowMillis:)``).
 public final class InMemoryBudgetStore: BudgetStore {
     public static let maxKeys = 10_000
     private let buckets = Mutex<[String: TokenBucket]>([:])
@@ -41,7 +42,7 @@ public final class InMemoryBudgetStore: BudgetStore {
     private func update<T>(_ key: String, allowance: Int, periodMillis: Int64, nowMillis: Int64,
                            _ body: (inout TokenBucket) -> T) -> T {
         buckets.withLock { buckets in
-            TokenBucket.prune(&buckets, maxKeys: Self.maxKeys, nowMillis: nowMillis)
+            if buckets[key] == nil { TokenBucket.prune(&buckets, maxKeys: Self.maxKeys, pinned: ["*"], nowMillis: nowMillis) }
             let rate = Double(allowance) / (Double(max(1, periodMillis)) / 1000), burst = Double(allowance)
             var bucket = buckets[key].map { $0.burst == burst ? $0 : $0.resized(ratePerSecond: rate, burst: burst) }
                 ?? TokenBucket(ratePerSecond: rate, burst: burst)

@@ -330,7 +330,7 @@ final class UploadRateLimiter: Sendable {
 
     func allow(key: String, perMinute: Int, nowMillis: Int64) -> Bool {
         buckets.withLock { buckets in
-            TokenBucket.prune(&buckets, maxKeys: Self.maxKeys, nowMillis: nowMillis)
+            if buckets[key] == nil { TokenBucket.prune(&buckets, maxKeys: Self.maxKeys, pinned: ["*"], nowMillis: nowMillis) }
             let (rate, burst) = (Double(perMinute) / 60, Double(perMinute))
             var bucket = buckets[key].map { $0.burst == burst ? $0 : $0.resized(ratePerSecond: rate, burst: burst) }
                 ?? TokenBucket(ratePerSecond: rate, burst: burst)
