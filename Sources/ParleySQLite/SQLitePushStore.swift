@@ -70,21 +70,16 @@ public final class SQLitePushStore: PushStore {
                 return result
             } catch {
                 try? connection.exec("ROLLBACK")
+                // Whatever the transaction did to the device count is undone: counted again
+                // at the next registration (under the lock, so no call reads the stale one).
+                deviceCount.withLock { $0 = nil }
                 throw error
             }
         }
     }
 
     public func register(_ device: PushDevice) throws(ParleyError) {
-        do throws(ParleyError) {
-            try store(device, maxDevices: Int64(maxDevices))
-        } catch {
-            deviceCount.withLock { $0 = nil }  // counted again at the next registration
-            throw error
-        }
-    }
-
-    private func store(_ device: PushDevice, maxDevices: Int64) throws(ParleyError) {
+        let maxDevices = Int64(self.maxDevices)
         try run { connection throws(ParleyError) in
             var count = try deviceCount.withLock { held throws(ParleyError) -> Int64 in
                 if let held { return held }
@@ -139,19 +134,14 @@ public final class SQLitePushStore: PushStore {
     }
 
     public func unregister(platform: PushDevice.Platform, token: String) throws(ParleyError) -> Bool {
-        do throws(ParleyError) {
-            return try run { connection throws(ParleyError) -> Bool in
-                let delete = try connection.statement("DELETE FROM devices WHERE platform = ?1 AND token = ?2 RETURNING token")
-                delete.bind(1, platform.rawValue)
-                delete.bind(2, token)
-                let found = try delete.step()
-                if found { try delete.run() }
-                if found { deviceCount.withLock { $0 = $0.map { $0 - 1 } } }
-                return found
-            }
-        } catch {
-            deviceCount.withLock { $0 = nil }  // counted again at the next registration
-            throw error
+        try run { connection throws(ParleyError) -> Bool in
+            let delete = try connection.statement("DELETE FROM devices WHERE platform = ?1 AND token = ?2 RETURNING token")
+            delete.bind(1, platform.rawValue)
+            delete.bind(2, token)
+            let found = try delete.step()
+            if found { try delete.run() }
+            if found { deviceCount.withLock { $0 = $0.map { $0 - 1 } } }
+            return found
         }
     }
 

@@ -14,6 +14,7 @@ import Synchronization
 /// | `P:{push}:k` | hash | `c/u/room` → job id (the pending job, for coalescing) |
 /// | `P:{push}:q` | sorted set | job id → due (ms) |
 /// | `P:{push}:n` | string | the last job id |
+/// | `P:{push}:r` | sorted set | `platform token` → when registered (the store's bound) |
 ///
 /// The queue's keys share the tag `{push}`: each change is one script on one slot. A node takes
 /// due jobs by moving them a lease ahead (``PushJob/leaseMillis``) in the same script, so two nodes
@@ -86,20 +87,50 @@ public final class RedisPushStore: PushStore {
                           registeredMillis: Int64(value["r"]?.intValue ?? 0))
     }
 
+    /// KEYS: owners (`t`), registrations (`r`). ARGV: `platform token`, its owner, time.
+    /// Records both at once (so the count and the owners never part); returns the previous
+    /// owner, or false.
+    static let claimScript = RedisScript("""
+        local previous = redis.call('HGET', KEYS[1], ARGV[1])
+        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+        redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+        return previous
+        """)
+
+    /// KEYS: owners (`t`), registrations (`r`). ARGV: `platform token`, and a time (`""`:
+    /// any). Forgets the device in both at once, unless it was registered after that time
+    /// (registered again meanwhile: kept); returns its owner, or false.
+    static let releaseScript = RedisScript("""
+        if ARGV[2] ~= '' then
+            local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+            if score and tonumber(score) > tonumber(ARGV[2]) then return false end
+        end
+        local owner = redis.call('HGET', KEYS[1], ARGV[1])
+        redis.call('HDEL', KEYS[1], ARGV[1])
+        redis.call('ZREM', KEYS[2], ARGV[1])
+        return owner
+        """)
+
+    private func ownerKey(_ owner: String) -> String? {
+        guard let slash = owner.firstIndex(of: "/") else { return nil }
+        return userKey(RedisKeyspace.decode(owner[..<slash]), String(owner[owner.index(after: slash)...]), "d")
+    }
+
+    private func script(_ what: String, _ script: RedisScript, keys: [RedisArgument], _ arguments: [RedisArgument]) throws(ParleyError) -> RedisValue {
+        try call(what) { redis.evaluate(script, keys: keys, arguments: arguments, timeoutMillis: timeoutMillis, completion: $0) }
+    }
+
     public func register(_ device: PushDevice) throws(ParleyError) {
         let field = device.platform.rawValue + " " + device.token
-        // A token registered by another user moves: take it from them first.
-        let owner = try command("reading a device's owner", [.string("HGET"), queue[0], .string(field)])
-        if let owner = owner.string, owner != RedisKeyspace.encode(device.channel, slash: true) + "/" + device.user,
-           let slash = owner.firstIndex(of: "/") {
-            let channel = RedisKeyspace.decode(owner[..<slash]), user = String(owner[owner.index(after: slash)...])
-            _ = try command("moving a device", [.string("HDEL"), .string(userKey(channel, user, "d")), .string(field)])
+        let me = RedisKeyspace.encode(device.channel, slash: true) + "/" + device.user
+        let previous = try script("registering a device", Self.claimScript, keys: [queue[0], registered],
+                                  [.string(field), .string(me), .integer(device.registeredMillis)])
+        // A token registered by another user moves: take it from them.
+        if let owner = previous.string, owner != me, let key = ownerKey(owner) {
+            _ = try command("moving a device", [.string("HDEL"), .string(key), .string(field)])
         }
-        let key = userKey(device.channel, device.user, "d")
-        _ = try command("registering a device", [.string("HSET"), .string(key), .string(field), .string(Self.record(device))])
-        _ = try command("registering a device", [.string("HSET"), queue[0], .string(field),
-                                                 .string(RedisKeyspace.encode(device.channel, slash: true) + "/" + device.user)])
-        _ = try command("registering a device", [.string("ZADD"), registered, .integer(device.registeredMillis), .string(field)])
+        _ = try command("registering a device", [.string("HSET"), .string(userKey(device.channel, device.user, "d")), .string(field),
+                                                 .string(Self.record(device))])
         let all = try devices(of: device.user, in: device.channel)
         if all.count > PushDevice.maxPerUser {
             for old in all.sorted(by: { $0.registeredMillis != $1.registeredMillis ? $0.registeredMillis > $1.registeredMillis : $0.token > $1.token })
@@ -107,29 +138,31 @@ public final class RedisPushStore: PushStore {
                 _ = try unregister(platform: old.platform, token: old.token)
             }
         }
-        // The store's bound: the devices registered longest ago go, a hundred at most.
+        // The store's bound: the devices registered longest ago go, a hundred at most; one
+        // registered again since it was picked (on another node, say) stays.
         let held = Int(try command("counting devices", [.string("ZCARD"), registered]).int ?? 0)
         let excess = min(held - maxDevices, 100)
         guard excess > 0 else { return }
-        let oldest = try command("listing old devices", [.string("ZRANGE"), registered, .integer(0), .integer(Int64(excess))])
-        let names: [String] = (oldest.array ?? []).compactMap { $0.string }
-        for name in names.filter({ $0 != field }).prefix(excess) {
-            guard let space = name.firstIndex(of: " "), let platform = PushDevice.Platform(rawValue: String(name[..<space])) else {
-                _ = try command("removing a device", [.string("ZREM"), registered, .string(name)])
-                continue
+        let oldest = try command("listing old devices", [.string("ZRANGE"), registered, .integer(0), .integer(Int64(excess)), .string("WITHSCORES")])
+        var flat: [String] = []
+        for item in oldest.array ?? [] {
+            if let pair = item.array { flat += pair.compactMap(\.string) } else if let text = item.string { flat.append(text) }
+        }
+        var dropped = 0
+        for index in stride(from: 0, to: flat.count - 1, by: 2) where flat[index] != field && dropped < excess {
+            dropped += 1
+            let owner = try script("removing a device", Self.releaseScript, keys: [queue[0], registered], [.string(flat[index]), .string(flat[index + 1])])
+            if let owner = owner.string, let key = ownerKey(owner) {
+                _ = try command("removing a device", [.string("HDEL"), .string(key), .string(flat[index])])
             }
-            _ = try unregister(platform: platform, token: String(name[name.index(after: space)...]))
         }
     }
 
     public func unregister(platform: PushDevice.Platform, token: String) throws(ParleyError) -> Bool {
         let field = platform.rawValue + " " + token
-        guard let owner = try command("reading a device's owner", [.string("HGET"), queue[0], .string(field)]).string,
-              let slash = owner.firstIndex(of: "/") else { return false }
-        let channel = RedisKeyspace.decode(owner[..<slash]), user = String(owner[owner.index(after: slash)...])
-        _ = try command("removing a device", [.string("HDEL"), .string(userKey(channel, user, "d")), .string(field)])
-        _ = try command("removing a device", [.string("HDEL"), queue[0], .string(field)])
-        _ = try command("removing a device", [.string("ZREM"), registered, .string(field)])
+        let owner = try script("removing a device", Self.releaseScript, keys: [queue[0], registered], [.string(field), .string("")])
+        guard let owner = owner.string, let key = ownerKey(owner) else { return false }
+        _ = try command("removing a device", [.string("HDEL"), .string(key), .string(field)])
         return true
     }
 

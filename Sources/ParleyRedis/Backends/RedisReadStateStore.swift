@@ -81,7 +81,9 @@ public final class RedisReadStateStore: ReadStateStore {
             local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
             if score and tonumber(score) <= tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[i]) end
         end
-        redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+        -- GT: a record that lands late never moves a mark back in time (it would stay at
+        -- the head, picked again and again and never forgotten).
+        redis.call('ZADD', KEYS[1], 'GT', ARGV[2], ARGV[1])
         local excess = math.min(redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3]), 100)
         local dropped = {}
         if excess > 0 then
@@ -97,13 +99,14 @@ public final class RedisReadStateStore: ReadStateStore {
         """)
 
     /// KEYS: marks, times. ARGV: room, the time it was picked at. Drops a mark the store's
-    /// bound picked, unless it was touched since (then 0: someone just read the room).
+    /// bound picked, unless it was touched since: then {0, its time} (someone just read the
+    /// room; the count learns the newer time, so the mark is not picked again for it), else {1}.
     static let forgetScript = RedisScript("""
         local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
-        if score and tonumber(score) > tonumber(ARGV[2]) then return 0 end
+        if score and tonumber(score) > tonumber(ARGV[2]) then return {0, score} end
         redis.call('HDEL', KEYS[1], ARGV[1])
         redis.call('ZREM', KEYS[2], ARGV[1])
-        return 1
+        return {1}
         """)
 
     /// KEYS: every mark. ARGV: member, time. Takes a dropped mark out of the count, unless
@@ -137,7 +140,12 @@ public final class RedisReadStateStore: ReadStateStore {
                        timeoutMillis: timeout) { result in
             switch result {
             case .failure(let error): return completion(.failure(RedisRouting.error(error, "dropping a read mark")))
-            case .success(let reply) where reply.int == 0: return completion(.success(false))  // read meanwhile: kept
+            case .success(let reply) where reply.array?.first?.int == 0:
+                // Read meanwhile: kept, and counted at its newer time.
+                let newer = reply.array?.dropFirst().first?.string ?? "0"
+                return redis.send(RedisCommand("ZADD", .string(allMarks), "GT", .string(newer), .string(member))) { _ in
+                    completion(.success(false))
+                }
             case .success: break
             }
             redis.send(batch: [RedisCommand("ZREM", .string(roomKeys.base + "rd"), .string(user)),
