@@ -9,13 +9,13 @@ public final class SQLitePushStore: PushStore {
     /// Used only while the lock is held (the one thread at a time SQLiteConnection asks for).
     private let connection: Mutex<SQLiteConnection>
     public let path: String
-    public let maxDevices: Int
-    /// Devices in the file, kept beside it (nil after a failed write: counted again).
-    private let deviceCount = Mutex<Int64?>(nil)
+    public var maxDevices: Int { Int(deviceCount.bound) }
+    /// Devices in the file, under the store's bound.
+    private let deviceCount: TableCount
 
     public init(path: String, maxDevices: Int = PushDevice.maxStored, synchronousFull: Bool = false) throws(ParleyError) {
         self.path = path
-        self.maxDevices = max(1, maxDevices)
+        deviceCount = TableCount(table: "devices", bound: maxDevices)
         let connection = try SQLiteConnection(path: path)
         try connection.exec("""
             PRAGMA journal_mode = WAL;
@@ -72,25 +72,18 @@ public final class SQLitePushStore: PushStore {
                 try? connection.exec("ROLLBACK")
                 // Whatever the transaction did to the device count is undone: counted again
                 // at the next registration (under the lock, so no call reads the stale one).
-                deviceCount.withLock { $0 = nil }
+                deviceCount.forget()
                 throw error
             }
         }
     }
 
     public func register(_ device: PushDevice) throws(ParleyError) {
-        let maxDevices = Int64(self.maxDevices)
         try run { connection throws(ParleyError) in
-            var count = try deviceCount.withLock { held throws(ParleyError) -> Int64 in
-                if let held { return held }
-                let counted = try connection.integer("SELECT count(*) FROM devices")
-                held = counted
-                return counted
-            }
             let known = try connection.statement("SELECT 1 FROM devices WHERE platform = ?1 AND token = ?2")
             known.bind(1, device.platform.rawValue)
             known.bind(2, device.token)
-            if !(try known.step()) { count += 1 }
+            if !(try known.step()) { deviceCount.add(1) }
             known.reset()
             let insert = try connection.statement("""
                 INSERT OR REPLACE INTO devices (platform, token, channel, user, topic, sandbox, p256dh, auth, registered_ms)
@@ -115,9 +108,9 @@ public final class SQLitePushStore: PushStore {
             trim.bind(2, device.user)
             trim.bind(3, Int64(PushDevice.maxPerUser))
             try trim.run()
-            count -= Int64(connection.changes)
-            if count > maxDevices {
-                // The store's bound: the devices registered longest ago go, a thousand at most.
+            deviceCount.add(-Int64(connection.changes))
+            // The store's bound: the devices registered longest ago go.
+            try deviceCount.trim(connection) { excess throws(ParleyError) in
                 let drop = try connection.statement("""
                     DELETE FROM devices WHERE (platform, token) IN (
                         SELECT platform, token FROM devices INDEXED BY devices_registered
@@ -125,11 +118,9 @@ public final class SQLitePushStore: PushStore {
                     """)
                 drop.bind(1, device.platform.rawValue)
                 drop.bind(2, device.token)
-                drop.bind(3, min(count - maxDevices, 1_000))
-                try drop.run()
-                count -= Int64(connection.changes)
+                drop.bind(3, excess)
+                return drop
             }
-            deviceCount.withLock { $0 = count }
         }
     }
 
@@ -140,7 +131,7 @@ public final class SQLitePushStore: PushStore {
             delete.bind(2, token)
             let found = try delete.step()
             if found { try delete.run() }
-            if found { deviceCount.withLock { $0 = $0.map { $0 - 1 } } }
+            if found { deviceCount.add(-1) }
             return found
         }
     }

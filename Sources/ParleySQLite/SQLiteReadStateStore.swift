@@ -6,14 +6,9 @@ import ParleyCore
 /// after its commit (so a recorded mark survives a crash).
 public final class SQLiteReadStateStore: ReadStateStore {
     public let maxRoomsPerUser: Int
-    public let maxMarks: Int
-    /// Marks in the file: counted at open, then kept by the worker (its thread only).
-    private final class Count: @unchecked Sendable {
-        // Read and written only by jobs on the worker's single thread (and once in init,
-        // before the worker exists): never two threads at once.
-        var marks: Int64 = 0
-    }
-    private let count: Count
+    public var maxMarks: Int { Int(count.bound) }
+    /// Marks in the file, under the store's bound.
+    private let count: TableCount
     public let path: String
     /// A job reads or writes, and returns what to run once its transaction is over (with
     /// the commit's error, if any).
@@ -28,7 +23,8 @@ public final class SQLiteReadStateStore: ReadStateStore {
                 synchronousFull: Bool = false) throws(ParleyError) {
         self.path = path
         self.maxRoomsPerUser = maxRoomsPerUser
-        self.maxMarks = max(1, maxMarks)
+        let count = TableCount(table: "read_marks", bound: maxMarks)
+        self.count = count
         let connection = try SQLiteConnection(path: path)
         try connection.exec("""
             PRAGMA journal_mode = WAL;
@@ -47,9 +43,6 @@ public final class SQLiteReadStateStore: ReadStateStore {
             CREATE INDEX IF NOT EXISTS read_marks_recent ON read_marks (channel, user, updated_ms, room);
             CREATE INDEX IF NOT EXISTS read_marks_age ON read_marks (updated_ms);
             """)
-        let count = Count()
-        count.marks = try connection.integer("SELECT count(*) FROM read_marks")
-        self.count = count
         // The connection goes to the worker and is used on its thread only
         // (SQLiteConnection's proof).
         worker = WorkerThread(name: "parley-reads", idleMillis: 60_000, limit: Self.queueLimit) { jobs in
@@ -63,7 +56,7 @@ public final class SQLiteReadStateStore: ReadStateStore {
                     failure = error
                     try? connection.exec("ROLLBACK")
                     // The batch's rows are gone, and its changes to the count with them.
-                    if let counted = try? connection.integer("SELECT count(*) FROM read_marks") { count.marks = counted }
+                    count.forget()
                 }
             }
             for done in finish { done(failure) }
@@ -84,7 +77,7 @@ public final class SQLiteReadStateStore: ReadStateStore {
     }
 
     public func record(_ mark: ReadMark, evicting: Bool, completion: @escaping @Sendable (Result<ReadUpdate, ParleyError>) -> Void) {
-        let (limit, maxMarks, count) = (maxRoomsPerUser, Int64(maxMarks), self.count)
+        let (limit, count) = (maxRoomsPerUser, self.count)
         submit(completion) { connection throws(ParleyError) -> ReadUpdate in
             let old = try Self.read(connection, user: mark.user, room: mark.room)
             if old == nil, !evicting, try Self.count(connection, user: mark.user, channel: mark.room.channel) >= Int64(limit) {
@@ -104,7 +97,7 @@ public final class SQLiteReadStateStore: ReadStateStore {
             upsert.bind(7, merged.updatedMillis)
             try upsert.run()
             if old == nil {
-                count.marks += 1
+                count.add(1)
                 let held = try Self.count(connection, user: mark.user, channel: mark.room.channel)
                 if held > Int64(limit) {
                     let drop = try connection.statement("""
@@ -117,10 +110,10 @@ public final class SQLiteReadStateStore: ReadStateStore {
                     drop.bind(3, mark.room.room)
                     drop.bind(4, held - Int64(limit))
                     try drop.run()
-                    count.marks -= Int64(connection.changes)
+                    count.add(-Int64(connection.changes))
                 }
-                if count.marks > maxMarks {
-                    // The store's bound: anyone's least recently touched marks go.
+                // The store's bound: anyone's least recently touched marks go.
+                try count.trim(connection) { excess throws(ParleyError) in
                     let drop = try connection.statement("""
                         DELETE FROM read_marks WHERE (channel, user, room) IN (
                             SELECT channel, user, room FROM read_marks INDEXED BY read_marks_age
@@ -129,11 +122,8 @@ public final class SQLiteReadStateStore: ReadStateStore {
                     drop.bind(1, mark.room.channel)
                     drop.bind(2, mark.user)
                     drop.bind(3, mark.room.room)
-                    // At most a thousand at a time: a file over the bound (a lowered bound, an
-                    // older file) shrinks over the next records, not in one long statement.
-                    drop.bind(4, min(count.marks - maxMarks, 1_000))
-                    try drop.run()
-                    count.marks -= Int64(connection.changes)
+                    drop.bind(4, excess)
+                    return drop
                 }
             }
             return ReadUpdate(mark: merged, moved: merged.offset > (old?.offset ?? 0), added: old == nil)
