@@ -162,7 +162,10 @@ public final class RedisReadStateStore: ReadStateStore {
 
     /// Counts `mark` among every mark (and takes out `droppedRooms`, which the user's bound
     /// dropped); past the store's bound, drops the least recently touched marks of anyone.
-    private func keepBound(_ mark: ReadMark, droppedRooms: [String], completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
+    /// A pick the forget script refused (read since, at a time the count learns only then)
+    /// drops nothing: the pick is made again, a few rounds at most.
+    private func keepBound(_ mark: ReadMark, droppedRooms: [String], rounds: Int = 4,
+                           completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {
         let arguments: [RedisArgument] = [.string(Self.member(mark.room.channel, mark.user, mark.room.room)), .integer(mark.updatedMillis),
                                           .integer(Int64(maxMarks))]
             + droppedRooms.map { .string(Self.member(mark.room.channel, mark.user, $0)) }
@@ -180,7 +183,12 @@ public final class RedisReadStateStore: ReadStateStore {
             }
             gather(picked, { (pick, done: @escaping @Sendable (Result<Bool, ParleyError>) -> Void) in
                 forget(pick.member, time: pick.time, completion: done)
-            }) { result in completion(result.map { _ in () }) }
+            }) { [self] result in
+                if case .success(let forgotten) = result, forgotten.contains(false), rounds > 1 {
+                    return keepBound(mark, droppedRooms: [], rounds: rounds - 1, completion: completion)
+                }
+                completion(result.map { _ in () })
+            }
         }
     }
 
@@ -230,6 +238,10 @@ public final class RedisReadStateStore: ReadStateStore {
                     done(.success(true))
                 }
             }) { [self] result in
+                // A mark read again keeps its old time in the count: the one key every read
+                // would write is written only for a new mark (or one the user's bound
+                // dropped); the forget script finds the newer time if the old one is picked.
+                guard update.added || !droppedRooms.isEmpty else { return completion(result.map { _ in update }) }
                 // Counted whatever the room's keys answered: a mark recorded is never left
                 // out of the bound.
                 keepBound(recorded, droppedRooms: droppedRooms) { bound in
