@@ -311,6 +311,62 @@ import Testing
                                 headers: [("Authorization", basic)]).status == 400)
     }
 
+    /// REST keeps the rooms rules of every door: a token marks read only where it may
+    /// subscribe (a mark would put the room, its newest message and its pushes in the user's
+    /// inbox), a direct room is its users' alone whatever the token's patterns allow, and the
+    /// server's own rooms (`~`) are nobody's, not even with the channel's secret.
+    @Test func restKeepsTheRoomRulesOfEveryDoor() async throws {
+        let server = try startAuthServer()
+        defer { server.shutdown(timeout: .seconds(1)) }
+        let basic = "Basic " + Data("acme:\(AuthFixtures.secret)".utf8).base64EncodedString()
+        let publicOnly: JSONValue = ["^public$": ["publish": true, "subscribe": true, "history": 10],
+                                     "^dm\\+.*": ["publish": true, "subscribe": true, "history": 10]]
+        func bearer(_ user: String, _ permissions: JSONValue? = nil) -> (String, String) {
+            var payload = Self.payload(client: "*", user: user)
+            if let permissions, case .object(var object) = payload {
+                object["permissions"] = permissions
+                payload = .object(object)
+            }
+            return ("Authorization", "Bearer " + AuthFixtures.jwt(payload))
+        }
+        for room in ["secret", "dm+alice+bob"] {
+            #expect(try await httpRequest(port: server.httpPort, "POST", "/acme/\(room)/publish", json: #""hi""#,
+                                          headers: [("Authorization", basic)]).status == 200)
+        }
+        // Mark-read needs subscribe in the room, as a connection's `read`.
+        let refusedMark = try await httpRequest(port: server.httpPort, "POST", "/acme/users/mallory/read",
+                                                json: #"{"room":"secret","offset":0}"#, headers: [bearer("mallory", publicOnly)])
+        #expect(refusedMark.status == 403 && refusedMark.body.contains("subscrib"), "\(refusedMark.status) \(refusedMark.body)")
+        let inbox = try await httpRequest(port: server.httpPort, "GET", "/acme/users/mallory/inbox", headers: [bearer("mallory", publicOnly)])
+        #expect(inbox.status == 200 && !inbox.body.contains("secret"), "\(inbox.body)")
+        #expect(try await httpRequest(port: server.httpPort, "POST", "/acme/users/mallory/read", json: #"{"room":"public","offset":0}"#,
+                                      headers: [bearer("mallory", publicOnly)]).status == 200)
+        // A direct room of others: no publish, action, multi-room publish or query for her.
+        let dmRequests: [(String, String, String?)] = [
+            ("POST", "/acme/dm+alice+bob/publish", #""spam""#),
+            ("POST", "/acme/publish/rooms?r=public&r=dm%2Balice%2Bbob", #""spam""#),
+            ("POST", "/acme/dm+alice+bob/messages/x/react", #"{"emoji":"👍"}"#),
+            ("GET", "/acme/dm+alice+bob/users", nil),
+            ("GET", "/acme/dm+alice+bob/members", nil),
+        ]
+        for (method, path, json) in dmRequests {
+            let answer = try await httpRequest(port: server.httpPort, method, path, json: json, headers: [bearer("mallory", publicOnly)])
+            #expect(answer.status == 403 && answer.body.contains("direct room"), "\(method) \(path): \(answer.status) \(answer.body)")
+        }
+        let history = try await httpRequest(port: server.httpPort, "GET", "/acme/users/alice/inbox", headers: [("Authorization", basic)])
+        #expect(!history.body.contains("spam"))
+        // Its users may; the server may.
+        let own = try await httpRequest(port: server.httpPort, "POST", "/acme/dm+alice+bob/publish", json: #""from alice""#,
+                                        headers: [bearer("alice", publicOnly)])
+        #expect(own.status == 200, "\(own.status) \(own.body)")
+        #expect(try await httpRequest(port: server.httpPort, "GET", "/acme/dm+alice+bob/users", headers: [bearer("bob")]).status == 200)
+        // The server's own rooms: nobody's.
+        for headers in [[("Authorization", basic)], [bearer("alice")]] {
+            let answer = try await httpRequest(port: server.httpPort, "POST", "/acme/~inbox+alice/publish", json: #""x""#, headers: headers)
+            #expect(answer.status == 403, "\(answer.status) \(answer.body)")
+        }
+    }
+
     @Test func lineUsersAreUsersByNameAndHearNoneOfTheUsersEvents() async throws {
         let server = try TestServer.start()
         defer { server.stop() }

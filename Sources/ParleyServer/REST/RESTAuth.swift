@@ -34,11 +34,13 @@ enum RESTAuth {
         guard let channel = request.params["channel"] else { return nil }
         if let refusal = core.configuration.refusal(ofChannel: channel) { return .text(404, refusal + "\n") }
         let settings = core.configuration.settings(ofChannel: channel)
+        // The rooms the request names: the path's, or a multi-room publish's `?r=`.
+        let rooms = request.params["room"].map { [$0] } ?? request.head.queryValues("r")
         guard let header = request.head.headers["Authorization"] else {
             guard settings?.requireAuth != true else {
                 return unauthorized("channel \"\(channel)\" requires authentication: send Authorization: Basic base64(channel:secret) or Bearer <JWT>")
             }
-            return nil
+            return reservedRefusal(rooms)
         }
         guard let secret = settings?.secret else {
             return unauthorized("channel \"\(channel)\" does not use authentication (no secret is configured for it)")
@@ -51,7 +53,7 @@ enum RESTAuth {
             guard let data = Data(base64Encoded: credentials) else { return unauthorized("Basic credentials are not base64") }
             let expected = Array("\(channel):\(secret)".utf8)
             guard constantTimeEqual(Array(data), expected) else { return unauthorized("wrong channel or secret") }
-            return nil
+            return reservedRefusal(rooms)
         case "bearer":
             let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
             let claims: TokenClaims
@@ -60,10 +62,16 @@ enum RESTAuth {
             } catch {
                 return unauthorized(error.message)
             }
+            // The rooms of the server's own (`~`) are nobody's, and a direct room is its users'
+            // alone: as on every door, whatever the token's room patterns allow.
+            for room in rooms {
+                if let refusal = ChatRules.roomRefusal(room, user: claims.user) {
+                    return .text(403, "permission denied: \(refusal.message)\n")
+                }
+            }
             // Publishing needs the publish permission in every room named; queries need only a
             // valid token of the channel.
             guard request.head.method == "POST" else { return nil }
-            let rooms = request.params["room"].map { [$0] } ?? request.head.queryValues("r")
             for room in rooms where claims.permission(for: room)?.publish != true {
                 return .text(403, "permission denied: the token does not allow publishing to room \"\(room)\"\n")
             }
@@ -71,6 +79,15 @@ enum RESTAuth {
         default:
             return unauthorized("unsupported Authorization scheme (use Basic or Bearer)")
         }
+    }
+
+    /// The server's own rooms (`~`) are nobody's, not even the server's over REST: 403 when
+    /// the request names one. (Direct rooms are the server's to use with the channel's
+    /// secret, and anyone's on an open channel, where a user id proves nothing.)
+    static func reservedRefusal(_ rooms: [String]) -> HTTPResponse? {
+        guard let room = rooms.first(where: ReservedRoom.isReserved),
+              let refusal = ChatRules.roomRefusal(room, user: nil) else { return nil }
+        return .text(403, "permission denied: \(refusal.message)\n")
     }
 
     static func unauthorized(_ message: String) -> HTTPResponse {

@@ -7,29 +7,35 @@ import ParleyHTTP
 /// user (a Bearer token whose `user` claim names them); on an open channel anyone may ask,
 /// because there a user id proves nothing.
 extension RESTRoutes {
-    /// Who a request may act for: `nil` when it may act for `user`, else the refusal.
-    static func userRefusal(_ request: RESTRequest, user: String, core: ServerCore) -> HTTPResponse? {
+    /// Who a request may act for: the refusal when it may not act for `user`; else the token's
+    /// claims when it came with a Bearer token (nil for the server, Basic, and on an open
+    /// channel), whose room permissions still apply.
+    static func userRefusal(_ request: RESTRequest, user: String, core: ServerCore) -> Result<TokenClaims?, HTTPResponseFailure> {
         guard let channel = request.params["channel"], let header = request.head.headers["Authorization"],
-              let secret = core.configuration.settings(ofChannel: channel)?.secret else { return nil }
+              let secret = core.configuration.settings(ofChannel: channel)?.secret else { return .success(nil) }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }  // Basic: the server
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .success(nil) }  // Basic: the server
         let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
         guard let claims = try? verifier.verify(parts[1].trimmingCharacters(in: .whitespaces), secret: secret, channel: channel,
-                                                client: .any) else { return RESTAuth.unauthorized("invalid token") }
+                                                client: .any) else { return .failure(HTTPResponseFailure(RESTAuth.unauthorized("invalid token"))) }
         guard claims.user == user else {
-            return .text(403, "permission denied: the token's user claim does not name user \"\(user)\"\n")
+            return .failure(HTTPResponseFailure(.text(403, "permission denied: the token's user claim does not name user \"\(user)\"\n")))
         }
-        return nil
+        return .success(claims)
     }
 
-    /// The channel and user of a `users/USER/…` request that may act for that user, or the
-    /// refusal: a bad name (400), or credentials that do not name the user (401/403).
-    static func actingUser(_ request: RESTRequest, _ core: ServerCore) -> Result<(channel: String, user: String), HTTPResponseFailure> {
+    /// The channel and user of a `users/USER/…` request that may act for that user (and the
+    /// token's claims, when it came with one), or the refusal: a bad name (400), or
+    /// credentials that do not name the user (401/403).
+    static func actingUser(_ request: RESTRequest, _ core: ServerCore)
+        -> Result<(channel: String, user: String, claims: TokenClaims?), HTTPResponseFailure> {
         let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
         guard RoomKey.isValidName(channel) else { return .failure(HTTPResponseFailure(.text(400, "invalid channel name\n"))) }
         if let problem = UserID.problem(with: user) { return .failure(HTTPResponseFailure(.text(400, "invalid user: \(problem)\n"))) }
-        if let refusal = userRefusal(request, user: user, core: core) { return .failure(HTTPResponseFailure(refusal)) }
-        return .success((channel, user))
+        switch userRefusal(request, user: user, core: core) {
+        case .success(let claims): return .success((channel, user, claims))
+        case .failure(let refusal): return .failure(refusal)
+        }
     }
 
     /// `GET /CHANNEL/push/vapid`: `{"public_key"}`, what a browser subscribes with; 404 when
@@ -44,7 +50,7 @@ extension RESTRoutes {
     @Sendable static func registerDevice(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
         let channel: String, user: String
         switch actingUser(request, core) {
-        case .success(let found): (channel, user) = found
+        case .success(let found): (channel, user) = (found.channel, found.user)
         case .failure(let failure): return failure.response
         }
         guard let push = core.pushService else { return .text(404, "push notifications are off on this server\n") }
@@ -101,7 +107,7 @@ extension RESTRoutes {
     @Sendable static func inbox(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
         let channel: String, user: String
         switch actingUser(request, core) {
-        case .success(let found): (channel, user) = found
+        case .success(let found): (channel, user) = (found.channel, found.user)
         case .failure(let failure): return failure.response
         }
         var limit = 20
@@ -134,9 +140,9 @@ extension RESTRoutes {
     /// `POST /CHANNEL/users/USER/read` with `{"room": R, "offset": N}`: the mark as stored,
     /// `{room, offset}`. The room's sessions hear of it like a `read` from a connection.
     @Sendable static func markRead(_ request: RESTRequest, _ core: ServerCore) async -> HTTPResponse {
-        let channel: String, user: String
+        let channel: String, user: String, claims: TokenClaims?
         switch actingUser(request, core) {
-        case .success(let found): (channel, user) = found
+        case .success(let found): (channel, user, claims) = found
         case .failure(let failure): return failure.response
         }
         let body: JSONValue
@@ -147,6 +153,11 @@ extension RESTRoutes {
         guard let room = body["room"]?.stringValue, RoomKey.isValidName(room) else { return .text(400, "room must be a room name\n") }
         guard let offset = body["offset"]?.intValue, offset >= 0 else { return .text(400, "offset must be a non-negative integer\n") }
         if let refusal = ChatRules.roomRefusal(room, user: user) { return .text(403, refusal.message + "\n") }
+        // A token marks read only where it may subscribe, as a connection's `read` (a mark
+        // puts the room among the user's conversations, with its newest message).
+        if let claims, claims.permission(for: room)?.subscribe != true {
+            return .text(403, "permission denied: the token does not allow subscribing to room \"\(room)\"\n")
+        }
         let hub = core.hub, reads = core.doorContext.reads
         let mark = ReadMark(user: user, room: RoomKey(channel: channel, room: room), offset: Int64(offset), name: "",
                             updatedMillis: hub.clock.nowMillis())
