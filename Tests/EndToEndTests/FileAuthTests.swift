@@ -73,6 +73,29 @@ import Testing
         }
     }
 
+    /// A file shared in a direct room is its users' alone: a token whose patterns match every
+    /// direct room neither uploads into nor downloads from one it is not a user of.
+    @Test func aDirectRoomsFilesAreItsUsersAlone() throws {
+        let server = try startAuthServer()
+        defer { server.shutdown() }
+        func token(_ user: String) -> String {
+            guard case .object(var payload) = AuthFixtures.payload(client: nil, permissions: ["^dm\\+.*": ["publish": true, "subscribe": true]])
+            else { return "" }
+            payload["user"] = .string(user)
+            return AuthFixtures.jwt(.object(payload))
+        }
+        let attachment = try server.uploaded(FileFixtures.pdf, name: "plan.pdf", type: "application/pdf", channel: "acme",
+                                             room: "dm+alice+bob", headers: [Self.bearer(token("alice"))])
+        let url = try #require(attachment["url"]?.stringValue)
+        #expect(try server.download(url, headers: [Self.bearer(token("bob"))]).status == 200)
+        let mallory = try server.download(url, headers: [Self.bearer(token("mallory"))])
+        #expect(mallory.status == 403, "\(mallory.status)")
+        #expect(try server.download(url + "?token=" + token("mallory")).status == 403)
+        let upload = try server.upload(FileFixtures.pdf, name: "x.pdf", type: "application/pdf", channel: "acme", room: "dm+alice+bob",
+                                       headers: [Self.bearer(token("mallory"))])
+        #expect(upload.status == 403, "\(upload.status) \(upload.text)")
+    }
+
     @Test func openChannelsNeedNothing() throws {
         let server = try startAuthServer()
         defer { server.shutdown() }

@@ -113,7 +113,8 @@ enum DownloadAccess {
     func refusal(rooms: [String]) -> HTTPResponse? {
         guard case .token(let claims) = self else { return nil }
         let readable = rooms.contains { room in
-            guard let permission = claims.permission(for: room) else { return false }
+            // A direct room is its users' alone, whatever the token's patterns allow.
+            guard ChatRules.roomRefusal(room, user: claims.user) == nil, let permission = claims.permission(for: room) else { return false }
             return permission.subscribe || permission.history > 0
         }
         return readable ? nil
