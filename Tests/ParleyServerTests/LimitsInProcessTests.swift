@@ -262,13 +262,18 @@ import Testing
         #expect(rest.status == 429)
         #expect(rest.header("Retry-After") == "1")
         #expect(rest.body.hasPrefix("publish byte budget of your address spent"))
+        // A reply or an edit over REST carries a body too: the same budget.
+        for action in ["reply", "edit"] {
+            let refusedAction = try await server.request("POST", "/demo/r/messages/x/\(action)", json: "\"hi\"", ip: "192.0.2.5")
+            #expect(refusedAction.status == 429 && refusedAction.body.hasPrefix("publish byte budget"), "\(action): \(refusedAction.status)")
+        }
         // Another address has its own budget, on every door.
         #expect(try await server.request("POST", "/demo/r/publish", json: "\"hi\"", ip: "198.51.100.3").status == 200)
         #expect(try await server.native(ip: "198.51.100.3").publishAcknowledged(big, to: "r")["error"] == nil)
         // The debt (about 44 KiB at 64 KiB/s) is waited off within a second.
         server.clock.advance(millis: 1_000)
         #expect(try await second.publishAcknowledged(.string("small"), to: "r")["error"] == nil)
-        #expect(try Self.breaches(server, "publish_bytes") == 2)
+        #expect(try Self.breaches(server, "publish_bytes") == 4)
     }
 
     /// Joins are paced on every door (`--join-rate`): each is announced to the room's members,

@@ -211,6 +211,10 @@ enum RESTRoutes {
             return .text(404, "no such message action (reply, edit, delete, react, unreact)\n")
         }
         if let problem = MessageActionRules.problem(with: action) { return refusalResponse(problem) }
+        // A reply or an edit carries a body, like a publish: the same byte budget, as on the doors.
+        if let body = action.body, let refusal = core.doorContext.chargePublish(body.approximateSize, from: request.clientIP) {
+            return budgetSpent(refusal)
+        }
         core.metrics.messagesReceived.counter(.http).increment()
         let rules = MessageActionRules(core.configuration)
         let hub = core.hub
