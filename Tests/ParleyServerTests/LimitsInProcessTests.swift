@@ -367,6 +367,36 @@ import Testing
         #expect(server.server.metricsText().contains("parley_publishes_refused_total{reason=\"rate_limited\"} 0\n"))
     }
 
+    /// SocketChat's `userList` (sent to every socket on each join and leave) holds at most
+    /// `--max-members-listed` users and `--max-members-list-bytes` bytes, as the native door's
+    /// `observable_members`; its `userTypingUpdate` (sent with every lobby message) names at
+    /// most 20 typists in at most 4 KiB of names, however many type with however long names.
+    @Test func socketChatListsAreBoundedHoweverManyJoinOrType() async throws {
+        let server = try InProcessServer { $0.maxMembersListed = 5 }
+        defer { server.stop() }
+        let lobby = server.lobby.room
+        var typists: [InProcessNative] = []
+        for n in 0..<30 {
+            // 64 characters (the name rule's most), 250 bytes.
+            let name = String(format: "%02d", n) + String(repeating: "😀", count: 62)
+            let native = try await server.native(clientData: ["name": .string(name)], ip: "198.51.100.\(n + 1)")
+            #expect(try await native.subscribe(lobby)["error"] == nil)
+            native.publish(["typing": true], to: lobby)
+            typists.append(native)
+        }
+        let alice = try await Self.socketChat(server, ip: "203.0.113.21")
+        try await alice.post(["420[\"connectUser\",\"alice\"]"])
+        let list = try await alice.poll(until: { $0.hasPrefix(#"42["userList""#) })
+        let users = try JSONParser.parse(String(list.dropFirst(2))).arrayValue?.last?.arrayValue ?? []
+        #expect(users.count == 5, "\(users.count) users listed")
+        try await alice.post(["42[\"chatMessage\",\"alice\",\"hi\"]"])
+        let typing = try await alice.poll(until: { $0.hasPrefix(#"42["userTypingUpdate""#) })
+        let shown = try JSONParser.parse(String(typing.dropFirst(2))).arrayValue?.last?.objectValue ?? [:]
+        #expect(shown.count == 16, "\(shown.count) typists named: 4 KiB holds 16 names of 250 bytes")
+        #expect(typing.utf8.count < 5 << 10)
+        _ = typists
+    }
+
     /// A member's list asked again names who is departed now: a departed user forgotten by an
     /// `exitUser` from a socket not in the lobby (no room event) is gone from it.
     @Test func aUserListAskedAgainFollowsTheRosterWithoutARoomEvent() async throws {

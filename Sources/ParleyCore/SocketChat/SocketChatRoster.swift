@@ -121,11 +121,16 @@ public final class SocketChatRoster: Sendable {
         return users
     }
 
-    /// `userTypingUpdate`'s argument: `{nickname: 1, ...}` for the members typing now.
-    public static func typingMap(_ typing: [Member]) -> JSONValue {
+    /// `userTypingUpdate`'s argument: `{nickname: 1, ...}` for the members typing now, the
+    /// first `limit` nicknames whose bytes stay within `maxNameBytes` in all.
+    public static func typingMap(_ typing: [Member], limit: Int = .max, maxNameBytes: Int = .max) -> JSONValue {
         var object = JSONObject()
+        var bytes = 0
         for member in typing where object[member.displayName] == nil {
-            object.append(key: member.displayName, value: 1)
+            let name = member.displayName
+            guard object.count < limit, bytes + name.utf8.count <= maxNameBytes else { break }
+            bytes += name.utf8.count
+            object.append(key: name, value: 1)
         }
         return .object(object)
     }

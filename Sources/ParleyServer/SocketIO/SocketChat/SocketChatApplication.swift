@@ -460,7 +460,9 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
         // Lobby events held while the socket only listened go before its own join's list.
         flushHeld()
         let users = shared.roster.users(connected: snapshot.members)
-        emit(SocketChatEncoding.userList(users), on: socket)
+        let configuration = context.configuration
+        emit(SocketChatEncoding.userList(users, limit: configuration.maxMembersListed, maxBytes: configuration.maxMembersListedBytes),
+             on: socket)
         pacer.sent(at: nowMillis)
         emit(SocketChatEncoding.userConnectUpdate(SocketChatUser(id: member.id, nickname: member.displayName, isConnected: true)), on: socket)
     }

@@ -92,9 +92,27 @@ enum SocketChatEncoding {
         ["id": .string(user.id), "nickname": .string(user.nickname), "isConnected": .bool(user.isConnected)]
     }
 
-    static func userList(_ users: [SocketChatUser]) -> SocketChatEvent {
-        SocketChatEvent(name: "userList", arguments: [.array(users.map(userJSON))])
+    /// The list of `users`, in order, cut after `limit` of them or before the entry that would
+    /// take its JSON past `maxBytes` (`--max-members-listed`, `--max-members-list-bytes`, as
+    /// the native door's `observable_members`): every socket in the lobby is sent it on each
+    /// join and leave. Departed users come last, so they are the first left out.
+    static func userList(_ users: [SocketChatUser], limit: Int = .max, maxBytes: Int = .max) -> SocketChatEvent {
+        var listed: [JSONValue] = []
+        var bytes = 2  // []
+        for user in users.prefix(limit) {
+            let entry = userJSON(user)
+            let size = entry.serialized().count + 1  // and its comma
+            guard bytes + size <= maxBytes else { break }
+            bytes += size
+            listed.append(entry)
+        }
+        return SocketChatEvent(name: "userList", arguments: [.array(listed)])
     }
+
+    /// Most typists a `userTypingUpdate` names, and most bytes of their names in all: it goes
+    /// with every lobby message to every socket, so its size must not be the typists' to set.
+    static let maxTypistsShown = 20
+    static let maxTypingNameBytes = 4 << 10
 
     static func userConnectUpdate(_ user: SocketChatUser) -> SocketChatEvent {
         SocketChatEvent(name: "userConnectUpdate", arguments: [userJSON(user)])
@@ -105,7 +123,8 @@ enum SocketChatEncoding {
     }
 
     static func typingUpdate(_ typing: [Member]) -> SocketChatEvent {
-        SocketChatEvent(name: "userTypingUpdate", arguments: [SocketChatRoster.typingMap(typing)])
+        SocketChatEvent(name: "userTypingUpdate",
+                        arguments: [SocketChatRoster.typingMap(typing, limit: maxTypistsShown, maxNameBytes: maxTypingNameBytes)])
     }
 
     static func newChatMessage(name: String, text: String, millis: Int64) -> SocketChatEvent {

@@ -43,8 +43,12 @@ final class SocketChatFanOut {
     /// leave.
     private var rosterReadAgain = false
     private let loop: EventLoop?
+    /// `--max-members-listed` and `--max-members-list-bytes`: the most a `userList` holds.
+    private let listLimit: (count: Int, bytes: Int)
 
-    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster, sync: SocketChatRosterSync? = nil, loop: EventLoop? = nil) {
+    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster, sync: SocketChatRosterSync? = nil, loop: EventLoop? = nil,
+         listLimit: (count: Int, bytes: Int) = (.max, .max)) {
+        self.listLimit = listLimit
         self.hub = hub
         self.lobby = lobby
         self.roster = roster
@@ -153,7 +157,7 @@ final class SocketChatFanOut {
         let generation = roster.generation
         if userListCache?.version != membersVersion || userListCache?.rosterGeneration != generation {
             let members = mirror?.members ?? hub.members(of: lobby)
-            let event = SocketChatEncoding.userList(roster.users(connected: members))
+            let event = SocketChatEncoding.userList(roster.users(connected: members), limit: listLimit.count, maxBytes: listLimit.bytes)
             userListCache = (membersVersion, generation, SocketIOPacket.event(event.name, event.arguments).engineIOText, nil, nil)
         }
         guard var cache = userListCache else { return nil }
