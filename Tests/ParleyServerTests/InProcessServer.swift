@@ -14,10 +14,11 @@ final class InProcessServer: Sendable {
     let server: ParleyServer
     let clock: ManualClock
 
-    init(logger: Logger = .disabled, _ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws {
+    /// `store`: the hub's store instead of the SQLite one (a ``GatedStore`` to hold appends).
+    init(logger: Logger = .disabled, store: (any MessageStore)? = nil, _ adjust: (inout ServerConfiguration) -> Void = { _ in }) throws {
         let clock = ManualClock(millis: Int64(Date().timeIntervalSince1970 * 1000))
         self.clock = clock
-        server = try ParleyServer(configuration: .forTests(adjust), logger: logger, clock: clock, bindsListeners: false) { $0 }
+        server = try ParleyServer(configuration: .forTests(adjust), logger: logger, clock: clock, bindsListeners: false) { store ?? $0 }
     }
 
     var configuration: ServerConfiguration { server.configuration }

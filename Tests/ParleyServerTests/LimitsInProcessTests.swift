@@ -276,6 +276,38 @@ import Testing
         #expect(try Self.breaches(server, "publish_bytes") == 4)
     }
 
+    /// Message actions wait their turn one at a time on the native door; each is admitted
+    /// (shape, rate, byte budget) when it arrives, so what waits has been paid for: a burst of
+    /// big edits behind a slow one is refused at once past the budget, not held unchecked.
+    @Test func waitingMessageActionsAreAdmittedWhenTheyArrive() async throws {
+        let store = GatedStore()
+        let server = try InProcessServer(store: store) { $0.publishBytesPerIPPerSecond = 64 << 10 }
+        defer {
+            store.release()
+            server.stop()
+        }
+        let client = try await server.native(ip: "192.0.2.9")
+        client.send(["type": "publish", "room": "r", "message": "target", "callback": 100])
+        try await eventually("the publish reaches the store") { store.heldCount == 1 }
+        store.release()
+        let target = try #require(try await client.next { $0["callback"]?.intValue == 100 }["id"]?.stringValue)
+        // The first action waits for the store; the edits behind it wait their turn.
+        client.send(["type": "react", "room": "r", "target": .string(target), "emoji": "👍", "callback": 1])
+        try await eventually("the reaction reaches the store") { store.heldCount == 1 }
+        let big = JSONValue.string(String(repeating: "e", count: 100 << 10))
+        for n in 2...11 {
+            client.send(["type": "edit", "room": "r", "target": .string(target), "message": big, "callback": .number(JSONNumber(n))])
+        }
+        // 1 MiB of edits against a burst of 256 KiB: most are refused now, with the store shut.
+        var refused = 0
+        while refused < 7 {
+            let reply = try await client.next(timeout: 5) { $0["callback"]?.intValue ?? 0 >= 2 }
+            #expect(reply["error"]?.stringValue?.hasPrefix("publish byte budget of your address spent") == true, "\(reply)")
+            refused += 1
+        }
+        #expect(store.heldCount <= 1)
+    }
+
     /// Joins are paced on every door (`--join-rate`): each is announced to the room's members,
     /// so a client cycling subscribe / unsubscribe (native) or `connectUser` / `exitUser`
     /// (Socket.IO) is refused past its burst, and the members hear no more than it was allowed.

@@ -15,6 +15,8 @@ public final class GatedStore: MessageStore {
     }
 
     public var heldPageReads: Int { heldPages.withLock { $0.count } }
+    /// Appends waiting for ``release(_:)``.
+    public var heldCount: Int { held.withLock { $0.count } }
     private let held = Mutex<[(Message, String?, @Sendable (Result<Void, ParleyError>) -> Void)]>([])
 
     public func append(_ message: Message, clientMessageID: String?, completion: @escaping @Sendable (Result<Void, ParleyError>) -> Void) {

@@ -315,6 +315,12 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     /// as a publish is, `{callback, id, offset}`, once the store has it. One at a time, in
     /// the order sent.
     private func act(_ request: MessageActionRequest, in room: String, callback: Int?) {
+        // Admitted when it arrives (rate, bytes, permission), not when its turn comes: what
+        // waits has been paid for, so a burst of big edits cannot pile up unchecked.
+        if let refusal = chat.admitAction(request, in: room) {
+            refuseAction(refusal, callback: callback)
+            return
+        }
         guard !actionInFlight else {
             guard heldActions.count < Self.maxHeldActions else {
                 sendJSON(NativeEncoding.refusal(callback: callback, ChatRefusal(.rateLimited,
@@ -324,9 +330,13 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             heldActions.append((request, room, callback))
             return
         }
+        perform(request, in: room, callback: callback)
+    }
+
+    private func perform(_ request: MessageActionRequest, in room: String, callback: Int?) {
         actionInFlight = true
         let me = LoopBound(self, on: connection.loop)
-        let refusal = chat.act(request, in: room) { result in
+        let refusal = chat.performAction(request, in: room) { result in
             me.execute { session in
                 defer { session.actionAnswered() }
                 switch result {
@@ -342,13 +352,17 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             }
         }
         guard let refusal else { return }
+        refuseAction(refusal, callback: callback)
+        actionAnswered()
+    }
+
+    private func refuseAction(_ refusal: ChatRefusal, callback: Int?) {
         sendJSON(NativeEncoding.refusal(callback: callback, refusal))
         // Sustained abuse: refusing each message costs more than the peer is worth.
         if refusal.closes {
             heldActions.removeAll()
             closeWith(.policyViolation, reason: "rate limit exceeded")
         }
-        actionAnswered()
     }
 
     /// The action in flight was answered: the next waiting one goes.
@@ -356,7 +370,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         actionInFlight = false
         guard !heldActions.isEmpty, connection.state == .open else { return }
         let next = heldActions.removeFirst()
-        act(next.request, in: next.room, callback: next.callback)
+        perform(next.request, in: next.room, callback: next.callback)
     }
 
     // MARK: authentication

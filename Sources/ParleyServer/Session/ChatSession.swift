@@ -352,11 +352,27 @@ final class ChatSession {
     /// to `completion`, once, on a store thread.
     func act(_ request: MessageActionRequest, in room: String,
              completion: @escaping @Sendable (Result<Message, ChatRefusal>) -> Void) -> ChatRefusal? {
-        guard let member, let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
+        if let refusal = admitAction(request, in: room) { return refusal }
+        return performAction(request, in: room, completion: completion)
+    }
+
+    /// The checks of ``act(_:in:completion:)`` made when the action arrives: its shape, the
+    /// token's `publish`, the message rate and the publish byte budget. A door that holds
+    /// actions to run them one at a time admits each before holding it, so what waits was
+    /// paid for (``performAction(_:in:completion:)`` runs it later).
+    func admitAction(_ request: MessageActionRequest, in room: String) -> ChatRefusal? {
+        guard member != nil, key(room) != nil else { return ChatRefusal(.notIdentified, "handshake first") }
         if let problem = MessageActionRules.problem(with: request) { return problem }
         if let refusal = admitPublish(to: room) { return refusal }
         // A reply or an edit carries a body, like a publish.
         if let body = request.body, let refusal = context.chargePublish(body.approximateSize, from: budgetKey) { return refusal }
+        return nil
+    }
+
+    /// Runs an action ``admitAction(_:in:)`` let through (see ``act(_:in:completion:)``).
+    func performAction(_ request: MessageActionRequest, in room: String,
+                       completion: @escaping @Sendable (Result<Message, ChatRefusal>) -> Void) -> ChatRefusal? {
+        guard let member, let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
         // Moderation needs a token that grants it: without one, everything else is allowed on
         // an open channel, but nobody moderates.
         let canModerate = if access?.isAuthenticated == true, case .success = check(.moderate, room: room) { true } else { false }
