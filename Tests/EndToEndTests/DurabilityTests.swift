@@ -174,6 +174,29 @@ extension NativeClient {
         #expect(reply["callback"] == 9 && reply["offset"] == 4, "\(reply)")
     }
 
+    /// Line member ids come from per-process connection numbers, and the author check
+    /// compares member ids: after a restart the first line connection has the number the
+    /// first had before, but not its id, so it cannot edit that user's message.
+    @Test func aLineUserOfAnEarlierProcessIsNobodyTheNextOneCanBe() throws {
+        let directory = NSTemporaryDirectory() + "parley-restart-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var server = try startTestServer { $0.dataDirectory = directory; $0.joinHistory = 5 }
+        let mallory = try TestSocket(port: server.linePort)
+        try mallory.send("iam:mallory\n")
+        _ = try mallory.readLine(until: { $0 == "mallory has joined" })
+        try mallory.send("msg:original\n")
+        _ = try mallory.readLine(until: { $0 == "mallory:original" })
+        server.shutdown()
+        server = try startTestServer { $0.dataDirectory = directory; $0.joinHistory = 5 }
+        defer { server.shutdown() }
+        let eve = try TestSocket(port: server.linePort)
+        try eve.send("iam:eve\n")
+        _ = try eve.readLine(until: { $0 == "eve has joined" })
+        try eve.send("edit:rewritten\n")
+        let answer = try eve.readLine(until: { $0.hasPrefix("error") || $0.contains("rewritten") })
+        #expect(answer == "error: you have no message to edit here", "\(answer)")
+    }
+
     @Test func lineUserGetsRecentLobbyMessagesBeforeItsJoin() throws {
         let server = try TestServer.start { $0.joinHistory = 3 }
         defer { server.stop() }

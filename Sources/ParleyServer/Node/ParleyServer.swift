@@ -124,7 +124,7 @@ final class ServerCore: Sendable {
         let inboxes = self.inboxes
         doorContext = DoorContext(hub: hub, settings: settings, directory: directory, bans: bans, limits: limits,
                                   metrics: metrics, logger: logger, logThrottle: logThrottle, inbox: { inboxes[$0.index] },
-                                  memberIDTag: cluster.map { "\($0.nodeID)-" } ?? "", loopContexts: loopContexts,
+                                  memberIDTag: DoorContext.processMemberIDTag(node: cluster?.nodeID), loopContexts: loopContexts,
                                   reads: readStore, historyBytes: DoorContext.byteBudget(configuration.historyBytesPerIPPerSecond),
                                   publishBytes: DoorContext.byteBudget(configuration.publishBytesPerIPPerSecond), push: push)
     }

@@ -20,8 +20,20 @@ struct DoorContext: Sendable {
     let logThrottle: LogThrottle
     /// Where each loop's deliveries go (``LoopInbox``s; a recording inbox in tests).
     let inbox: @Sendable (EventLoop) -> any Inbox
-    /// Put in member ids a door makes from per-process numbers: `NODE-` in cluster mode.
+    /// Put in member ids a door makes from per-process numbers (``processMemberIDTag(node:)``):
+    /// such an id is never given again, after a restart nor by another node, so it is never
+    /// the author of someone else's messages.
     let memberIDTag: String
+
+    /// `NODE-` in cluster mode, then six random characters and `-` for this process: the
+    /// numbers restart with each process, the author check compares member ids, and stored
+    /// messages keep theirs (a line user of yesterday's `line-3` must not edit them today).
+    static func processMemberIDTag(node: String?) -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        var generator = SystemRandomNumberGenerator()
+        let random = String((0..<6).map { _ in alphabet[Int(generator.next(upperBound: UInt64(alphabet.count)))] })
+        return (node.map { "\($0)-" } ?? "") + random + "-"
+    }
     /// Each loop's hub of sessions and rooms (the node's).
     let loopContexts: LoopLocal<LoopContext>
     /// Users' read marks and conversations (SQLite, Redis in a cluster, memory in tests).
