@@ -751,4 +751,19 @@ final class HoldingInbox: Inbox {
         // The first may come another way (a room loading); every later one the same.
         #expect(Set(seen.dropFirst()).count == 1, "stack depths \(seen)")
     }
+
+    /// A retried publish (the same `message_id`) answers with the original message and is
+    /// not observed again: in a cluster the retry may land on another node, whose push
+    /// planner never saw the first, and would push it twice.
+    @Test func aRetriedPublishIsObservedOnce() throws {
+        let hub = Hub()
+        let seen = Mutex<[String]>([])
+        hub.observeStored { message in seen.withLock { $0.append(message.id) } }
+        let first = try hub.publishNow("hi", to: lobby, from: alice, messageID: "m-1")
+        let retry = try hub.publishNow("hi", to: lobby, from: alice, messageID: "m-1")
+        #expect(retry.id == first.id && retry.offset == first.offset)
+        _ = try hub.publishNow("next", to: lobby, from: alice, messageID: "m-2")
+        #expect(seen.withLock { $0 }.count == 2)
+        #expect(seen.withLock { $0 }.first == first.id)
+    }
 }

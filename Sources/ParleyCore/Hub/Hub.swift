@@ -203,7 +203,10 @@ public final class Hub: Sendable {
             try broker.publish(message, clientMessageID: messageID) { result in
                 whenStored?(result)
                 backlog?.done()
-                if let observer, case .success(let stored) = result { observer.call(stored) }
+                // Only a message stored now: a retry of a known `message_id` (answered with the
+                // original, whose id is not this draft's) was observed when it was stored, on
+                // whichever node; observing it again would push it again.
+                if let observer, case .success(let stored) = result, stored.id == message.id { observer.call(stored) }
             }
         } catch {
             backlog?.done()
