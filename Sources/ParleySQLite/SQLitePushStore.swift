@@ -258,12 +258,28 @@ public final class SQLitePushStore: PushStore {
                                     dueMillis: select.int64(6), attempts: Int(select.int64(7))))
             }
             let lease = try connection.statement("UPDATE jobs SET due_ms = ?2 WHERE id = ?1")
-            for job in jobs {
-                lease.bind(1, job.id)
+            for index in jobs.indices {
+                lease.bind(1, jobs[index].id)
                 lease.bind(2, nowMillis + PushJob.leaseMillis)
                 try lease.run()
+                jobs[index].leasedUntilMillis = nowMillis + PushJob.leaseMillis
             }
             return jobs
+        }
+    }
+
+    public func renew(_ taken: PushJob, nowMillis: Int64) throws(ParleyError) -> PushJob? {
+        guard let lease = taken.leasedUntilMillis else { return nil }
+        return try run { connection throws(ParleyError) -> PushJob? in
+            let update = try connection.statement("UPDATE jobs SET due_ms = ?3 WHERE id = ?1 AND due_ms = ?2")
+            update.bind(1, taken.id)
+            update.bind(2, lease)
+            update.bind(3, nowMillis + PushJob.leaseMillis)
+            try update.run()
+            guard connection.changes == 1 else { return nil }
+            var renewed = taken
+            renewed.leasedUntilMillis = nowMillis + PushJob.leaseMillis
+            return renewed
         }
     }
 

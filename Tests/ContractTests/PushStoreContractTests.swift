@@ -137,4 +137,34 @@ enum PushStoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
         #expect(try store.enqueue(PushJob(channel: "ch", user: "alice", room: "r", count: 1, lastOffset: 9, dueMillis: 700), maxQueued: 2))
         #expect(try store.due(nowMillis: 700, limit: 10).map(\.lastOffset) == [9])
     }
+
+    /// A taker sends a job only while it holds the lease: renewing keeps it hidden from every
+    /// other taker; once the lease ran out and another took it, or it was rescheduled or
+    /// completed, the renewal fails (the job is not to be sent by the first).
+    @Test(arguments: PushStoreKind.allCases)
+    func aTakerHoldsAJobOnlyWhileItsLeaseLasts(kind: PushStoreKind) throws {
+        let store = try kind.make()
+        let lease = PushJob.leaseMillis
+        #expect(try store.enqueue(PushJob(channel: "ch", user: "alice", room: "r", count: 1, lastOffset: 3, dueMillis: 100), maxQueued: 9))
+        let mine = try #require(try store.due(nowMillis: 100, limit: 10).first)
+        #expect(mine.leasedUntilMillis == 100 + lease)
+        #expect(try store.renew(PushJob(id: mine.id, channel: "ch", user: "alice", room: "r", count: 1, lastOffset: 3, dueMillis: 100),
+                                nowMillis: 200) == nil, "a job this taker never took")
+        let renewed = try #require(try store.renew(mine, nowMillis: 20_000))
+        #expect(renewed.leasedUntilMillis == 20_000 + lease)
+        #expect(try store.due(nowMillis: 100 + lease, limit: 10).isEmpty, "renewed: still hidden when the first lease ends")
+        #expect(try store.renew(mine, nowMillis: 20_001) == nil, "the old lease is not the job's any more")
+        // The renewed lease runs out before this taker comes back: another takes the job.
+        let theirs = try #require(try store.due(nowMillis: 20_000 + lease, limit: 10).first)
+        #expect(theirs.user == "alice")
+        #expect(try store.renew(renewed, nowMillis: 20_000 + lease + 1) == nil, "the other taker holds it")
+        let theirsRenewed = try #require(try store.renew(theirs, nowMillis: 20_000 + lease + 2))
+        // Rescheduled, or sent and completed: nobody holds it any more.
+        try store.reschedule(theirs.id, dueMillis: 90_000, attempts: 1)
+        #expect(try store.renew(theirsRenewed, nowMillis: 20_000 + lease + 3) == nil)
+        let last = try #require(try store.due(nowMillis: 90_000, limit: 10).first)
+        try store.complete(last)
+        #expect(try store.renew(last, nowMillis: 90_001) == nil)
+        #expect(try store.queued() == 0)
+    }
 }

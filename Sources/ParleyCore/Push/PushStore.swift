@@ -14,6 +14,9 @@ public struct PushJob: Sendable, Equatable {
     public var lastOffset: Int64
     public var dueMillis: Int64
     public var attempts: Int
+    /// Set on a job ``PushStore/due(nowMillis:limit:)`` handed out: when its lease ends. It
+    /// names this taker's hold on the job (``PushStore/renew(_:nowMillis:)``).
+    public var leasedUntilMillis: Int64? = nil
 
     /// How long a job ``PushStore/due(nowMillis:limit:)`` handed out is hidden from every
     /// other taker (another node's worker): it is sent, or due again after this.
@@ -50,7 +53,11 @@ public struct PushJob: Sendable, Equatable {
 ///   passed the sent one's): then those stay queued, due at once;
 /// - ``due(nowMillis:limit:)`` takes the jobs due, earliest first: each is hidden for
 ///   ``PushJob/leaseMillis`` (so two nodes never send one push), and stays queued until
-///   ``complete(_:)`` (so a restart or a crash loses none: it is due again after the lease).
+///   ``complete(_:)`` (so a restart or a crash loses none: it is due again after the lease);
+/// - ``renew(_:nowMillis:)`` gives a taken job another lease from `nowMillis` while it is
+///   still as ``due(nowMillis:limit:)`` left it for that taker (its lease not taken by
+///   another after it ran out, nor rescheduled, nor completed): the job with its new lease;
+///   nil otherwise, and the job is not to be sent (another taker has it, or nobody needs it).
 public protocol PushStore: AnyObject, Sendable {
     func register(_ device: PushDevice) throws(ParleyError)
     func unregister(platform: PushDevice.Platform, token: String) throws(ParleyError) -> Bool
@@ -61,6 +68,7 @@ public protocol PushStore: AnyObject, Sendable {
     func mutes(of user: String, in channel: String, nowMillis: Int64) throws(ParleyError) -> [PushMute]
     func enqueue(_ job: PushJob, maxQueued: Int) throws(ParleyError) -> Bool
     func due(nowMillis: Int64, limit: Int) throws(ParleyError) -> [PushJob]
+    func renew(_ taken: PushJob, nowMillis: Int64) throws(ParleyError) -> PushJob?
     func complete(_ sent: PushJob) throws(ParleyError)
     func reschedule(_ id: Int64, dueMillis: Int64, attempts: Int) throws(ParleyError)
     func queued() throws(ParleyError) -> Int
@@ -155,7 +163,21 @@ public final class InMemoryPushStore: PushStore {
             let due = Array(state.jobs.values.filter { $0.dueMillis <= nowMillis }
                 .sorted { $0.dueMillis != $1.dueMillis ? $0.dueMillis < $1.dueMillis : $0.id < $1.id }.prefix(limit))
             for job in due { state.jobs[job.id]?.dueMillis = nowMillis + PushJob.leaseMillis }
-            return due
+            return due.map { job in
+                var taken = job
+                taken.leasedUntilMillis = nowMillis + PushJob.leaseMillis
+                return taken
+            }
+        }
+    }
+
+    public func renew(_ taken: PushJob, nowMillis: Int64) -> PushJob? {
+        state.withLock { state in
+            guard let lease = taken.leasedUntilMillis, state.jobs[taken.id]?.dueMillis == lease else { return nil }
+            state.jobs[taken.id]!.dueMillis = nowMillis + PushJob.leaseMillis
+            var renewed = taken
+            renewed.leasedUntilMillis = nowMillis + PushJob.leaseMillis
+            return renewed
         }
     }
 

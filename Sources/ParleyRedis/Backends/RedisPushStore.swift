@@ -270,6 +270,16 @@ public final class RedisPushStore: PushStore {
         return out
         """)
 
+    /// ARGV: id, the lease the taker holds, the new lease. Moves the job to the new lease if it
+    /// is still at the held one; 1 then, else 0.
+    static let renewScript = RedisScript("""
+        if not redis.call('HEXISTS', KEYS[2], ARGV[1]) then return 0 end
+        local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
+        if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
+        redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
+        return 1
+        """)
+
     /// ARGV: id, the sent job's last offset and count. Removes the job and its pending entry,
     /// unless messages came meanwhile: those stay, due at once.
     static let completeScript = RedisScript("""
@@ -326,10 +336,22 @@ public final class RedisPushStore: PushStore {
                   let value = try? JSONParser.parse(text), let channel = value["ch"]?.stringValue, let user = value["u"]?.stringValue,
                   let room = value["r"]?.stringValue else { continue }
             let due = flat[index + 2].string.flatMap { Double($0) }.map { Int64($0) } ?? nowMillis
-            jobs.append(PushJob(id: id, channel: channel, user: user, room: room, count: value["c"]?.intValue ?? 1,
-                                lastOffset: Int64(value["o"]?.intValue ?? 0), dueMillis: due, attempts: value["a"]?.intValue ?? 0))
+            var job = PushJob(id: id, channel: channel, user: user, room: room, count: value["c"]?.intValue ?? 1,
+                              lastOffset: Int64(value["o"]?.intValue ?? 0), dueMillis: due, attempts: value["a"]?.intValue ?? 0)
+            job.leasedUntilMillis = nowMillis + PushJob.leaseMillis
+            jobs.append(job)
         }
         return jobs
+    }
+
+    public func renew(_ taken: PushJob, nowMillis: Int64) throws(ParleyError) -> PushJob? {
+        guard let lease = taken.leasedUntilMillis else { return nil }
+        let renewedUntil = nowMillis + PushJob.leaseMillis
+        guard try script("renewing a push's lease", Self.renewScript, [.integer(taken.id), .integer(lease), .integer(renewedUntil)]).int == 1
+        else { return nil }
+        var renewed = taken
+        renewed.leasedUntilMillis = renewedUntil
+        return renewed
     }
 
     public func complete(_ sent: PushJob) throws(ParleyError) {

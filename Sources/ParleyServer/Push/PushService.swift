@@ -262,7 +262,15 @@ final class PushService: Sendable {
     /// Most tries of one push; backoff doubles from 2 s.
     static let maxAttempts = 6
 
-    private func deliver(_ job: PushJob, now: Int64) throws(ParleyError) {
+    private func deliver(_ taken: PushJob, now: Int64) throws(ParleyError) {
+        // A batch is worked through one job after another, and a send may take its whole
+        // timeout: by its turn a job's lease may have run out and another node taken it. So
+        // the lease is renewed first and before each device (a send takes at most
+        // `OutgoingHTTP`'s 10 s, a lease lasts 30): only the taker holding it sends a push.
+        guard var job = try store.renew(taken, nowMillis: hub.clock.nowMillis()) else {
+            counters.lostLeases.add(1, ordering: .relaxed)
+            return
+        }
         let room = RoomKey(channel: job.channel, room: job.room)
         // Read on another device meanwhile, or back in the room: nothing to tell.
         if let mark = try wait({ reads.mark(of: job.user, in: room, completion: $0) }), mark.offset >= job.lastOffset {
@@ -288,6 +296,11 @@ final class PushService: Sendable {
         let content = PushRules.content(last: last, count: count, badge: max(badge, 1), preview: settings.preview)
         var retryAfter: Int64?
         for device in try store.devices(of: job.user, in: job.channel) {
+            guard let renewed = try store.renew(job, nowMillis: hub.clock.nowMillis()) else {
+                counters.lostLeases.add(1, ordering: .relaxed)
+                return
+            }
+            job = renewed
             switch send(content, to: device, now: now) {
             case .sent:
                 counters.add(.sent, device.platform)
@@ -394,6 +407,8 @@ final class PushCounters: Sendable {
     let queued = Atomic<Int>(0)
     let queuedReadMillis = Atomic<Int64>(0)
     let dropped = Atomic<Int>(0)
+    /// Jobs this node let go because another taker held them when their turn came.
+    let lostLeases = Atomic<Int>(0)
     private let counts = Mutex<[String: Int]>([:])
 
     func add(_ outcome: Outcome, _ platform: PushDevice.Platform) {
@@ -436,6 +451,9 @@ final class PushCounters: Sendable {
         text.sample("parley_push_enqueued_total", enqueued.load(ordering: .relaxed))
         text.family("parley_push_dropped_total", "counter", help: "pushes not queued: the queue or the planner was full")
         text.sample("parley_push_dropped_total", dropped.load(ordering: .relaxed))
+        text.family("parley_push_lost_leases_total", "counter",
+                    help: "taken pushes left to another node: their lease ran out before their turn in this node's batch")
+        text.sample("parley_push_lost_leases_total", lostLeases.load(ordering: .relaxed))
         text.family("parley_push_queued", "gauge", help: "pushes waiting to be sent (read by the push worker about once a second)")
         text.sample("parley_push_queued", queued.load(ordering: .relaxed))
     }
