@@ -296,6 +296,52 @@ def test_two_nodes_send_one_push(push_service):
         redis.stop()
 
 
+def test_a_users_push_rate_holds_over_the_whole_cluster(push_service):
+    """`push.max_per_user_per_minute` is one budget for the whole cluster (Redis), not one per
+    node: bob, away from twelve rooms written to through two nodes, gets at most the budget's
+    pushes in the minute, whichever node sends them."""
+    from cluster_support import RedisProcess, start_nodes
+    import uuid
+
+    keys = vapid_keys()
+    config = os.path.join(tempfile.mkdtemp(prefix="parley-push-config-"), "parley.json")
+    with open(config, "w") as f:
+        json.dump({"push": {"coalesce_ms": 200, "max_per_user_per_minute": 2}}, f)
+    redis = RedisProcess()
+    nodes = []
+    clients = []
+    try:
+        nodes = start_nodes(["a", "b"], redis=redis, prefix="push-" + uuid.uuid4().hex[:8],
+                            extra=["--config", config, "--vapid-public-key", keys[0], "--vapid-private-key", keys[1],
+                                   "--webpush-endpoints", "http://127.0.0.1:%d/" % push_service.port])
+        a, b = nodes
+        rooms = ["r%d" % n for n in range(12)]
+        sub = Subscription(push_service, "bob")
+        bob = device(a.process, "bob", sub, room=None)
+        for room in rooms:
+            assert "error" not in bob.request({"type": "subscribe", "room": room})
+        bob.close()
+        on_a, on_b = device(a.process, "alice", room=None), device(b.process, "alice", room=None)
+        clients += [on_a, on_b]
+        time.sleep(0.5)
+        # Due one after another, so the jobs are taken by both nodes' workers (each looks every
+        # 200 ms): with a budget per node, each would send its own two.
+        for n, room in enumerate(rooms):
+            (on_a if n % 2 == 0 else on_b).request({"type": "publish", "room": room, "message": "to %s" % room})
+            time.sleep(0.3)
+        eventually("bob's first pushes", lambda: len(push_service.requests("bob")) >= 2, timeout=10)
+        time.sleep(2)
+        pushes = push_service.requests("bob")
+        assert len(pushes) == 2, "at most 2 a minute for bob over both nodes: %d" % len(pushes)
+        sent = [metric(n.process, "parley_push_total", provider="webpush", outcome="sent") or 0 for n in nodes]
+        assert sum(sent) == 2, sent
+    finally:
+        close_all(clients)
+        for node in nodes:
+            node.stop()
+        redis.stop()
+
+
 def test_edits_and_deletes_before_delivery_change_or_withdraw_the_push(push_service):
     keys = vapid_keys()
     server = start(push_service, keys, coalesce_ms=700)

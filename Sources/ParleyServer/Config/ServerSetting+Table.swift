@@ -169,7 +169,7 @@ extension ServerSetting {
         ServerSetting(nil, path: "push.max_queued", \.pushMaxQueued, .integer(1...10_000_000), reloadable: false,
                       help: "most pushes waiting to be sent (more are dropped and counted)"),
         ServerSetting(nil, path: "push.max_per_user_per_minute", \.pushPerUserPerMinute, .integer(1...10_000), reloadable: false,
-                      help: "most pushes one user gets per minute, over all rooms"),
+                      help: "most pushes one user gets per minute, over all rooms (and all nodes of a cluster)"),
         ServerSetting(nil, path: "push.max_room_users", \.pushMaxRoomUsers, .integer(1...1_000_000), reloadable: false,
                       help: "most users of one room a message is pushed to"),
         ServerSetting(nil, path: "push.preview", \.pushPreview, .toggle, reloadable: false,

@@ -149,8 +149,9 @@ final class ServerCore: Sendable {
 
 
     /// Put in member ids a door makes from per-process numbers (the line door's
-    /// `line-<connection>`), so they stay unique across the nodes of a cluster: `NODE-` in
-    /// cluster mode, nothing on a single node.
+    /// `line-<tag><connection>`), so they stay unique across the nodes of a cluster and across
+    /// restarts: `NODE-` in cluster mode, then a random part drawn at start
+    /// (``DoorContext/processMemberIDTag(node:)``).
     var memberIDTag: String { doorContext.memberIDTag }
 
     /// A connection id as `LOOP.N` for logs (the loop's index is in its top bits).
@@ -340,7 +341,8 @@ public final class ParleyServer: Sendable {
         self.banFile = sqliteBans
         self.readsFile = sqliteReads
         if let pushStore {
-            let push = PushService(store: pushStore, settings: pushSettings, hub: hub, reads: core.doorContext.reads, logger: logger)
+            let push = PushService(store: pushStore, settings: pushSettings, hub: hub, reads: core.doorContext.reads, logger: logger,
+                                   budgets: cluster?.budgets ?? InMemoryBudgetStore())
             core.push.set(push)
             core.addMetricsProvider { text in push.counters.write(into: &text) }
             logger.info("push on", metadata: ["providers": .string(pushSettings.providers.joined(separator: ",")),

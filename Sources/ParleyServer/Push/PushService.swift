@@ -129,10 +129,14 @@ final class PushService: Sendable {
     /// The newest offset planned per room: a retried publish (idempotent, the same message
     /// again) is not pushed twice.
     private let planned = Mutex<[RoomKey: Int64]>([:])
-    private let budgets = InMemoryBudgetStore()
+    /// Each user's pushes per minute (`push.max_per_user_per_minute`): in a cluster the
+    /// budget every node shares (Redis), so more nodes do not mean more pushes.
+    private let budgets: any BudgetStore
     let counters = PushCounters()
 
-    init(store: any PushStore, settings: PushSettings, hub: Hub, reads: any ReadStateStore, logger: Logger) {
+    init(store: any PushStore, settings: PushSettings, hub: Hub, reads: any ReadStateStore, logger: Logger,
+         budgets: any BudgetStore = InMemoryBudgetStore()) {
+        self.budgets = budgets
         self.store = store
         self.settings = settings
         self.hub = hub
@@ -279,7 +283,8 @@ final class PushService: Sendable {
         if try wait({ hub.users(of: room, limit: Hub.maxMembersPerRoomQuery, completion: $0) }).users.contains(where: { $0.user == job.user }) {
             return try store.complete(job)
         }
-        guard budgets.take(1, key: job.channel + "/" + job.user, allowance: settings.perUserPerMinute, periodMillis: 60_000, nowMillis: now) else {
+        guard try budgets.take(1, key: "push:" + job.channel + "/" + job.user, allowance: settings.perUserPerMinute, periodMillis: 60_000,
+                               nowMillis: now) else {
             // Over the user's rate: it waits and gathers what comes meanwhile.
             return try store.reschedule(job.id, dueMillis: now + 60_000 / Int64(settings.perUserPerMinute), attempts: job.attempts)
         }
