@@ -276,6 +276,31 @@ import Testing
         #expect(try Self.breaches(server, "publish_bytes") == 4)
     }
 
+    /// What the native door receives that is neither a publish nor an action (charged when
+    /// admitted) is charged to the address's publish byte budget too: junk that may have been a
+    /// small deflated frame costs the server what it became. Past the budget the connection is
+    /// closed (1008); another address chats on.
+    @Test func junkIsPaidForFromThePublishByteBudget() async throws {
+        let server = try InProcessServer { $0.publishBytesPerIPPerSecond = 64 << 10 }
+        defer { server.stop() }
+        let junk = String(repeating: "x", count: 100 << 10)
+        let client = try await server.native(ip: "192.0.2.7")
+        var errors = 0
+        for _ in 0..<4 {
+            client.ws.sendText(junk)
+            guard let reply = try? await client.next(timeout: 5) else { break }
+            #expect(reply["error"] != nil, "\(reply)")
+            errors += 1
+        }
+        // 256 KiB of burst: the first two or three are answered, then the connection goes.
+        #expect(errors >= 2 && errors < 4, "\(errors) answered")
+        try await eventually("the connection is closed") { client.ws.closeCode != nil }
+        #expect(client.ws.closeCode == 1008, "closed with \(client.ws.closeCode.map(String.init) ?? "no code")")
+        #expect(client.ws.closeReason.contains("publish byte budget"))
+        let other = try await server.native(ip: "198.51.100.7")
+        #expect(try await other.publishAcknowledged("fine", to: "r")["error"] == nil)
+    }
+
     /// Message actions wait their turn one at a time on the native door; each is admitted
     /// (shape, rate, byte budget) when it arrives, so what waits has been paid for: a burst of
     /// big edits behind a slow one is refused at once past the budget, not held unchecked.

@@ -61,6 +61,9 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     private var heldActions: [(request: MessageActionRequest, room: String, callback: Int?)] = []
     /// Most actions that may wait behind the one in flight.
     static let maxHeldActions = 256
+    /// A command (not a publish or an action) up to this size is not charged to the
+    /// address's publish byte budget; a bigger one, and anything that is no command, is.
+    static let freeCommandBytes = 16 << 10
     /// This loop's count of native deliveries.
     private let delivered: MetricCounter
 
@@ -128,7 +131,23 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     }
 
     private func handle(_ payload: [UInt8]) {
-        switch NativeCommand.parse(payload) {
+        let parsed = NativeCommand.parse(payload)
+        // Publishes and actions are charged when admitted; what is not a command, or is a big
+        // one, here: a stream of junk (each frame up to a megabyte once inflated) is bounded by
+        // the address's publish byte budget, and past it the connection goes. Small commands
+        // (a handshake, a subscribe) are not charged, so an address in publish debt can still
+        // connect and read.
+        let charged: Bool
+        switch parsed {
+        case .success(.publish), .success(.act): charged = false
+        case .success: charged = payload.count > Self.freeCommandBytes
+        case .failure: charged = true
+        }
+        if charged, let refusal = chat.chargeReceived(payload.count) {
+            closeWith(.policyViolation, reason: refusal.message)
+            return
+        }
+        switch parsed {
         case .failure(let failure):
             sendJSON(NativeEncoding.reply(callback: failure.callback, error: failure.message,
                                           clientID: failure.isHandshake ? clientID : nil))

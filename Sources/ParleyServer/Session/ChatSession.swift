@@ -427,6 +427,15 @@ final class ChatSession {
         return { bytes in context.chargeHistory(bytes, to: key) }
     }
 
+    /// Charges `bytes` of a received message that is neither a publish nor an action (those
+    /// are charged when admitted) to the address's publish byte budget: a malformed message,
+    /// a subscribe, anything. A compressed frame inflates up to the message limit, and
+    /// inflating, parsing and answering it costs the server in proportion to what it became,
+    /// not to what was sent. The refusal when the budget is spent.
+    func chargeReceived(_ bytes: Int) -> ChatRefusal? {
+        context.chargePublish(bytes, from: budgetKey)
+    }
+
     /// The address per-address budgets count against (the forwarded one behind a trusted proxy).
     private var budgetAddress: String { clientIP ?? remote ?? "" }
 
