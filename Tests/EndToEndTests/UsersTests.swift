@@ -171,6 +171,23 @@ import Testing
         #expect(try await mallory.call(["type": "room_users", "room": "dm+alice+bob"])["error"] != nil)
     }
 
+    /// REST's users view looks at no more members than the native `room_users`
+    /// (`--max-members-listed`): users carry names, and the answer's size is not the room's to set.
+    @Test func restsUserViewIsBoundedLikeTheDoors() async throws {
+        let server = try startTestServer { $0.maxMembersListed = 2 }
+        defer { server.shutdown(timeout: .seconds(1)) }
+        var peers: [Peer] = []
+        for user in ["ann", "ben", "cid", "dee"] {
+            let peer = try await Self.device(server, user: user, name: user.capitalized)
+            _ = try await Self.subscribe(peer, "hall", receipts: false, unread: false)
+            peers.append(peer)
+        }
+        let native = try await peers[0].call(["type": "room_users", "room": "hall"])
+        let rest = try JSONParser.parse(try await httpRequest(port: server.httpPort, "GET", "/demo/hall/users").body)
+        #expect(rest["users"]?.arrayValue?.count == 2, "\(rest)")
+        #expect(rest["users"] == native["users"], "\(rest) against \(native)")
+    }
+
     @Test func aPrivateUsersMarksCountForThemButReachNobodyElse() async throws {
         let server = try startTestServer()
         defer { server.shutdown(timeout: .seconds(1)) }
