@@ -276,6 +276,33 @@ import Testing
         #expect(try Self.breaches(server, "publish_bytes") == 4)
     }
 
+    /// The native door's handshake has the handshake timeout too, counted from the upgrade:
+    /// a connection that sends no `handshake` (frames that say nothing else do not help), or
+    /// on a channel that needs a token no `authenticate`, is closed with 1008; one that did
+    /// stays.
+    @Test func aNativeConnectionWithoutAHandshakeIsClosedInTime() async throws {
+        let server = try InProcessServer {
+            $0.handshakeTimeoutMillis = 300
+            $0.channels = [ChannelSettings(id: "locked", secret: "s3cret-s3cret", requireAuth: true)]
+        }
+        defer { server.stop() }
+        let silent = try await InProcessNative.open(server, ip: "192.0.2.31")
+        let chatty = try await InProcessNative.open(server, ip: "192.0.2.32")
+        chatty.send(["type": "subscribe", "room": "r", "callback": 1])
+        #expect(try await chatty.next()["error"]?.stringValue == "handshake first")
+        let unauthenticated = try await InProcessNative.open(server, ip: "192.0.2.33")
+        unauthenticated.send(NativeCommands.handshake(channel: "locked", clientData: nil))
+        #expect(try await unauthenticated.next()["require_auth"] == true)
+        let member = try await server.native(ip: "192.0.2.34")
+        for (name, client) in [("silent", silent), ("chatty", chatty), ("unauthenticated", unauthenticated)] {
+            // Reading is how the close frame is seen: nothing else comes first.
+            await #expect(throws: (any Error).self, "\(name)") { _ = try await client.ws.nextText(timeout: 5) }
+            #expect(client.ws.closeCode == 1008 && client.ws.closeReason.contains("no handshake within"), "\(client.ws.closeReason)")
+        }
+        #expect(try await member.publishAcknowledged("still here", to: "r")["error"] == nil)
+        #expect(try Self.breaches(server, "handshake_timeout") == 3)
+    }
+
     /// What the native door receives that is neither a publish nor an action (charged when
     /// admitted) is charged to the address's publish byte budget too: junk that may have been a
     /// small deflated frame costs the server what it became. Past the budget the connection is

@@ -230,7 +230,7 @@ extension ServerSetting {
         ServerSetting("--max-connections-per-ip", "N", path: "limits.max_connections_per_ip", \.maxConnectionsPerIP, .integer(1...10_000_000),
                       reloadable: false, help: "connections open at once from one IP"),
         ServerSetting("--handshake-timeout", "SECONDS", path: "limits.handshake_timeout_seconds", \.handshakeTimeoutMillis,
-                      .seconds(allowZero: false), help: "time to finish the HTTP request/upgrade or line iam:"),
+                      .seconds(allowZero: false), help: "time to finish the HTTP request/upgrade, line iam:, or the native handshake (and authenticate) after the upgrade"),
         ServerSetting("--idle-timeout", "SECONDS", path: "limits.idle_timeout_seconds", \.idleTimeoutMillis, .seconds(allowZero: false),
                       help: "close a connection silent this long"),
         ServerSetting("--rate-abuse-factor", "N", path: "limits.rate_abuse_factor", \.rateAbuseFactor, .count(1...1_000_000),

@@ -105,6 +105,14 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         // it closes (see `webSocketDidClose`), so they never fire after it is gone; a weak
         // reference would give every session a side table and make each retain in the
         // fan-out a slow one.
+        // The upgrade was the HTTP handshake; the door's own comes next, within the same time:
+        // a `handshake` (and an `authenticate` where the channel needs a token), as the line
+        // door's `iam:` and Socket.IO's CONNECT. Frames that say nothing else do not extend it.
+        let handshakeTimeout = sessionGuard.policy.handshakeTimeoutMillis
+        sessionGuard.expectHandshake { [weak self] in
+            guard let self, self.connection.state == .open else { return }
+            self.closeWith(.policyViolation, reason: "no handshake within \(DoorWording.seconds(handshakeTimeout)) s")
+        }
         let idle = sessionGuard.policy.idleTimeoutMillis
         sessionGuard.watchIdle { [unowned self] in
             guard self.connection.state == .open else { return }
@@ -262,6 +270,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         let requiresAuth = chat.needsToken
         let userID = chat.member?.userID
         let vapid = context.push.service?.settings.vapid.map { Base64URL.encode($0.publicKey) }
+        if !requiresAuth { sessionGuard.handshakeCompleted() }
         sendJSON(NativeEncoding.reply(callback: callback, clientID: clientID) { w in
             if requiresAuth { w.key(NativeProtocol.Field.requireAuth); w.writeBool(true) }
             if let userID { w.key(NativeProtocol.Field.userID); w.writeString(userID) }
@@ -401,6 +410,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
             return
         }
+        sessionGuard.handshakeCompleted()
         guard let expires = chat.tokenExpiresMillis else { return }
         sendJSON(NativeEncoding.reply(callback: callback))
         // At expiry the connection is closed (1008 "token expired") unless a fresher token
