@@ -69,3 +69,42 @@ import ParleyCore
         #expect(throws: StartupError.self, "a private key of another pair") { try PushSettings(configuration) }
     }
 }
+
+/// A device is its owner's to remove: another user who knows the subscription (a token that
+/// leaked) cannot unregister it, on the native door or over REST; its owner can.
+@Suite struct PushDeviceOwnershipTests {
+    @Test func onlyItsOwnerRemovesADevice() async throws {
+        let vapid = try P256Key.generate()
+        let server = try InProcessServer {
+            $0.vapidPublicKey = Base64URL.encode(vapid.publicKey)
+            $0.vapidPrivateKey = Base64URL.encode(vapid.privateKey)
+            $0.webPushEndpoints = ["https://push.example/"]
+        }
+        defer { server.stop() }
+        let store = try #require(server.server.core.pushService?.store)
+        let subscription: JSONValue = ["endpoint": "https://push.example/send/1",
+                                       "keys": ["p256dh": .string(Base64URL.encode(try P256Key.generate().publicKey)),
+                                                "auth": .string(Base64URL.encode([UInt8](repeating: 9, count: 16)))]]
+        func user(_ id: String, ip: String) async throws -> InProcessNative {
+            let client = try await InProcessNative.open(server, ip: ip)
+            client.send(["type": "handshake", "channel": "demo", "user_id": .string(id), "callback": 0])
+            _ = try await client.next()
+            return client
+        }
+        let bob = try await user("bob", ip: "192.0.2.41")
+        bob.send(["type": "register_device", "platform": "webpush", "subscription": subscription, "callback": 1])
+        #expect(try await bob.next { $0["callback"] == 1 }["error"] == nil)
+        #expect(try store.devices(of: "bob", in: "demo").count == 1)
+        let mallory = try await user("mallory", ip: "192.0.2.42")
+        mallory.send(["type": "unregister_device", "platform": "webpush", "token": "https://push.example/send/1", "callback": 2])
+        #expect(try await mallory.next { $0["callback"] == 2 }["error"] == nil, "the same answer: nothing to tell")
+        let rest = try await server.request("POST", "/demo/users/mallory/devices",
+                                            json: #"{"platform":"webpush","token":"https://push.example/send/1","unregister":true}"#,
+                                            ip: "192.0.2.42")
+        #expect(rest.status == 200)
+        #expect(try store.devices(of: "bob", in: "demo").count == 1, "still bob's")
+        bob.send(["type": "unregister_device", "platform": "webpush", "token": "https://push.example/send/1", "callback": 3])
+        #expect(try await bob.next { $0["callback"] == 3 }["error"] == nil)
+        #expect(try store.devices(of: "bob", in: "demo").isEmpty)
+    }
+}

@@ -72,7 +72,11 @@ extension RESTRoutes {
         }
         let result = await withCheckedContinuation { continuation in
             push.perform({ () throws(ParleyError) in
-                if unregister { _ = try push.store.unregister(platform: device.platform, token: device.token) } else { try push.store.register(device) }
+                if unregister {
+                    try ChatSession.unregister(device.platform, token: device.token, of: user, in: channel, from: push.store)
+                } else {
+                    try push.store.register(device)
+                }
             }) { continuation.resume(returning: $0) }
         }
         switch result {

@@ -29,13 +29,24 @@ extension ChatSession {
     }
 
     func unregisterDevice(_ platform: PushDevice.Platform, token: String, completion: @escaping @Sendable (ParleyError?) -> Void) -> ChatRefusal? {
-        let push: PushService
+        let push: PushService, channel: String, user: String
         switch pushCheck() {
         case .failure(let refusal): return refusal
-        case .success(let found): push = found.0
+        case .success(let found): (push, channel, user) = found
         }
-        push.perform({ () throws(ParleyError) in _ = try push.store.unregister(platform: platform, token: token) }) { completion($0.failure) }
+        push.perform({ () throws(ParleyError) in try Self.unregister(platform, token: token, of: user, in: channel, from: push.store) }) {
+            completion($0.failure)
+        }
         return nil
+    }
+
+    /// Removes a device of `user` in `channel`; a device that is someone else's (a token that
+    /// leaked, or guessed) is left alone, and the answer is the same: a user removes only
+    /// their own.
+    static func unregister(_ platform: PushDevice.Platform, token: String, of user: String, in channel: String,
+                           from store: any PushStore) throws(ParleyError) {
+        guard try store.devices(of: user, in: channel).contains(where: { $0.platform == platform && $0.token == token }) else { return }
+        _ = try store.unregister(platform: platform, token: token)
     }
 
     /// Mutes `room` (nil: every room) for the member's user until `untilSeconds` (0 lifts it).
