@@ -255,23 +255,33 @@ def test_a_restart_loses_no_due_push(push_service):
         server.kill()
 
 
-def test_two_nodes_send_one_push(push_service):
-    """Two cluster nodes on one Redis share devices and the queue: messages published through
-    both nodes for an away user become one coalesced push, sent by one node."""
+def start_two_nodes(push_service, push_settings):
+    """Nodes a and b of a cluster on a fresh Redis, Web Push pointed at `push_service`, with
+    the config file's `push` object `push_settings`. Returns (redis, nodes)."""
     from cluster_support import RedisProcess, start_nodes
     import uuid
 
     keys = vapid_keys()
     config = os.path.join(tempfile.mkdtemp(prefix="parley-push-config-"), "parley.json")
     with open(config, "w") as f:
-        json.dump({"push": {"coalesce_ms": 1000}}, f)
+        json.dump({"push": push_settings}, f)
     redis = RedisProcess()
-    nodes = []
-    clients = []
     try:
         nodes = start_nodes(["a", "b"], redis=redis, prefix="push-" + uuid.uuid4().hex[:8],
                             extra=["--config", config, "--vapid-public-key", keys[0], "--vapid-private-key", keys[1],
                                    "--webpush-endpoints", "http://127.0.0.1:%d/" % push_service.port])
+    except BaseException:
+        redis.stop()
+        raise
+    return redis, nodes
+
+
+def test_two_nodes_send_one_push(push_service):
+    """Two cluster nodes on one Redis share devices and the queue: messages published through
+    both nodes for an away user become one coalesced push, sent by one node."""
+    redis, nodes = start_two_nodes(push_service, {"coalesce_ms": 1000})
+    clients = []
+    try:
         a, b = nodes
         sub = Subscription(push_service, "bob")
         device(a.process, "bob", sub).close()
@@ -300,20 +310,9 @@ def test_a_users_push_rate_holds_over_the_whole_cluster(push_service):
     """`push.max_per_user_per_minute` is one budget for the whole cluster (Redis), not one per
     node: bob, away from twelve rooms written to through two nodes, gets at most the budget's
     pushes in the minute, whichever node sends them."""
-    from cluster_support import RedisProcess, start_nodes
-    import uuid
-
-    keys = vapid_keys()
-    config = os.path.join(tempfile.mkdtemp(prefix="parley-push-config-"), "parley.json")
-    with open(config, "w") as f:
-        json.dump({"push": {"coalesce_ms": 200, "max_per_user_per_minute": 2}}, f)
-    redis = RedisProcess()
-    nodes = []
+    redis, nodes = start_two_nodes(push_service, {"coalesce_ms": 200, "max_per_user_per_minute": 2})
     clients = []
     try:
-        nodes = start_nodes(["a", "b"], redis=redis, prefix="push-" + uuid.uuid4().hex[:8],
-                            extra=["--config", config, "--vapid-public-key", keys[0], "--vapid-private-key", keys[1],
-                                   "--webpush-endpoints", "http://127.0.0.1:%d/" % push_service.port])
         a, b = nodes
         rooms = ["r%d" % n for n in range(12)]
         sub = Subscription(push_service, "bob")
