@@ -681,8 +681,9 @@ private final class WriterState: @unchecked Sendable {
         return true
     }
 
-    /// Applies an action entry to its target's row (in the transaction appending it): a delete
-    /// makes the tombstone, anything else rewrites the target's `state`.
+    /// Applies an action entry to its target's row (in the transaction appending it, after the
+    /// entry's own row): a delete makes the tombstone, anything else rewrites the target's
+    /// `state`; an edit whose target is deleted becomes a tombstone itself.
     func apply(_ entry: Message, roomID: Int64, room key: RoomKey) throws(ParleyError) {
         guard let action = entry.action else { return }
         if action.kind == .delete {
@@ -704,7 +705,17 @@ private final class WriterState: @unchecked Sendable {
             return
         }
         read.reset()
-        guard !target.isDeleted else { return }
+        guard !target.isDeleted else {
+            // An edit that passed its checks before the delete was stored: kept as a
+            // tombstone, as the edits the delete found were, so its text is not replayed.
+            if action.kind == .edit {
+                let tombstone = try connection.statement("UPDATE messages SET body = 'null', deleted = 1 WHERE room_id = ?1 AND offset = ?2")
+                tombstone.bind(1, roomID)
+                tombstone.bind(2, entry.offset)
+                try tombstone.run()
+            }
+            return
+        }
         let update = try connection.statement("UPDATE messages SET state = ?1 WHERE room_id = ?2 AND offset = ?3")
         update.bind(1, MessageStateRecord.encode(target.applying(entry)).jsonString)
         update.bind(2, roomID)
@@ -788,7 +799,6 @@ private final class WriterState: @unchecked Sendable {
                     touched[message.room] = room
                     continue
                 }
-                if message.isAction { try apply(message, roomID: room.id, room: message.room) }
                 // Every parameter is bound below: none needs clearing first.
                 insert.bind(1, room.id)
                 insert.bind(2, message.offset)
@@ -807,6 +817,9 @@ private final class WriterState: @unchecked Sendable {
                 insert.bind(15, message.replyTo.map { $0.offset })
                 insert.bind(16, message.sender?.userID)
                 try insert.run()
+                // After the entry's own row is there: an edit of a deleted target makes it a
+                // tombstone (``apply(_:roomID:room:)``).
+                if message.isAction { try apply(message, roomID: room.id, room: message.room) }
                 room.last = message.offset
                 touched[message.room] = room
             }

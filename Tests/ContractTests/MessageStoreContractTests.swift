@@ -542,6 +542,8 @@ func action(_ offset: Int64, _ kind: MessageAction.Kind, on target: Message, by 
         #expect(replayed.map(\.offset) == [1, 2, 3, 4, 5])
         #expect(replayed[0] == first.tombstone && replayed[1].isDeleted && replayed[1].body == .null)
         #expect(replayed[2].action?.kind == .react && replayed[3].action?.kind == .delete)
+        // An edit stored after the delete (it passed its checks just before) keeps no text.
+        #expect(replayed[4].isDeleted && replayed[4].body == .null, "\(replayed[4])")
         let page = try await store.messages(in: room, before: nil, limit: 10)
         #expect(page.messages == [first.tombstone], "an edit after the delete changes nothing")
         #expect(try await store.message(withID: "m1", in: room)?.isDeleted == true)
@@ -556,8 +558,10 @@ func action(_ offset: Int64, _ kind: MessageAction.Kind, on target: Message, by 
         try await store.append(first)
         try await store.append(action(2, .edit, on: first, by: nil, body: "text, edited"))
         #expect(try await store.deleteMessage(in: room, offset: 1))
+        try await store.append(action(3, .edit, on: first, by: nil, body: "raced the delete"))
         let replayed = try await store.messages(in: room, after: 0, limit: 10)
-        #expect(replayed.map(\.isDeleted) == [true, true])
+        #expect(replayed.map(\.isDeleted) == [true, true, true])
+        #expect(replayed[2].body == .null)
         #expect(try await store.messages(in: room, before: nil, limit: 10).messages == [first.tombstone])
     }
 

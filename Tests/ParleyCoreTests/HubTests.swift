@@ -380,6 +380,23 @@ private let carol = Member(id: "c3")
         #expect(history.after(5).map(\.offset) == [6, 7])
     }
 
+    /// The cache keeps what the stores keep: an edit that comes after its target's delete
+    /// (it passed its checks just before) is a tombstone, so a replay from memory shows no
+    /// text of the deleted message.
+    @Test func anEditAfterItsTargetsDeleteKeepsNoText() {
+        var history = MessageHistory(capacity: 10)
+        let key = RoomKey(channel: "c", room: "r")
+        let first = Message(id: "1", offset: 1, timestampMillis: 0, room: key, sender: nil, body: "secret")
+        let target = MessageReference(id: "1", offset: 1)
+        history.append(first)
+        history.append(Message(id: "2", offset: 2, timestampMillis: 0, room: key, sender: nil, body: .null,
+                               action: MessageAction(.delete, target: target)))
+        history.append(Message(id: "3", offset: 3, timestampMillis: 0, room: key, sender: nil, body: "secret, edited",
+                               action: MessageAction(.edit, target: target)))
+        #expect(history.after(0).map(\.isDeleted) == [true, false, true])
+        #expect(history.after(2).first?.body == .null)
+    }
+
     @Test func typingTrackerRefreshAndStop() {
         var typing = TypingTracker(timeoutMillis: 100)
         let started = typing.set(alice, typing: true, nowMillis: 0)

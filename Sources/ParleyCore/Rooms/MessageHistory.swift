@@ -30,9 +30,18 @@ public struct MessageHistory: Sendable {
     public var count: Int { messages.count - start }
     public var first: Message? { start < messages.count ? messages[start] : nil }
 
-    public mutating func append(_ message: Message) {
+    public mutating func append(_ entry: Message) {
         guard capacity > 0 else { return }
-        if let action = message.action { apply(message, to: action.target.offset) }
+        var message = entry
+        if let action = entry.action {
+            // An edit of a message deleted meanwhile (it passed its checks just before the
+            // delete was stored) is kept as a tombstone, as the stores keep it.
+            if action.kind == .edit, let index = index(of: action.target.offset), messages[index].isDeleted {
+                message = entry.tombstone
+            } else {
+                apply(entry, to: action.target.offset)
+            }
+        }
         let size = message.cachedSize
         guard size <= maxBytes else { removeAll(); return }
         if let budget, !budget.reserve(size) {

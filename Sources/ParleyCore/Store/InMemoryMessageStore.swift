@@ -21,14 +21,19 @@ public final class InMemoryMessageStore: MessageStore {
         /// The kept message at `index` in its current state.
         func state(at index: Int) -> Message { current[messages[index].offset] ?? messages[index] }
 
-        /// Applies an action entry to its target (before the entry is appended).
-        mutating func apply(_ entry: Message) {
-            guard let action = entry.action, let index = index(of: action.target.offset), !messages[index].isAction else { return }
+        /// Applies an action entry to its target (before the entry is appended); returns the
+        /// entry as it is to be kept: an edit of a message deleted meanwhile (it passed its
+        /// checks before the delete was stored) is kept as a tombstone, as the edits the
+        /// delete found were, so its text is not replayed after the delete.
+        mutating func apply(_ entry: Message) -> Message {
+            guard let action = entry.action, let index = index(of: action.target.offset), !messages[index].isAction else { return entry }
+            if action.kind == .edit, messages[index].isDeleted { return entry.tombstone }
             if action.kind == .delete {
                 delete(at: index)
             } else {
                 current[action.target.offset] = state(at: index).applying(entry)
             }
+            return entry
         }
 
         /// The message at `index` and the edits of it become tombstones.
@@ -64,8 +69,7 @@ public final class InMemoryMessageStore: MessageStore {
             guard message.offset == log.lastOffset + 1 else {
                 return .failure(ParleyError(.conflict, "offset \(message.offset) does not follow \(log.lastOffset) in \(message.room)"))
             }
-            log.apply(message)
-            log.messages.append(message)
+            log.messages.append(log.apply(message))
             if !message.isAction { log.offsets[message.id] = message.offset }
             log.lastOffset = message.offset
             if let clientMessageID { log.clientIDs[message.offset] = clientMessageID }

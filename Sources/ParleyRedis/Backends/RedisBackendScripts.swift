@@ -175,7 +175,13 @@ public enum RedisBackendScripts {
         local function apply(offset)
           local kind, t = ARGV[10], ARGV[11]
           local found = redis.call('XRANGE', KEYS[2], t .. '-0', t .. '-0')
-          if #found == 0 or isAction(found[1]) or redis.call('SISMEMBER', KEYS[6], t) == 1 then return end
+          if #found == 0 or isAction(found[1]) then return end
+          if redis.call('SISMEMBER', KEYS[6], t) == 1 then
+            -- An edit that passed its checks before the delete was stored: a tombstone, as
+            -- the edits the delete found were.
+            if kind == 'edit' then redis.call('SADD', KEYS[6], offset) end
+            return
+          end
           local state = KEYS[5]
           if kind == 'edit' then
             redis.call('HSET', state, 'b:' .. t, ARGV[15], 't:' .. t, ARGV[2])
