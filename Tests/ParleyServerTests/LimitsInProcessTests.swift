@@ -326,6 +326,21 @@ import Testing
         #expect(client.ws.closeReason.contains("publish byte budget"))
         let other = try await server.native(ip: "198.51.100.7")
         #expect(try await other.publishAcknowledged("fine", to: "r")["error"] == nil)
+        // Publishes refused before their own charge (a room nobody may use, or before the
+        // handshake) are paid for the same way.
+        for handshaken in [true, false] {
+            let ip = handshaken ? "192.0.2.17" : "192.0.2.18"
+            let refused = handshaken ? try await server.native(ip: ip) : try await InProcessNative.open(server, ip: ip)
+            var answered = 0
+            for _ in 0..<6 {
+                refused.send(["type": "publish", "room": "~x", "message": .string(junk), "callback": 5])
+                guard (try? await refused.next(timeout: 5)) != nil else { break }
+                answered += 1
+            }
+            #expect(answered < 6, "handshaken \(handshaken): \(answered) answered")
+            try await eventually("closed") { refused.ws.closeCode != nil }
+            #expect(refused.ws.closeCode == 1008)
+        }
     }
 
     /// Message actions wait their turn one at a time on the native door; each is admitted

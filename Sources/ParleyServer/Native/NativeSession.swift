@@ -64,6 +64,8 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
     /// A command (not a publish or an action) up to this size is not charged to the
     /// address's publish byte budget; a bigger one, and anything that is no command, is.
     static let freeCommandBytes = 16 << 10
+    /// The size of the message being handled (``chargeRefused()``).
+    private var receivedBytes = 0
     /// This loop's count of native deliveries.
     private let delivered: MetricCounter
 
@@ -109,8 +111,9 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         // a `handshake` (and an `authenticate` where the channel needs a token), as the line
         // door's `iam:` and Socket.IO's CONNECT. Frames that say nothing else do not extend it.
         let handshakeTimeout = sessionGuard.policy.handshakeTimeoutMillis
-        sessionGuard.expectHandshake { [weak self] in
-            guard let self, self.connection.state == .open else { return }
+        // `unowned`, as the idle watch: the session's end stops the timer (`SessionGuard.end`).
+        sessionGuard.expectHandshake { [unowned self] in
+            guard self.connection.state == .open else { return }
             self.closeWith(.policyViolation, reason: "no handshake within \(DoorWording.seconds(handshakeTimeout)) s")
         }
         let idle = sessionGuard.policy.idleTimeoutMillis
@@ -146,6 +149,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         // (a handshake, a subscribe) are not charged, so an address in publish debt can still
         // connect and read.
         let charged: Bool
+        receivedBytes = payload.count
         switch parsed {
         case .success(.publish), .success(.act): charged = false
         case .success: charged = payload.count > Self.freeCommandBytes
@@ -171,6 +175,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         }
         guard let member = chat.member, let channel = chat.channel else {
             sendJSON(NativeEncoding.reply(callback: command.callback, error: "handshake first"))
+            if case .publish = command { chargeRefused(nil) } else if case .act = command { chargeRefused(nil) }
             return
         }
         switch command {
@@ -199,7 +204,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
             if let refusal = chat.admitPublish(to: room) {
                 sendJSON(NativeEncoding.reply(callback: callback, error: refusal.message))
                 // Sustained abuse: refusing each message costs more than the peer is worth.
-                if refusal.closes { closeWith(.policyViolation, reason: "rate limit exceeded") }
+                if refusal.closes { closeWith(.policyViolation, reason: "rate limit exceeded") } else { chargeRefused(refusal) }
                 return
             }
             let publish = HeldPublish(room: room, message: message, callback: callback, messageID: messageID)
@@ -347,6 +352,7 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         // waits has been paid for, so a burst of big edits cannot pile up unchecked.
         if let refusal = chat.admitAction(request, in: room) {
             refuseAction(refusal, callback: callback)
+            if !refusal.closes { chargeRefused(refusal) }
             return
         }
         guard !actionInFlight else {
@@ -382,6 +388,15 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         guard let refusal else { return }
         refuseAction(refusal, callback: callback)
         actionAnswered()
+    }
+
+    /// A publish or an action refused before its own charge (no handshake, a room it may not
+    /// use) is paid for like junk: refusing it cost the server its inflating and parsing. Not
+    /// one refused by a rate (`rate_limited`): the message rate counts those, and closes on
+    /// sustained abuse, and the byte budget has already refused it.
+    private func chargeRefused(_ why: ChatRefusal?) {
+        guard why?.code != .rateLimited, connection.state == .open, let refusal = chat.chargeReceived(receivedBytes) else { return }
+        closeWith(.policyViolation, reason: refusal.message)
     }
 
     private func refuseAction(_ refusal: ChatRefusal, callback: Int?) {
