@@ -62,6 +62,33 @@ extension InProcessNative {
         try startAuthServer { $0.lobby = RoomKey(channel: "acme", room: "observable-room") }
     }
 
+    /// A message action that waited its turn meets the token as it is then: one refreshed
+    /// meanwhile without `publish` in the room refuses it.
+    @Test func aHeldActionMeetsTheTokenAsItIsWhenItsTurnComes() async throws {
+        let store = GatedStore()
+        let server = try InProcessServer(store: store) { c in
+            c.channels = [ChannelSettings(id: "acme", secret: AuthFixtures.secret, requireAuth: true)]
+        }
+        defer {
+            store.release()
+            server.stop()
+        }
+        let (client, _) = try await server.nativeHandshake(channel: "acme")
+        #expect(try await client.authenticate(F.jwt(F.payload(client: client.clientID)))["error"] == nil)
+        client.send(["type": "publish", "room": "r", "message": "target", "callback": 100])
+        try await eventually("the publish reaches the store") { store.heldCount == 1 }
+        store.release()
+        let target = try #require(try await client.next { $0["callback"]?.intValue == 100 }["id"]?.stringValue)
+        client.send(["type": "react", "room": "r", "target": .string(target), "emoji": "👍", "callback": 1])
+        try await eventually("the reaction reaches the store") { store.heldCount == 1 }
+        client.send(["type": "edit", "room": "r", "target": .string(target), "message": "changed", "callback": 2])
+        let readOnly = F.jwt(F.payload(client: client.clientID, permissions: ["^r$": ["subscribe": true]]))
+        #expect(try await client.authenticate(readOnly)["error"] == nil)
+        store.release()
+        let edit = try await client.next { $0["callback"]?.intValue == 2 }
+        #expect(edit["error"]?.stringValue?.contains("permission denied") == true, "\(edit)")
+    }
+
     @Test func requireAuthThenAValidTokenUnlocksTheChannel() async throws {
         let server = try Self.startAuthServer()
         defer { server.stop() }

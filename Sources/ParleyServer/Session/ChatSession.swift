@@ -373,6 +373,8 @@ final class ChatSession {
     func performAction(_ request: MessageActionRequest, in room: String,
                        completion: @escaping @Sendable (Result<Message, ChatRefusal>) -> Void) -> ChatRefusal? {
         guard let member, let key = key(room) else { return ChatRefusal(.notIdentified, "handshake first") }
+        // Held for its turn, it may meet a token refreshed meanwhile: the permission again.
+        if let refusal = permitPublish(to: room) { return refusal }
         // Moderation needs a token that grants it: without one, everything else is allowed on
         // an open channel, but nobody moderates.
         let canModerate = if access?.isAuthenticated == true, case .success = check(.moderate, room: room) { true } else { false }
