@@ -27,14 +27,6 @@ extension NativeSession {
         case .message(let message):
             guard options?.unread == true, message.offset > 0 else { return true }
             if unreadPending[room] != nil, unreadPending[room]!.count < Self.maxUnreadPending { unreadPending[room]!.append(message) }
-            if let action = message.action {
-                // A delete of a message the count may hold takes it out (and its mention):
-                // read the count again (paced).
-                if action.kind == .delete, let state = unreadCounts[room], action.target.offset > state.readOffset {
-                    countUnread(in: room, lastOffset: nil)
-                }
-                return true
-            }
             guard var state = unreadCounts[room], message.offset > state.readOffset,
                   let member = chat.member, UnreadCounter.counts(message, for: member.user) else { return true }
             state.count.add(message, for: member.user, name: member.displayName)
@@ -43,7 +35,10 @@ extension NativeSession {
             sendJSON(NativeEncoding.unread(room: room, readOffset: state.readOffset, state.count))
             return false
         case .messageDeleted(let offset):
-            // An operator's delete: the same.
+            // An operator's delete of a message the count may hold takes it out (and its
+            // mention): read the count again (paced). Not for an author's delete: any member
+            // can make those at the publish rate, and each would make every follower of the
+            // room read the store (a room of a thousand, four thousand reads a second).
             if options?.unread == true, let state = unreadCounts[room], offset > state.readOffset { countUnread(in: room, lastOffset: nil) }
             return true
         default:
