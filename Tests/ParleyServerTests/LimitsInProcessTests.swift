@@ -493,6 +493,15 @@ import Testing
         let shown = try JSONParser.parse(String(typing.dropFirst(2))).arrayValue?.last?.objectValue ?? [:]
         #expect(shown.count == 16, "\(shown.count) typists named: 4 KiB holds 16 names of 250 bytes")
         #expect(typing.utf8.count < 5 << 10)
+        // The bound is reloadable: the list the next join brings follows the new one.
+        var reloaded = server.configuration
+        reloaded.maxMembersListed = 3
+        #expect(server.server.reloadConfiguration { reloaded })
+        let late = try await server.native(clientData: ["name": "late"], ip: "198.51.100.99")
+        #expect(try await late.subscribe(lobby)["error"] == nil)
+        server.clock.advance(millis: 1_000)
+        let next = try await alice.poll(until: { $0.hasPrefix(#"42["userList""#) })
+        #expect(try JSONParser.parse(String(next.dropFirst(2))).arrayValue?.last?.arrayValue?.count == 3, "\(next.prefix(200))")
         _ = typists
     }
 

@@ -85,8 +85,7 @@ final class SocketIODoor: HTTPMountedDoor {
         self.shared = shared
         let lobby = configuration.lobby
         let fanOuts = LoopLocal(group) { loop in
-            SocketChatFanOut(hub: hub, lobby: lobby, roster: shared.roster, sync: shared.rosterSync, loop: loop,
-                             listLimit: (configuration.maxMembersListed, configuration.maxMembersListedBytes))
+            SocketChatFanOut(hub: hub, lobby: lobby, roster: shared.roster, sync: shared.rosterSync, loop: loop)
         }
         self.fanOuts = fanOuts
         // Another node changed the roster: every SocketChat socket here sends the new list.

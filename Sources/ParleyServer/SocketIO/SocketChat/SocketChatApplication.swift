@@ -487,7 +487,9 @@ final class SocketChatApplication: SocketIOApplication, RoomSubscriber {
 
     private func sendUserListNow() {
         let format = wireFormat
-        guard let list = fanOut.currentUserListFrame(format) else { return }
+        let configuration = context.configuration
+        let limit = SocketChatFanOut.ListLimit(count: configuration.maxMembersListed, bytes: configuration.maxMembersListedBytes)
+        guard let list = fanOut.currentUserListFrame(format, limit: limit) else { return }
         engineIO.sendPreEncoded(list, as: format.engineIOTransport)
         pacer.sent(at: nowMillis)
     }

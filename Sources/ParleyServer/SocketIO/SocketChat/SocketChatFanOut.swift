@@ -8,7 +8,7 @@ import ParleyIO
 ///
 /// A join or leave shows as `userList` followed by other events. The frame it encodes for such
 /// an event holds only the others: each socket sends the `userList` itself, from
-/// ``currentUserListFrame(_:)``, so a socket can coalesce the lists of a storm of joins (see
+/// ``currentUserListFrame(_:limit:)``, so a socket can coalesce the lists of a storm of joins (see
 /// ``SocketChatUserListPacer``) while the list itself is still encoded at most once per
 /// change and transport on this loop, and only when some socket sends it.
 final class SocketChatFanOut {
@@ -32,7 +32,15 @@ final class SocketChatFanOut {
     /// The list as last encoded: for the members at `version` and the roster's departed users
     /// at `rosterGeneration` (which changes without a room event: an `exitUser` from a socket
     /// not in the lobby, another node's departures).
-    private var userListCache: (version: Int, rosterGeneration: Int, packet: String, webSocket: IOBuffer?, polling: IOBuffer?)?
+    private var userListCache: (version: Int, rosterGeneration: Int, limit: ListLimit, packet: String, webSocket: IOBuffer?,
+                                polling: IOBuffer?)?
+
+    /// `--max-members-listed` and `--max-members-list-bytes` as the asking socket reads them
+    /// (reloadable): the most a `userList` holds.
+    struct ListLimit: Equatable {
+        var count: Int
+        var bytes: Int
+    }
 
     /// Cluster mode: a lobby leave's roster read has not come back yet. Meanwhile sockets
     /// hold the leave's `userList` (and what follows it), so the list they send lists the
@@ -43,12 +51,8 @@ final class SocketChatFanOut {
     /// leave.
     private var rosterReadAgain = false
     private let loop: EventLoop?
-    /// `--max-members-listed` and `--max-members-list-bytes`: the most a `userList` holds.
-    private let listLimit: (count: Int, bytes: Int)
 
-    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster, sync: SocketChatRosterSync? = nil, loop: EventLoop? = nil,
-         listLimit: (count: Int, bytes: Int) = (.max, .max)) {
-        self.listLimit = listLimit
+    init(hub: Hub, lobby: RoomKey, roster: SocketChatRoster, sync: SocketChatRosterSync? = nil, loop: EventLoop? = nil) {
         self.hub = hub
         self.lobby = lobby
         self.roster = roster
@@ -152,13 +156,13 @@ final class SocketChatFanOut {
 
     /// The `userList` packet for the lobby as this loop has seen it up to the last event (the
     /// state a socket shows after the events it was given), framed for `format`.
-    func currentUserListFrame(_ format: WireFormat) -> IOBuffer? {
+    func currentUserListFrame(_ format: WireFormat, limit: ListLimit) -> IOBuffer? {
         // Read before the list is built: a change while it is built shows at the next ask.
         let generation = roster.generation
-        if userListCache?.version != membersVersion || userListCache?.rosterGeneration != generation {
+        if userListCache?.version != membersVersion || userListCache?.rosterGeneration != generation || userListCache?.limit != limit {
             let members = mirror?.members ?? hub.members(of: lobby)
-            let event = SocketChatEncoding.userList(roster.users(connected: members), limit: listLimit.count, maxBytes: listLimit.bytes)
-            userListCache = (membersVersion, generation, SocketIOPacket.event(event.name, event.arguments).engineIOText, nil, nil)
+            let event = SocketChatEncoding.userList(roster.users(connected: members), limit: limit.count, maxBytes: limit.bytes)
+            userListCache = (membersVersion, generation, limit, SocketIOPacket.event(event.name, event.arguments).engineIOText, nil, nil)
         }
         guard var cache = userListCache else { return nil }
         let transport = format.engineIOTransport
