@@ -273,7 +273,7 @@ public final class RedisPushStore: PushStore {
     /// ARGV: id, the lease the taker holds, the new lease. Moves the job to the new lease if it
     /// is still at the held one; 1 then, else 0.
     static let renewScript = RedisScript("""
-        if not redis.call('HEXISTS', KEYS[2], ARGV[1]) then return 0 end
+        if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then return 0 end
         local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
         if not score or tonumber(score) ~= tonumber(ARGV[2]) then return 0 end
         redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1])
