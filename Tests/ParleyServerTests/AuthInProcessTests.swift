@@ -75,12 +75,7 @@ extension InProcessNative {
         }
         let (client, _) = try await server.nativeHandshake(channel: "acme")
         #expect(try await client.authenticate(F.jwt(F.payload(client: client.clientID)))["error"] == nil)
-        client.send(["type": "publish", "room": "r", "message": "target", "callback": 100])
-        try await eventually("the publish reaches the store") { store.heldCount == 1 }
-        store.release()
-        let target = try #require(try await client.next { $0["callback"]?.intValue == 100 }["id"]?.stringValue)
-        client.send(["type": "react", "room": "r", "target": .string(target), "emoji": "👍", "callback": 1])
-        try await eventually("the reaction reaches the store") { store.heldCount == 1 }
+        let target = try await client.holdAnAction(in: "r", store: store)
         client.send(["type": "edit", "room": "r", "target": .string(target), "message": "changed", "callback": 2])
         let readOnly = F.jwt(F.payload(client: client.clientID, permissions: ["^r$": ["subscribe": true]]))
         #expect(try await client.authenticate(readOnly)["error"] == nil)

@@ -91,6 +91,22 @@ final class InProcessServer: Sendable {
     func stop() { server.shutdown(drain: .zero, timeout: .seconds(1)) }
 }
 
+extension InProcessNative {
+    /// Publishes a message to `room` (its append let through `store`), then reacts to it and
+    /// leaves that append held: the connection has a message action in flight, and the next
+    /// ones wait their turn. Returns the message's id.
+    func holdAnAction(in room: String, store: GatedStore) async throws -> String {
+        send(["type": "publish", "room": .string(room), "message": "target", "callback": 100])
+        try await eventually("the publish reaches the store") { store.heldCount == 1 }
+        store.release()
+        let reply = try await next { $0["callback"]?.intValue == 100 }
+        guard let target = reply["id"]?.stringValue else { throw InMemoryPeer.Timeout(description: "no id in the publish's reply \(reply)") }
+        send(["type": "react", "room": .string(room), "target": .string(target), "emoji": "👍", "callback": 1])
+        try await eventually("the reaction reaches the store") { store.heldCount == 1 }
+        return target
+    }
+}
+
 /// The native door's commands as JSON.
 enum NativeCommands {
     static func handshake(channel: String, clientData: JSONValue?) -> JSONValue {

@@ -354,13 +354,8 @@ import Testing
             server.stop()
         }
         let client = try await server.native(ip: "192.0.2.9")
-        client.send(["type": "publish", "room": "r", "message": "target", "callback": 100])
-        try await eventually("the publish reaches the store") { store.heldCount == 1 }
-        store.release()
-        let target = try #require(try await client.next { $0["callback"]?.intValue == 100 }["id"]?.stringValue)
         // The first action waits for the store; the edits behind it wait their turn.
-        client.send(["type": "react", "room": "r", "target": .string(target), "emoji": "👍", "callback": 1])
-        try await eventually("the reaction reaches the store") { store.heldCount == 1 }
+        let target = try await client.holdAnAction(in: "r", store: store)
         let big = JSONValue.string(String(repeating: "e", count: 100 << 10))
         for n in 2...11 {
             client.send(["type": "edit", "room": "r", "target": .string(target), "message": big, "callback": .number(JSONNumber(n))])
