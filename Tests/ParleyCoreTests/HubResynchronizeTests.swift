@@ -49,4 +49,31 @@ final class LossyBroker: Broker {
         #expect(first.events == [.memberJoined(bob)])
         #expect(hub.members(of: room) == [alice, bob])
     }
+
+    /// An operator's delete reaches the other nodes as an event, not as an entry of the log: a
+    /// node that lost it (its subscription connection dropped) would go on serving the text
+    /// from its history in memory. Rebuilding the room starts that history over; the store has
+    /// the tombstone.
+    @Test func aRebuiltRoomServesNoDeletedTextFromMemory() throws {
+        let broker = LossyBroker()
+        let hub = Hub(broker: broker, presence: MemoryPresenceStore())
+        let room = RoomKey(channel: "demo", room: "lossy")
+        let watcher = RecordingInbox()
+        try hub.subscribe(1, as: Member(id: "w"), to: room, inbox: watcher)
+        try hub.publish("secret", to: room, from: Member(id: "a"))
+        try hub.publish("later", to: room, from: Member(id: "a"))
+        // The tombstone is stored; the event that tells this node is lost.
+        let deleted = Mutex<Bool?>(nil)
+        broker.store.deleteMessage(in: room, offset: 1) { result in deleted.withLock { $0 = try? result.get() } }
+        #expect(deleted.withLock { $0 } == true)
+        let before = RecordingInbox()
+        try hub.subscribe(2, as: Member(id: "b"), to: room, inbox: before, historyCount: 10)
+        #expect(before.snapshots.last?.history.first?.body == "secret", "served from memory: the case being fixed")
+        broker.resynchronize(room)
+        let after = RecordingInbox()
+        try hub.subscribe(3, as: Member(id: "c"), to: room, inbox: after, historyCount: 10)
+        let history = try #require(after.snapshots.last?.history)
+        #expect(history.map(\.offset) == [1, 2])
+        #expect(history.first?.isDeleted == true && history.first?.body == .null, "\(history)")
+    }
 }

@@ -47,9 +47,13 @@ extension Hub {
     /// Rebuilds a room's members from presence after the broker may have lost joins or
     /// leaves: the sessions here are told the difference as ordinary joins and leaves, and a
     /// subscribe still waiting for its own join (which may have been among the lost events)
-    /// completes when presence has its member.
+    /// completes when presence has its member. The room's recent history in memory starts
+    /// over: an operator's delete (`messageDeleted`, not an entry of the log) may have been
+    /// among the lost events, and the cache would go on serving the deleted text; the store
+    /// has the tombstone.
     func resynchronize(_ key: RoomKey) {
         guard let room = rooms.withLock({ $0[key] }) else { return }
+        room.lock.withLock { state in state.history.removeAll() }
         presence.members(of: key, limit: configuration.maxMembersPerRoom) { [self] result in
             guard case .success(let (members, _)) = result else { return }
             let reads = room.lock.withLock { state -> [@Sendable () -> Void] in
