@@ -7,77 +7,87 @@ import ParleyHTTP
 /// that are sent are always checked. Failures are 401 with a text body and
 /// `WWW-Authenticate`; a valid token without the permission is 403.
 enum RESTAuth {
-    /// Whether a request that passed ``check(_:core:)`` may moderate `room` (edit and delete
-    /// any message): with the channel's secret (Basic), or a token whose permission for the
-    /// room has `moderate`. Without credentials (an open channel) it may not.
-    static func moderates(_ request: RESTRequest, room: String, core: ServerCore) -> Bool {
-        guard let channel = request.params["channel"], let header = request.head.headers["Authorization"],
-              let secret = core.configuration.settings(ofChannel: channel)?.secret else { return false }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2 else { return false }
-        let credentials = parts[1].trimmingCharacters(in: .whitespaces)
-        switch parts[0].lowercased() {
-        case "basic":
-            guard let data = Data(base64Encoded: credentials) else { return false }
-            return constantTimeEqual(Array(data), Array("\(channel):\(secret)".utf8))
-        case "bearer":
-            let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
-            guard let claims = try? verifier.verify(credentials, secret: secret, channel: channel, client: .any) else { return false }
-            return claims.permission(for: room)?.moderate == true
-        default:
-            return false
+    /// Who a request that passed ``access(_:core:)`` speaks as.
+    enum Access: Sendable {
+        /// No credentials (an open channel, or no channel in the path).
+        case anonymous
+        /// The channel's secret (Basic): the server.
+        case secret
+        /// A verified token.
+        case token(TokenClaims)
+
+        /// The token's claims, when it came with one.
+        var claims: TokenClaims? { if case .token(let claims) = self { claims } else { nil } }
+
+        /// Whether it may moderate `room` (edit and delete any message): the channel's
+        /// secret, or a token whose permission for the room has `moderate`. Without
+        /// credentials (an open channel) nobody moderates.
+        func moderates(_ room: String) -> Bool {
+            switch self {
+            case .anonymous: false
+            case .secret: true
+            case .token(let claims): claims.permission(for: room)?.moderate == true
+            }
         }
     }
 
     /// Nil when the request may proceed, else the response to send.
     static func check(_ request: RESTRequest, core: ServerCore) -> HTTPResponse? {
-        guard let channel = request.params["channel"] else { return nil }
-        if let refusal = core.configuration.refusal(ofChannel: channel) { return .text(404, refusal + "\n") }
+        if case .failure(let refusal) = access(request, core: core) { return refusal.response }
+        return nil
+    }
+
+    /// Who the request speaks as, its credentials checked once, or the response to send.
+    static func access(_ request: RESTRequest, core: ServerCore) -> Result<Access, HTTPResponseFailure> {
+        func refuse(_ response: HTTPResponse?) -> Result<Access, HTTPResponseFailure>? { response.map { .failure(HTTPResponseFailure($0)) } }
+        guard let channel = request.params["channel"] else { return .success(.anonymous) }
+        if let refusal = core.configuration.refusal(ofChannel: channel) { return .failure(HTTPResponseFailure(.text(404, refusal + "\n"))) }
         let settings = core.configuration.settings(ofChannel: channel)
         // The rooms the request names: the path's, or a multi-room publish's `?r=`.
         let rooms = request.params["room"].map { [$0] } ?? request.head.queryValues("r")
         guard let header = request.head.headers["Authorization"] else {
             guard settings?.requireAuth != true else {
-                return unauthorized("channel \"\(channel)\" requires authentication: send Authorization: Basic base64(channel:secret) or Bearer <JWT>")
+                return .failure(HTTPResponseFailure(unauthorized("channel \"\(channel)\" requires authentication: send Authorization: Basic base64(channel:secret) or Bearer <JWT>")))
             }
-            return reservedRefusal(rooms)
+            return refuse(reservedRefusal(rooms)) ?? .success(.anonymous)
         }
         guard let secret = settings?.secret else {
-            return unauthorized("channel \"\(channel)\" does not use authentication (no secret is configured for it)")
+            return .failure(HTTPResponseFailure(unauthorized("channel \"\(channel)\" does not use authentication (no secret is configured for it)")))
         }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2 else { return unauthorized("malformed Authorization header") }
+        guard parts.count == 2 else { return .failure(HTTPResponseFailure(unauthorized("malformed Authorization header"))) }
         let credentials = parts[1].trimmingCharacters(in: .whitespaces)
         switch parts[0].lowercased() {
         case "basic":
-            guard let data = Data(base64Encoded: credentials) else { return unauthorized("Basic credentials are not base64") }
+            guard let data = Data(base64Encoded: credentials) else { return .failure(HTTPResponseFailure(unauthorized("Basic credentials are not base64"))) }
             let expected = Array("\(channel):\(secret)".utf8)
-            guard constantTimeEqual(Array(data), expected) else { return unauthorized("wrong channel or secret") }
-            return reservedRefusal(rooms)
+            guard constantTimeEqual(Array(data), expected) else { return .failure(HTTPResponseFailure(unauthorized("wrong channel or secret"))) }
+            return refuse(reservedRefusal(rooms)) ?? .success(.secret)
         case "bearer":
             let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
             let claims: TokenClaims
             do {
                 claims = try verifier.verify(credentials, secret: secret, channel: channel, client: .any)
             } catch {
-                return unauthorized(error.message)
+                return .failure(HTTPResponseFailure(unauthorized(error.message)))
             }
             // The rooms of the server's own (`~`) are nobody's, and a direct room is its users'
             // alone: as on every door, whatever the token's room patterns allow.
             for room in rooms {
                 if let refusal = ChatRules.roomRefusal(room, user: claims.user) {
-                    return .text(403, "permission denied: \(refusal.message)\n")
+                    return .failure(HTTPResponseFailure(.text(403, "permission denied: \(refusal.message)\n")))
                 }
             }
             // Publishing needs the publish permission in every room named; queries need only a
             // valid token of the channel.
-            guard request.head.method == "POST" else { return nil }
-            for room in rooms where claims.permission(for: room)?.publish != true {
-                return .text(403, "permission denied: the token does not allow publishing to room \"\(room)\"\n")
+            if request.head.method == "POST" {
+                for room in rooms where claims.permission(for: room)?.publish != true {
+                    return .failure(HTTPResponseFailure(.text(403, "permission denied: the token does not allow publishing to room \"\(room)\"\n")))
+                }
             }
-            return nil
+            return .success(.token(claims))
         default:
-            return unauthorized("unsupported Authorization scheme (use Basic or Bearer)")
+            return .failure(HTTPResponseFailure(unauthorized("unsupported Authorization scheme (use Basic or Bearer)")))
         }
     }
 

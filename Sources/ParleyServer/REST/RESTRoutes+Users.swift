@@ -7,23 +7,6 @@ import ParleyHTTP
 /// user (a Bearer token whose `user` claim names them); on an open channel anyone may ask,
 /// because there a user id proves nothing.
 extension RESTRoutes {
-    /// Who a request may act for: the refusal when it may not act for `user`; else the token's
-    /// claims when it came with a Bearer token (nil for the server, Basic, and on an open
-    /// channel), whose room permissions still apply.
-    static func userRefusal(_ request: RESTRequest, user: String, core: ServerCore) -> Result<TokenClaims?, HTTPResponseFailure> {
-        guard let channel = request.params["channel"], let header = request.head.headers["Authorization"],
-              let secret = core.configuration.settings(ofChannel: channel)?.secret else { return .success(nil) }
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .success(nil) }  // Basic: the server
-        let verifier = TokenVerifier(hmac: OpenSSLHMAC(), clock: core.hub.clock)
-        guard let claims = try? verifier.verify(parts[1].trimmingCharacters(in: .whitespaces), secret: secret, channel: channel,
-                                                client: .any) else { return .failure(HTTPResponseFailure(RESTAuth.unauthorized("invalid token"))) }
-        guard claims.user == user else {
-            return .failure(HTTPResponseFailure(.text(403, "permission denied: the token's user claim does not name user \"\(user)\"\n")))
-        }
-        return .success(claims)
-    }
-
     /// The channel and user of a `users/USER/…` request that may act for that user (and the
     /// token's claims, when it came with one), or the refusal: a bad name (400), or
     /// credentials that do not name the user (401/403).
@@ -32,10 +15,13 @@ extension RESTRoutes {
         let channel = request.params["channel"] ?? "", user = request.params["user"] ?? ""
         guard RoomKey.isValidName(channel) else { return .failure(HTTPResponseFailure(.text(400, "invalid channel name\n"))) }
         if let problem = UserID.problem(with: user) { return .failure(HTTPResponseFailure(.text(400, "invalid user: \(problem)\n"))) }
-        switch userRefusal(request, user: user, core: core) {
-        case .success(let claims): return .success((channel, user, claims))
-        case .failure(let refusal): return .failure(refusal)
+        // The server (Basic) and anyone on an open channel may act for any user; a token only
+        // for the user its `user` claim names, and its room permissions still apply.
+        guard let claims = request.access.claims else { return .success((channel, user, nil)) }
+        guard claims.user == user else {
+            return .failure(HTTPResponseFailure(.text(403, "permission denied: the token's user claim does not name user \"\(user)\"\n")))
         }
+        return .success((channel, user, claims))
     }
 
     /// `GET /CHANNEL/push/vapid`: `{"public_key"}`, what a browser subscribes with; 404 when

@@ -11,6 +11,8 @@ struct RESTRequest: Sendable {
     var remote: String? = nil
     /// The client's IP (the forwarded one behind a trusted proxy), for per-address budgets.
     var clientIP: String? = nil
+    /// Who it speaks as, its credentials checked once by the router (``RESTAuth/access(_:core:)``).
+    var access: RESTAuth.Access = .anonymous
 }
 
 /// A REST route: answers one request using the hub, when it has the answer (a publish
@@ -43,8 +45,11 @@ enum RESTRoutes {
                        clientIP: String? = nil, core: ServerCore) async -> HTTPResponse {
         switch router.match(method: head.method, path: head.path) {
         case .found(let handler, let params):
-            let request = RESTRequest(head: head, params: params, body: body, remote: remote, clientIP: clientIP)
-            if let refusal = RESTAuth.check(request, core: core) {
+            var request = RESTRequest(head: head, params: params, body: body, remote: remote, clientIP: clientIP)
+            switch RESTAuth.access(request, core: core) {
+            case .success(let access): request.access = access
+            case .failure(let failure):
+                let refusal = failure.response
                 if refusal.status == 401 || refusal.status == 403 {
                     if head.method == "POST" { core.metrics.publishesRefused.counter(.forbidden).increment() }
                     core.logAuthFailure(door: .http, remote: remote, channel: request.params["channel"],
@@ -218,7 +223,7 @@ enum RESTRoutes {
         core.metrics.messagesReceived.counter(.http).increment()
         let rules = MessageActionRules(core.configuration)
         let hub = core.hub
-        let moderates = RESTAuth.moderates(request, room: room, core: core)
+        let moderates = request.access.moderates(room)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message, ChatRefusal>, Never>) in
             rules.perform(action, in: RoomKey(channel: channel, room: room), as: nil, canModerate: moderates, hub: hub) {
                 continuation.resume(returning: $0)
