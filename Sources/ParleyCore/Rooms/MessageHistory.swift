@@ -32,16 +32,7 @@ public struct MessageHistory: Sendable {
 
     public mutating func append(_ entry: Message) {
         guard capacity > 0 else { return }
-        var message = entry
-        if let action = entry.action {
-            // An edit of a message deleted meanwhile (it passed its checks just before the
-            // delete was stored) is kept as a tombstone, as the stores keep it.
-            if action.kind == .edit, let index = index(of: action.target.offset), messages[index].isDeleted {
-                message = entry.tombstone
-            } else {
-                apply(entry, to: action.target.offset)
-            }
-        }
+        let message = entry.action.map { apply(entry, to: $0.target.offset) } ?? entry
         let size = message.cachedSize
         guard size <= maxBytes else { removeAll(); return }
         if let budget, !budget.reserve(size) {
@@ -71,10 +62,13 @@ public struct MessageHistory: Sendable {
     }
 
     /// Applies an action to its target when kept: a delete as ``markDeleted(_:)``, any other
-    /// into the target's current state (its bytes counted with the target's).
-    private mutating func apply(_ entry: Message, to target: Int64) {
-        guard entry.action?.kind != .delete else { markDeleted(target); return }
-        guard let index = index(of: target), !messages[index].isDeleted, !messages[index].isAction else { return }
+    /// into the target's current state (its bytes counted with the target's). Returns the
+    /// entry as it is to be kept: an edit of a message deleted meanwhile (it passed its checks
+    /// just before the delete was stored) as a tombstone, as the stores keep it.
+    private mutating func apply(_ entry: Message, to target: Int64) -> Message {
+        guard entry.action?.kind != .delete else { markDeleted(target); return entry }
+        guard let index = index(of: target), !messages[index].isAction else { return entry }
+        guard !messages[index].isDeleted else { return entry.action?.kind == .edit ? entry.tombstone : entry }
         let state = (current[target] ?? messages[index]).applying(entry)
         current[target] = state
         let size = messages[index].cachedSize + state.cachedSize
@@ -82,6 +76,7 @@ public struct MessageHistory: Sendable {
         sizes[index] = size
         bytes += grown
         if grown > 0 { budget?.force(grown) } else { budget?.release(-grown) }
+        return entry
     }
 
     private func index(of offset: Int64) -> Int? {
