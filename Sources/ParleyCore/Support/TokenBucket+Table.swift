@@ -11,16 +11,23 @@ extension TokenBucket {
     public static func prune<Key: Hashable>(_ table: inout [Key: TokenBucket], maxKeys: Int, pinned: Set<Key> = [],
                                             nowMillis: Int64) {
         guard table.count >= maxKeys else { return }
-        var levels = table.compactMap { key, bucket -> (key: Key, share: Double)? in
-            guard !pinned.contains(key) else { return nil }
-            var copy = bucket
-            return (key, copy.available(nowMillis: nowMillis) / max(copy.burst, .leastNonzeroMagnitude))
+        var partial: [(key: Key, share: Double)] = []
+        for (key, bucket) in table where !pinned.contains(key) {
+            let share = bucket.share(nowMillis: nowMillis)
+            if share >= 1 { table[key] = nil } else { partial.append((key, share)) }
         }
-        for entry in levels where entry.share >= 1 { table[entry.key] = nil }
         let target = maxKeys - max(1, maxKeys / 10)
         guard table.count > target else { return }
-        levels.removeAll { $0.share >= 1 }
-        levels.sort { $0.share > $1.share }
-        for entry in levels.prefix(table.count - target) { table[entry.key] = nil }
+        partial.sort { $0.share > $1.share }
+        for entry in partial.prefix(table.count - target) { table[entry.key] = nil }
     }
+
+    /// The share of its burst the bucket holds at `nowMillis`: 1 when full, as a new one is.
+    public func share(nowMillis: Int64) -> Double {
+        var copy = self
+        return copy.available(nowMillis: nowMillis) / max(copy.burst, .leastNonzeroMagnitude)
+    }
+
+    /// True when the bucket would be full at `nowMillis` (nothing to remember).
+    public func isFull(nowMillis: Int64) -> Bool { share(nowMillis: nowMillis) >= 1 }
 }

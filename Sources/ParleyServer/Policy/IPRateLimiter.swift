@@ -176,10 +176,3 @@ final class IPRateLimiter: Sendable {
     var retryAfterSeconds: Int { max(1, Int((1 / ratePerSecond).rounded(.up))) }
 }
 
-extension TokenBucket {
-    /// True when the bucket would be full at `nowMillis` (nothing to remember).
-    func isFull(nowMillis: Int64) -> Bool {
-        var copy = self
-        return copy.available(nowMillis: nowMillis) >= burst
-    }
-}
