@@ -341,6 +341,20 @@ import Testing
             try await eventually("closed") { refused.ws.closeCode != nil }
             #expect(refused.ws.closeCode == 1008)
         }
+        // A publish or an action padded with fields nobody reads pays for the padding.
+        for type in ["publish", "delete"] {
+            let padded = try await server.native(ip: type == "publish" ? "192.0.2.19" : "192.0.2.20")
+            var answered = 0
+            for n in 0..<6 {
+                padded.send(["type": .string(type), "room": "r", "message": "x", "target": "nope", "pad": .string(junk),
+                             "callback": .number(JSONNumber(n))])
+                guard (try? await padded.next(timeout: 5)) != nil else { break }
+                answered += 1
+            }
+            #expect(answered < 6, "\(type): \(answered) answered")
+            try await eventually("closed") { padded.ws.closeCode != nil }
+            #expect(padded.ws.closeCode == 1008)
+        }
     }
 
     /// Message actions wait their turn one at a time on the native door; each is admitted

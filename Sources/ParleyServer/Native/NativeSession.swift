@@ -148,14 +148,18 @@ final class NativeSession: WebSocketServerDelegate, RoomSubscriber {
         // the address's publish byte budget, and past it the connection goes. Small commands
         // (a handshake, a subscribe) are not charged, so an address in publish debt can still
         // connect and read.
-        let charged: Bool
+        // A publish's or an action's body is charged when admitted; what its frame carries
+        // beyond the body (fields nobody reads) is charged here like a big command.
+        func beyondFree(_ bytes: Int) -> Int { bytes > Self.freeCommandBytes ? bytes : 0 }
+        let charged: Int
         receivedBytes = payload.count
         switch parsed {
-        case .success(.publish), .success(.act): charged = false
-        case .success: charged = payload.count > Self.freeCommandBytes
-        case .failure: charged = true
+        case .success(.publish(_, let message, _, _)): charged = beyondFree(payload.count - message.approximateSize)
+        case .success(.act(_, let request, _)): charged = beyondFree(payload.count - (request.body?.approximateSize ?? 0))
+        case .success: charged = beyondFree(payload.count)
+        case .failure: charged = payload.count
         }
-        if charged, let refusal = chat.chargeReceived(payload.count) {
+        if charged > 0, let refusal = chat.chargeReceived(charged) {
             closeWith(.policyViolation, reason: refusal.message)
             return
         }
