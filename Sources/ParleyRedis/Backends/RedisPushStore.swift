@@ -211,11 +211,9 @@ public final class RedisPushStore: PushStore {
 
     public func setMute(_ mute: PushMute, user: String, channel: String, nowMillis: Int64) throws(ParleyError) {
         let key = userKey(channel, user, "m")
-        let done = try call("setting a mute") {
-            redis.evaluate(Self.muteScript, keys: [.string(key)], arguments: [
-                .string(mute.room ?? ""), .integer(mute.untilMillis), .integer(nowMillis), .integer(Int64(PushMute.maxPerUser)),
-            ], timeoutMillis: timeoutMillis, completion: $0)
-        }
+        let done = try script("setting a mute", Self.muteScript, keys: [.string(key)], [
+            .string(mute.room ?? ""), .integer(mute.untilMillis), .integer(nowMillis), .integer(Int64(PushMute.maxPerUser)),
+        ])
         if done.int == 0 { throw PushMute.tooMany }
     }
 
