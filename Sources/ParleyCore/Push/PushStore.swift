@@ -125,9 +125,13 @@ public final class InMemoryPushStore: PushStore {
     public func setMute(_ mute: PushMute, user: String, channel: String, nowMillis: Int64) throws(ParleyError) {
         let prefix = channel + "\0" + user + "\0", key = Self.key(channel, user, mute.room)
         try state.withLock { state throws(ParleyError) in
-            for (other, held) in state.mutes where other.hasPrefix(prefix) && held.untilMillis <= nowMillis { state.mutes[other] = nil }
+            // One walk: the user's ended mutes go, the running ones are counted.
+            var running = 0
+            for (other, held) in state.mutes where other.hasPrefix(prefix) {
+                if held.untilMillis <= nowMillis { state.mutes[other] = nil } else { running += 1 }
+            }
             guard mute.untilMillis > nowMillis else { state.mutes[key] = nil; return }
-            if state.mutes[key] == nil, state.mutes.keys.filter({ $0.hasPrefix(prefix) }).count >= PushMute.maxPerUser {
+            if state.mutes[key] == nil, running >= PushMute.maxPerUser {
                 throw PushMute.tooMany
             }
             state.mutes[key] = mute
